@@ -1,0 +1,1 @@
+"""Files produced by subtasks: safe names, content-addressed storage, manifests, zip export."""

@@ -1,0 +1,101 @@
+"""Settings: one object, read from `SHOAL_*` environment variables and `.env`, built once.
+
+`create_app(settings)`, the worker and the CLI receive a `Settings`; nothing reads the
+environment at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_SECRET = "shoal-dev-secret-change-me"
+
+
+class Settings(BaseSettings):
+    """Everything Shoal can be configured with. Defaults run the embedded mode."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SHOAL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    mode: Literal["dev", "production"] = "production"
+    data_dir: Path = Path(".shoal")
+    database_url: str | None = None  # default: SQLite file in data_dir
+    redis_url: str | None = None  # default: in-process bus
+    secret_key: str = DEV_SECRET
+    host: str = "127.0.0.1"
+    port: int = 8000
+    public_url: str | None = None  # how users reach this server; default http://host:port
+
+    # Leases and retries (DESIGN §3).
+    heartbeat_interval: float = Field(10.0, gt=0)
+    lease_seconds: float = Field(30.0, gt=0)
+    sweep_interval: float = Field(1.0, gt=0)
+    max_attempts: int = Field(3, ge=1, le=20)
+    retry_delays: list[float] = Field(default_factory=lambda: [10.0, 30.0, 60.0])
+    retry_jitter: float = Field(0.1, ge=0, le=1)
+
+    # Limits.
+    subtask_timeout: float = Field(900.0, gt=0)
+    planner_timeout: float = Field(300.0, gt=0)
+    max_subtasks: int = Field(500, ge=1)
+    max_result_bytes: int = Field(20 * 1024 * 1024, ge=1024)
+    max_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
+    max_files_per_result: int = Field(500, ge=1)
+    batch_max: int = Field(256, ge=1)  # decisions per group commit
+
+    # Auth.
+    bcrypt_rounds: int = Field(12, ge=4, le=16)
+    access_token_minutes: int = Field(24 * 60, ge=1)
+    refresh_token_days: int = Field(30, ge=1)
+    rate_limit_per_minute: int = Field(600, ge=1)
+
+    # Worker side.
+    worker_name: str | None = None
+    worker_slots: int = Field(2, ge=1, le=256)
+    default_tool: str = "openai_compat"
+    openai_compat_base_url: str | None = None
+    openai_compat_api_key: str = "sk-local"
+    openai_compat_model: str = "shoal-demo"
+    agent_max_turns: int = Field(24, ge=1)
+    command_timeout: float = Field(120.0, gt=0)
+
+    @field_validator("retry_delays")
+    @classmethod
+    def _delays_non_negative(cls, value: list[float]) -> list[float]:
+        if any(d < 0 for d in value):
+            raise ValueError("retry delays must be >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_defaults(self) -> Settings:
+        if self.mode != "dev" and self.secret_key == DEV_SECRET:
+            raise ValueError(
+                "SHOAL_SECRET_KEY is left at its development default. Set it to a long random "
+                "value (python -c 'import secrets; print(secrets.token_urlsafe(48))'), "
+                "or run in dev mode with SHOAL_MODE=dev."
+            )
+        if self.lease_seconds <= self.heartbeat_interval:
+            raise ValueError("lease_seconds must be longer than heartbeat_interval")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file in the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'shoal.db').resolve()}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Where content-addressed files live."""
+        return self.data_dir / "artifacts"
+
+    @property
+    def base_url(self) -> str:
+        """The URL people and workers use to reach this control plane."""
+        return self.public_url or f"http://{self.host}:{self.port}"

@@ -1,0 +1,64 @@
+"""Event types and the event value every stream carries.
+
+Events are append-only, numbered by a global sequence (`seq`) assigned by the store when the
+transaction that produced them commits. Clients see `{type, data, timestamp, seq}`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class EventType(StrEnum):
+    """Every kind of event Shoal appends. The seed's seven are the minimum."""
+
+    TASK_CREATED = "task_created"
+    TASK_UPDATE = "task_update"
+    SUBTASK_UPDATE = "subtask_update"
+    WORKER_UPDATE = "worker_update"
+    CHECKPOINT_READY = "checkpoint_ready"
+    TASK_COMPLETE = "task_complete"
+    TASK_FAILED = "task_failed"
+    TASK_CANCELLED = "task_cancelled"
+    AGENT_LOG = "agent_log"
+    NOTICE = "notice"  # something a person should know: planner fallback, rejected files
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event decided but not yet stored (no sequence number yet)."""
+
+    type: EventType
+    data: dict[str, Any]
+    task_id: uuid.UUID | None = None
+    user_id: uuid.UUID | None = None  # None: visible to every signed-in user (worker events)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A stored event with its global sequence number."""
+
+    seq: int
+    type: EventType
+    data: dict[str, Any]
+    timestamp: datetime
+    task_id: uuid.UUID | None = None
+    user_id: uuid.UUID | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def wire(self) -> dict[str, Any]:
+        """The shape clients receive."""
+        return {
+            "type": self.type.value,
+            "data": self.data,
+            "timestamp": self.timestamp.isoformat().replace("+00:00", "Z"),
+            "seq": self.seq,
+        }
+
+    def visible_to(self, user_id: uuid.UUID) -> bool:
+        """Whether this user may see the event."""
+        return self.user_id is None or self.user_id == user_id

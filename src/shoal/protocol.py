@@ -1,0 +1,202 @@
+"""Worker wire protocol (DESIGN §5): versioned JSON messages over `/ws/worker`.
+
+Every message is a JSON object with `type` and `v`. Worker → control plane: `worker_register`,
+`heartbeat`, `task_accepted`, `agent_log`, `task_result`. Control plane → worker: `registered`,
+`execute_task`, `cancel_task`, `ack`, `error`. `parse_worker_message` / `parse_server_message`
+turn raw text into the right model or raise `pydantic.ValidationError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+PROTOCOL_VERSION = 1
+
+ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    v: int = PROTOCOL_VERSION
+
+
+class ToolInfo(BaseModel):
+    """A tool a worker offers: its name, version, and whether it runs on this machine only."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    version: str | None = None
+    local: bool = False
+
+
+class FilePayload(BaseModel):
+    """One file carried inline: a relative path and its bytes in base64."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    content_b64: str
+
+
+class RejectedFile(BaseModel):
+    """A file an agent produced that Shoal refused, and why."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    reason: str
+
+
+class Usage(BaseModel):
+    """Tokens and cost one attempt spent."""
+
+    model_config = ConfigDict(frozen=True)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class UpstreamResult(BaseModel):
+    """The output and files of a subtask this one depends on."""
+
+    model_config = ConfigDict(frozen=True)
+    subtask_id: uuid.UUID
+    name: str
+    output: str
+    files: list[FilePayload] = Field(default_factory=list)
+
+
+# ---- worker → control plane -------------------------------------------------------------
+
+
+class WorkerRegister(_Message):
+    """First message on a connection: who the worker is, what it has, what it still runs."""
+
+    type: Literal["worker_register"] = "worker_register"
+    machine_id: str = Field(min_length=1, max_length=100)
+    machine_name: str = Field(min_length=1, max_length=100)
+    system_info: dict[str, Any] = Field(default_factory=dict)
+    tools: list[ToolInfo] = Field(default_factory=list)
+    slots: int = Field(1, ge=1, le=256)
+    running: list[uuid.UUID] = Field(default_factory=list)
+    version: str | None = None
+
+
+class Heartbeat(_Message):
+    """Periodic liveness and load; renews the leases of the attempts in `running`."""
+
+    type: Literal["heartbeat"] = "heartbeat"
+    cpu_percent: float = 0.0
+    memory_percent: float = 0.0
+    disk_percent: float = 0.0
+    running: list[uuid.UUID] = Field(default_factory=list)
+
+
+class TaskAccepted(_Message):
+    """The worker has started an attempt."""
+
+    type: Literal["task_accepted"] = "task_accepted"
+    attempt_id: uuid.UUID
+
+
+class AgentLog(_Message):
+    """A line of live output from an attempt."""
+
+    type: Literal["agent_log"] = "agent_log"
+    attempt_id: uuid.UUID
+    message: str = Field(max_length=64_000)
+    level: Literal["info", "warning", "error"] = "info"
+
+
+class TaskResult(_Message):
+    """The end of an attempt: output, files, usage, and a truthful end state."""
+
+    type: Literal["task_result"] = "task_result"
+    attempt_id: uuid.UUID
+    fence: int
+    status: ResultStatus
+    output: str = ""
+    files: list[FilePayload] = Field(default_factory=list)
+    rejected_files: list[RejectedFile] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None
+    duration_seconds: float = 0.0
+
+
+WorkerMessage = Annotated[
+    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | TaskResult,
+    Field(discriminator="type"),
+]
+
+# ---- control plane → worker -------------------------------------------------------------
+
+
+class Registered(_Message):
+    """Answer to `worker_register`: the worker's id and the timing it must keep."""
+
+    type: Literal["registered"] = "registered"
+    worker_id: uuid.UUID
+    heartbeat_interval: float
+    lease_seconds: float
+
+
+class ExecuteTask(_Message):
+    """Run one attempt of a subtask."""
+
+    type: Literal["execute_task"] = "execute_task"
+    attempt_id: uuid.UUID
+    fence: int
+    task_id: uuid.UUID
+    subtask_id: uuid.UUID
+    role: str
+    tool: str
+    name: str
+    instructions: str
+    upstream: list[UpstreamResult] = Field(default_factory=list)
+    timeout: float = 900.0
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CancelTask(_Message):
+    """Stop an attempt now (task cancelled, lease reassigned)."""
+
+    type: Literal["cancel_task"] = "cancel_task"
+    attempt_id: uuid.UUID
+    reason: str = ""
+
+
+class Ack(_Message):
+    """The control plane has durably handled a `task_result`; the worker may forget it."""
+
+    type: Literal["ack"] = "ack"
+    attempt_id: uuid.UUID
+    accepted: bool
+    reason: str | None = None
+
+
+class ErrorMessage(_Message):
+    """A message the control plane could not handle."""
+
+    type: Literal["error"] = "error"
+    code: str
+    message: str
+
+
+ServerMessage = Annotated[
+    Registered | ExecuteTask | CancelTask | Ack | ErrorMessage,
+    Field(discriminator="type"),
+]
+
+_worker_adapter: TypeAdapter[WorkerMessage] = TypeAdapter(WorkerMessage)
+_server_adapter: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
+
+
+def parse_worker_message(raw: str | bytes) -> WorkerMessage:
+    """Parse a message a worker sent."""
+    return _worker_adapter.validate_json(raw)
+
+
+def parse_server_message(raw: str | bytes) -> ServerMessage:
+    """Parse a message the control plane sent."""
+    return _server_adapter.validate_json(raw)

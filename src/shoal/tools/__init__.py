@@ -1,0 +1,1 @@
+"""Tool adapters a worker runs attempts with, behind the small `Tool` protocol."""

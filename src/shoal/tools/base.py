@@ -1,0 +1,56 @@
+"""The `Tool` port: how a worker runs one attempt with one AI tool.
+
+A tool gets a `ToolRun` (instructions, a private workspace, a time limit, a log callback) and
+returns a `ToolOutcome`. The worker collects the files the run produced from the workspace; a
+tool only writes them there. Cancellation arrives as `asyncio.CancelledError`: a tool must let it
+propagate after stopping whatever it started.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from shoal.protocol import Usage
+
+OutcomeStatus = Literal["succeeded", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """Everything a tool needs for one attempt."""
+
+    attempt_id: uuid.UUID
+    task_id: uuid.UUID
+    subtask_id: uuid.UUID
+    role: str
+    name: str
+    instructions: str
+    workspace: Path
+    timeout: float
+    log: Callable[[str], None]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """How an attempt ended, as the tool saw it."""
+
+    status: OutcomeStatus
+    output: str = ""
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+
+class Tool(Protocol):
+    """An AI tool a worker can run attempts with."""
+
+    name: str
+    local: bool  # True when no data leaves this machine (allowed for `sensitive` tasks)
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Run one attempt in `run.workspace` and report how it ended."""
+        ...
