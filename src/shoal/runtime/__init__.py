@@ -1,1 +1,1 @@
-"""runtime."""
+"""The loop around the engine: group-committed decisions, dispatch, leases, recovery."""

@@ -1,1 +1,1 @@
-"""store."""
+"""Persistence: SQLAlchemy 2 async models, repositories, migrations; PostgreSQL or SQLite."""

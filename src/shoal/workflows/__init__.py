@@ -1,1 +1,1 @@
-"""workflows."""
+"""Built-in workflows and the prompts of their roles."""

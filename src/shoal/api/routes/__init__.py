@@ -1,1 +1,1 @@
-"""api/routes."""
+"""REST routes, one module per resource."""

@@ -1,0 +1,118 @@
+"""`create_app(settings)`: the control plane's ASGI app with its runtime, bus and store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import structlog
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+
+from shoal import __version__
+from shoal.api import client_ws, worker_ws
+from shoal.api.deps import Services
+from shoal.api.errors import install_error_handlers
+from shoal.api.routes import auth, subtasks, tasks, workers
+from shoal.artifacts.store import ArtifactStore
+from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from shoal.bus.base import EventBus
+from shoal.bus.memory import MemoryBus
+from shoal.config import Settings
+from shoal.runtime.core import Runtime
+from shoal.store.db import Database
+from shoal.web.pages import INDEX_HTML
+
+log = structlog.get_logger(__name__)
+
+
+async def build_services(settings: Settings) -> Services:
+    """Connect the store, bus and limiter, and build the runtime (not yet running)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database.connect(settings.resolved_database_url)
+    await db.migrate()
+    bus: EventBus
+    limiter: RateLimiter
+    if settings.redis_url:
+        from redis import asyncio as aioredis
+
+        from shoal.bus.redis import RedisBus
+
+        bus = RedisBus(settings.redis_url)
+        limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url))
+    else:
+        bus = MemoryBus()
+        limiter = MemoryRateLimiter()
+    artifacts = ArtifactStore(settings.artifacts_dir)
+    runtime = Runtime(settings, db, bus, artifacts)
+    return Services(settings=settings, db=db, bus=bus, artifacts=artifacts, runtime=runtime,
+                    limiter=limiter)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The control plane: REST under /api/v1, /ws for clients, /ws/worker for workers."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = await build_services(settings)
+        app.state.services = services
+        runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
+        await _wait_ready(services.runtime, runner)
+        log.info("control_plane.started", url=settings.base_url,
+                 database=services.db.dialect, bus=type(services.bus).__name__)
+        try:
+            yield
+        finally:
+            services.runtime.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(runner, timeout=30)
+            await services.bus.close()
+            await services.db.dispose()
+
+    app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,
+                  description="Multi-agent task orchestration across many machines.")
+    install_error_handlers(app)
+    for router in (auth.router, tasks.router, subtasks.router, workers.router,
+                   client_ws.router, worker_ws.router):
+        app.include_router(router)
+    _add_plain_routes(app)
+    return app
+
+
+async def _wait_ready(runtime: Runtime, runner: asyncio.Task[None]) -> None:
+    ready = asyncio.create_task(runtime.ready.wait())
+    done, _ = await asyncio.wait({ready, runner}, return_when=asyncio.FIRST_COMPLETED)
+    if runner in done:
+        ready.cancel()
+        runner.result()  # raises the start-up error
+        raise RuntimeError("The runtime stopped during start-up.")
+
+
+def _add_plain_routes(app: FastAPI) -> None:
+    registry = CollectorRegistry()
+    gauges = {name: Gauge(f"shoal_{name}", f"Current number of {name.replace('_', ' ')}",
+                          registry=registry)
+              for name in ("active_tasks", "queued", "live_attempts", "workers")}
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> JSONResponse:
+        """Liveness and a few counts; no authentication."""
+        services: Services = app.state.services
+        return JSONResponse({"status": "ok", "version": __version__,
+                             **services.runtime.snapshot_counts()})
+
+    @app.get("/metrics", tags=["health"])
+    async def metrics() -> Response:
+        """Prometheus metrics."""
+        services: Services = app.state.services
+        for name, value in services.runtime.snapshot_counts().items():
+            gauges[name].set(value)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    @app.get("/login", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        """A small status page; signs in from a one-time login link."""
+        return HTMLResponse(INDEX_HTML)

@@ -1,0 +1,60 @@
+"""Request dependencies: the services of this app and the signed-in user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from shoal.artifacts.store import ArtifactStore
+from shoal.auth.ratelimit import RateLimiter
+from shoal.auth.tokens import Claims, decode_token
+from shoal.bus.base import EventBus
+from shoal.config import Settings
+from shoal.errors import Unauthorized
+from shoal.runtime.core import Runtime
+from shoal.store.db import Database
+
+
+@dataclass(slots=True)
+class Services:
+    """Everything a request handler may use, built once per app."""
+
+    settings: Settings
+    db: Database
+    bus: EventBus
+    artifacts: ArtifactStore
+    runtime: Runtime
+    limiter: RateLimiter
+
+
+def get_services(request: Request) -> Services:
+    """The app's services."""
+    services: Services = request.app.state.services
+    return services
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token from `Authorization: Bearer …`, if any."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+async def current_user(
+    request: Request, services: Annotated[Services, Depends(get_services)]
+) -> Claims:
+    """The person behind the request's access token; 401 without a valid one."""
+    token = bearer_token(request)
+    if token is None:
+        raise Unauthorized("Sign in first: send 'Authorization: Bearer <access token>' "
+                           "(POST /api/v1/auth/login gives you one).")
+    claims = decode_token(token, settings=services.settings, expected_type="access")
+    await services.limiter.hit(f"user:{claims.user_id}",
+                               limit=services.settings.rate_limit_per_minute, window=60)
+    return claims
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+UserDep = Annotated[Claims, Depends(current_user)]

@@ -1,0 +1,106 @@
+"""Sign-in: password login, token refresh, one-time login links, and user accounts."""
+
+from __future__ import annotations
+
+import functools
+
+from fastapi import APIRouter, Request
+
+from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.schemas import Exchange, Login, Refresh, TokenPairOut, UserCreate, UserPublic
+from shoal.auth.passwords import hash_password, hash_password_async, verify_password_async
+from shoal.auth.tokens import decode_token, hash_opaque_token, issue_token_pair
+from shoal.errors import Forbidden, NotFound, Unauthorized
+from shoal.store import accounts
+from shoal.store.models import utcnow
+
+router = APIRouter(prefix="/api/v1", tags=["auth"])
+
+
+@functools.lru_cache(maxsize=4)
+def _dummy_hash(rounds: int) -> str:
+    """A real hash to check against when the user does not exist, so timing does not tell."""
+    return hash_password("not-a-real-password", rounds=rounds)
+
+
+@router.post("/auth/login", response_model=TokenPairOut)
+async def login(body: Login, request: Request, services: ServicesDep) -> TokenPairOut:
+    """Trade a username and password for access and refresh tokens."""
+    client = request.client.host if request.client else "unknown"
+    await services.limiter.hit(f"login:{client}", limit=20, window=60)
+    async with services.db.connection() as conn:
+        row = await accounts.user_by_name(conn, body.username)
+    ok = await verify_password_async(body.password, row.password_hash if row else _dummy_hash(services.settings.bcrypt_rounds))
+    if row is None or not ok:
+        raise Unauthorized("Wrong username or password.", code="invalid_credentials")
+    async with services.db.begin() as conn:
+        await accounts.touch_login(conn, row.id, utcnow())
+    return _pair(row, services)
+
+
+@router.post("/auth/refresh", response_model=TokenPairOut)
+async def refresh(body: Refresh, services: ServicesDep) -> TokenPairOut:
+    """Trade a refresh token for a new pair."""
+    claims = decode_token(body.refresh_token, settings=services.settings,
+                          expected_type="refresh")
+    async with services.db.connection() as conn:
+        row = await accounts.user_by_id(conn, claims.user_id)
+    if row is None:
+        raise Unauthorized("This account no longer exists.")
+    return _pair(row, services)
+
+
+@router.post("/auth/exchange", response_model=TokenPairOut)
+async def exchange(body: Exchange, services: ServicesDep) -> TokenPairOut:
+    """Trade a one-time login-link token (printed by `shoal up`) for a session."""
+    now = utcnow()
+    async with services.db.begin() as conn:
+        token = await accounts.live_token(conn, kind="login",
+                                          token_hash=hash_opaque_token(body.token), now=now)
+        if token is None or token.user_id is None:
+            raise Unauthorized("This login link is invalid, used or expired. "
+                               "Run `shoal up` again or sign in with a password.")
+        await accounts.revoke_token(conn, token.id, now)
+        row = await accounts.user_by_id(conn, token.user_id)
+    if row is None:
+        raise Unauthorized("This account no longer exists.")
+    return _pair(row, services)
+
+
+@router.get("/users/me", response_model=UserPublic)
+async def me(user: UserDep, services: ServicesDep) -> UserPublic:
+    """The signed-in user."""
+    async with services.db.connection() as conn:
+        row = await accounts.user_by_id(conn, user.user_id)
+    if row is None:
+        raise NotFound("This account no longer exists.")
+    return _public(row)
+
+
+@router.post("/users", status_code=201, response_model=UserPublic)
+async def create_user(body: UserCreate, user: UserDep, services: ServicesDep) -> UserPublic:
+    """Create an account (admins only)."""
+    if not user.is_admin:
+        raise Forbidden("Only an admin can create users.")
+    hashed = await hash_password_async(body.password, rounds=services.settings.bcrypt_rounds)
+    async with services.db.begin() as conn:
+        user_id = await accounts.create_user(conn, username=body.username,
+                                             password_hash=hashed, is_admin=body.is_admin,
+                                             email=body.email, now=utcnow())
+        row = await accounts.user_by_id(conn, user_id)
+    assert row is not None
+    return _public(row)
+
+
+def _pair(row: object, services: ServicesDep) -> TokenPairOut:
+    pair = issue_token_pair(row.id, username=row.username,  # type: ignore[attr-defined]
+                            is_admin=row.is_admin,  # type: ignore[attr-defined]
+                            settings=services.settings)
+    return TokenPairOut(access_token=pair.access_token, refresh_token=pair.refresh_token,
+                        token_type=pair.token_type, expires_in=pair.expires_in)
+
+
+def _public(row: object) -> UserPublic:
+    r = row
+    return UserPublic(user_id=r.id, username=r.username, email=r.email,  # type: ignore[attr-defined]
+                      is_admin=r.is_admin, created_at=r.created_at)  # type: ignore[attr-defined]

@@ -1,0 +1,199 @@
+"""Tasks: submit, list, read, cancel, download, and their live event stream (SSE)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import FileResponse, StreamingResponse
+from starlette.background import BackgroundTask
+
+from shoal.api import streams
+from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.schemas import (
+    SubtaskSummary,
+    TaskCancelled,
+    TaskCreate,
+    TaskCreated,
+    TaskDetail,
+    TaskPage,
+    TaskSummary,
+    Usage,
+)
+from shoal.artifacts.store import write_zip
+from shoal.engine import planning
+from shoal.engine.model import TaskRecord
+from shoal.errors import InvalidGraph, NotFound, Unavailable
+from shoal.ids import parse_id
+from shoal.states import TaskStatus
+from shoal.store import files as file_rows
+from shoal.store import queries
+from shoal.store.models import utcnow
+
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+
+
+@router.post("", status_code=201, response_model=TaskCreated)
+async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) -> TaskCreated:
+    """Submit a task: stored and started at once; planning runs on a worker."""
+    plan, options = _user_plan(body, services.settings.max_subtasks)
+    if not len(services.runtime.fleet):
+        raise Unavailable(
+            "No workers are currently online. Start one with: shoal worker --server "
+            f"{services.settings.base_url} --token <token>", code="no_workers_available",
+            retry_after=10)
+    now = utcnow()
+    task = TaskRecord(
+        id=uuid.uuid4(), user_id=user.user_id, description=body.description,
+        status=TaskStatus.PENDING, created_at=now, updated_at=now, workflow=body.workflow,
+        checkpoint_frequency=body.checkpoint_frequency, privacy_level=body.privacy_level,
+        tool_preferences=tuple(body.tool_preferences or ()), meta=body.requirements or {},
+    )
+    stored = await services.runtime.submit(task, plan, options)
+    message = ("Task submitted successfully. Running your plan..." if plan else
+               "Task submitted successfully. Decomposing into subtasks...")
+    return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
+
+
+def _user_plan(
+    body: TaskCreate, max_subtasks: int
+) -> tuple[planning.Plan | None, tuple[dict[str, Any], ...]]:
+    if body.plan is None:
+        return None, ()
+    items = [p.model_dump(exclude={"options"}) for p in body.plan]
+    try:
+        plan = planning.user_plan(items, max_subtasks=max_subtasks)
+    except InvalidGraph as exc:
+        exc.details = {"field": "plan", **(exc.details or {})}
+        raise
+    return plan, tuple(dict(p.options) for p in body.plan)
+
+
+@router.get("", response_model=TaskPage)
+async def list_tasks(
+    user: UserDep, services: ServicesDep,
+    status: Annotated[TaskStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TaskPage:
+    """The caller's tasks, newest first."""
+    async with services.db.connection() as conn:
+        rows, total = await queries.list_tasks(
+            conn, user_id=user.user_id, status=status.value if status else None,
+            limit=limit, offset=offset)
+    return TaskPage(tasks=[_summary(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{task_id}", response_model=TaskDetail)
+async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDetail:
+    """A task with its subtasks."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        subs = await queries.task_subtasks(conn, row.id)
+    return TaskDetail(
+        **_summary(row).model_dump(), workflow=row.workflow,
+        checkpoint_frequency=row.checkpoint_frequency, privacy_level=row.privacy_level,
+        tool_preferences=list(row.tool_preferences or []), error=row.error,
+        updated_at=row.updated_at, started_at=row.started_at, completed_at=row.completed_at,
+        usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                    cost_usd=row.cost_usd),
+        subtasks=[subtask_summary(s) for s in subs], checkpoints=[], evaluation_scores=None,
+    )
+
+
+@router.post("/{task_id}/cancel", response_model=TaskCancelled)
+async def cancel_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskCancelled:
+    """Cancel a task; its running agents are told to stop."""
+    tid = parse_id(task_id, kind="task")
+    task = await services.runtime.cancel(tid, user.user_id)
+    return TaskCancelled(task_id=task.id, status=task.status.value,
+                         message="Task cancelled. All agents stopped.")
+
+
+@router.get("/{task_id}/subtasks", response_model=list[SubtaskSummary])
+async def list_subtasks(task_id: str, user: UserDep, services: ServicesDep) -> list[SubtaskSummary]:
+    """A task's subtasks in creation order."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        subs = await queries.task_subtasks(conn, row.id)
+    return [subtask_summary(s) for s in subs]
+
+
+@router.get("/{task_id}/download", response_class=FileResponse)
+async def download_task(task_id: str, user: UserDep, services: ServicesDep) -> FileResponse:
+    """Every file the task's subtasks produced, as one zip."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        entries = await file_rows.task_files(conn, row.id)
+    members = sorted({e.path: e.sha256 for e in entries}.items())
+    tmp = Path(tempfile.mkstemp(prefix="shoal-", suffix=".zip")[1])
+    await write_zip(tmp, members, services.artifacts)
+    return FileResponse(tmp, media_type="application/zip",
+                        filename=f"task-{row.id}.zip",
+                        background=BackgroundTask(lambda: tmp.unlink(missing_ok=True)))
+
+
+@router.get("/{task_id}/events")
+async def task_events(
+    task_id: str, request: Request, user: UserDep, services: ServicesDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+    since: Annotated[int | None, Query(ge=0)] = None,
+) -> StreamingResponse:
+    """Server-sent events for one task; resumes after `Last-Event-ID` (or `?since=`)."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+    start = since if since is not None else _int_or_zero(last_event_id)
+    stream = streams.replay_then_live(services, user_id=user.user_id, task_id=row.id,
+                                      since=start)
+    return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request) -> AsyncIterator[str]:
+    yield "retry: 2000\n\n"
+    async for item in streams.with_keepalive(stream, interval=15.0):
+        if await request.is_disconnected():
+            return
+        if item is None:
+            yield ": keep-alive\n\n"
+            continue
+        yield f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
+
+
+def _int_or_zero(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+async def _owned(conn: Any, task_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
+    tid = parse_id(task_id, kind="task")
+    row = await queries.get_task(conn, tid, user_id=user_id)
+    if row is None:
+        raise NotFound(f"No task {task_id}.", details={"task_id": task_id})
+    return row
+
+
+def _summary(row: sa.Row[Any]) -> TaskSummary:
+    return TaskSummary(task_id=row.id, description=row.description, status=row.status,
+                       progress=row.progress, created_at=row.created_at)
+
+
+def subtask_summary(s: sa.Row[Any]) -> SubtaskSummary:
+    """A subtask row in the API's shape."""
+    return SubtaskSummary(
+        subtask_id=s.id, key=s.key, name=s.name, role=s.role, status=s.status,
+        progress=s.progress, dependencies=[uuid.UUID(str(d)) for d in s.dependencies or []],
+        assigned_worker=s.worker_name, assigned_worker_id=s.assigned_worker,
+        assigned_tool=s.assigned_tool, recommended_tool=s.recommended_tool,
+        attempts=s.attempts, error=s.error, started_at=s.started_at,
+        completed_at=s.completed_at,
+    )
+

@@ -1,0 +1,255 @@
+"""Request and response shapes of the REST API (seed 004 §4.1), Pydantic at the boundary."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ToolName = Literal[
+    "claude_code", "gemini_cli", "codex", "ollama", "anthropic", "openai", "gemini",
+    "openai_compat", "echo",
+]
+MAX_DESCRIPTION = 20_000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanItem(_Strict):
+    """One subtask of a plan the user brings (skips the planner)."""
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
+    dependencies: list[int | str] = Field(default_factory=list, max_length=500)
+    tool: ToolName | None = None
+    recommended_tool: ToolName | None = None
+    complexity: int = Field(3, ge=1, le=5)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskCreate(_Strict):
+    """`POST /api/v1/tasks`."""
+
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
+    checkpoint_frequency: Literal["low", "medium", "high"] = "medium"
+    privacy_level: Literal["normal", "sensitive"] = "normal"
+    tool_preferences: list[ToolName] | None = Field(None, max_length=9)
+    workflow: Literal["dag"] = "dag"
+    requirements: dict[str, Any] | None = None
+    plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
+
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("description must not be blank")
+        return value.strip()
+
+
+class TaskCreated(BaseModel):
+    """Answer to a submission."""
+
+    task_id: uuid.UUID
+    status: str
+    message: str
+
+
+class SubtaskSummary(BaseModel):
+    """A subtask inside a task's detail."""
+
+    subtask_id: uuid.UUID
+    key: str
+    name: str
+    role: str
+    status: str
+    progress: int
+    dependencies: list[uuid.UUID]
+    assigned_worker: str | None
+    assigned_worker_id: uuid.UUID | None
+    assigned_tool: str | None
+    recommended_tool: str | None
+    attempts: int
+    error: str | None
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+class SubtaskDetail(SubtaskSummary):
+    """`GET /api/v1/subtasks/{id}`: a subtask with its output and attempts."""
+
+    task_id: uuid.UUID
+    description: str
+    output: dict[str, Any] | None
+    attempt_history: list[dict[str, Any]]
+
+
+class Usage(BaseModel):
+    """Tokens and cost a task spent."""
+
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class TaskSummary(BaseModel):
+    """A task in a list."""
+
+    task_id: uuid.UUID
+    description: str
+    status: str
+    progress: int
+    created_at: datetime
+
+
+class TaskDetail(TaskSummary):
+    """`GET /api/v1/tasks/{id}`."""
+
+    workflow: str
+    checkpoint_frequency: str
+    privacy_level: str
+    tool_preferences: list[str]
+    error: str | None
+    updated_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    usage: Usage
+    subtasks: list[SubtaskSummary]
+    checkpoints: list[dict[str, Any]]
+    evaluation_scores: dict[str, Any] | None
+
+
+class TaskPage(BaseModel):
+    """`GET /api/v1/tasks`."""
+
+    tasks: list[TaskSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class TaskCancelled(BaseModel):
+    """Answer to a cancellation."""
+
+    task_id: uuid.UUID
+    status: str
+    message: str
+
+
+class FileEntry(BaseModel):
+    """One file in a subtask's manifest."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+class FileList(BaseModel):
+    """`GET /api/v1/subtasks/{id}/files`."""
+
+    subtask_id: uuid.UUID
+    files: list[FileEntry]
+
+
+class Login(_Strict):
+    """`POST /api/v1/auth/login`."""
+
+    username: str = Field(min_length=1, max_length=50)
+    password: str = Field(min_length=1, max_length=200)
+
+
+class Refresh(_Strict):
+    """`POST /api/v1/auth/refresh`."""
+
+    refresh_token: str = Field(min_length=1, max_length=4096)
+
+
+class Exchange(_Strict):
+    """`POST /api/v1/auth/exchange`: trade a one-time login link token for a session."""
+
+    token: str = Field(min_length=1, max_length=256)
+
+
+class TokenPairOut(BaseModel):
+    """Access and refresh tokens."""
+
+    access_token: str
+    refresh_token: str
+    token_type: str = "bearer"
+    expires_in: int
+
+
+class UserCreate(_Strict):
+    """`POST /api/v1/users` (admins only)."""
+
+    username: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.@-]+$")
+    password: str = Field(min_length=8, max_length=72)
+    email: str | None = Field(None, max_length=255)
+    is_admin: bool = False
+
+
+class UserPublic(BaseModel):
+    """A user as the API shows them."""
+
+    user_id: uuid.UUID
+    username: str
+    email: str | None
+    is_admin: bool
+    created_at: datetime
+
+
+class WorkerTokenCreate(_Strict):
+    """`POST /api/v1/workers/tokens`."""
+
+    name: str = Field(min_length=1, max_length=100)
+
+
+class WorkerTokenCreated(BaseModel):
+    """A new worker token; shown once."""
+
+    token_id: uuid.UUID
+    name: str
+    token: str
+
+
+class WorkerTokenPublic(BaseModel):
+    """A worker token without its secret."""
+
+    token_id: uuid.UUID
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class WorkerPublic(BaseModel):
+    """A worker in the list (seed §4.1.2)."""
+
+    worker_id: uuid.UUID
+    machine_id: str
+    machine_name: str
+    status: str
+    tools: list[str]
+    tool_details: list[dict[str, Any]]
+    slots: int
+    resources: dict[str, float | None]
+    current_task: uuid.UUID | None
+    last_heartbeat: datetime | None
+    registered_at: datetime
+
+
+class WorkerDetail(WorkerPublic):
+    """One worker with its system info and recent history."""
+
+    system_info: dict[str, Any]
+    current: dict[str, Any] | None
+    task_history: list[dict[str, Any]]
+
+
+class WorkerList(BaseModel):
+    """`GET /api/v1/workers`."""
+
+    workers: list[WorkerPublic]

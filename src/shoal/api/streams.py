@@ -1,0 +1,112 @@
+"""Replayable event streams for SSE and WebSocket clients.
+
+Subscribe to the bus first, replay the gap from the store, then follow live events, skipping
+any already sent. A gap in live sequence numbers is filled from the store, and a lagging
+subscription resyncs from the store, so a client sees every event it may see, once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from shoal.bus.base import Lagged
+from shoal.events import Event
+from shoal.store.events import events_since, last_seq
+
+if TYPE_CHECKING:
+    from shoal.api.deps import Services
+
+PAGE = 1000
+
+
+async def current_seq(services: Services) -> int:
+    """The newest sequence number in the log."""
+    async with services.db.connection() as conn:
+        return await last_seq(conn)
+
+
+async def replay_then_live(
+    services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int
+) -> AsyncIterator[dict[str, Any]]:
+    """Every event after `since` visible to the user (for one task, if given), then live ones."""
+    last = since
+    while True:
+        try:
+            async with services.bus.subscribe() as sub:
+                async for event in _replay(services, user_id, task_id, last):
+                    last = event.seq
+                    yield event.wire()
+                async for event in sub:
+                    if event.seq <= last:
+                        continue
+                    if event.seq > last + 1:
+                        async for missed in _replay(services, user_id, task_id, last,
+                                                    until=event.seq):
+                            last = missed.seq
+                            yield missed.wire()
+                        last = max(last, event.seq)
+                        continue
+                    last = event.seq
+                    if _wanted(event, user_id, task_id):
+                        yield event.wire()
+                return
+        except Lagged:
+            continue  # fell behind the bus: resubscribe and catch up from the store
+
+
+def _wanted(event: Event, user_id: uuid.UUID, task_id: uuid.UUID | None) -> bool:
+    return event.visible_to(user_id) and (task_id is None or event.task_id == task_id)
+
+
+async def _replay(
+    services: Services, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
+    until: int | None = None,
+) -> AsyncIterator[Event]:
+    while True:
+        async with services.db.connection() as conn:
+            page = await events_since(conn, since, user_id=user_id, task_id=task_id, limit=PAGE)
+        for event in page:
+            if until is not None and event.seq > until:
+                return
+            since = event.seq
+            yield event
+        if len(page) < PAGE:
+            return
+
+
+async def with_keepalive(
+    stream: AsyncIterator[dict[str, Any]], *, interval: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Items of `stream`, with a `None` whenever nothing came for `interval` seconds."""
+    queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(maxsize=256)
+
+    async def pump() -> None:
+        try:
+            async for item in stream:
+                await queue.put(item)
+        except Exception as exc:
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=interval)
+            except TimeoutError:
+                yield None
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -1,0 +1,171 @@
+"""The worker WebSocket `/ws/worker`: registration, heartbeats, logs and results.
+
+A worker authenticates with its revocable token (`Authorization: Bearer …`), sends
+`worker_register` first, and from then on every message goes to the runtime. Results are
+handled concurrently (so several land in one group commit) and acknowledged only once durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+from dataclasses import asdict
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from shoal.api.deps import Services
+from shoal.artifacts.store import validate_files
+from shoal.auth.tokens import hash_opaque_token
+from shoal.errors import ShoalError
+from shoal.protocol import (
+    Ack,
+    AgentLog,
+    ErrorMessage,
+    Heartbeat,
+    TaskAccepted,
+    TaskResult,
+    WorkerRegister,
+    parse_worker_message,
+)
+from shoal.runtime.fleet import Connection
+from shoal.store import accounts
+from shoal.store.models import utcnow
+
+router = APIRouter()
+log = structlog.get_logger(__name__)
+REGISTER_TIMEOUT = 15.0
+
+
+@router.websocket("/ws/worker")
+async def worker_socket(ws: WebSocket) -> None:
+    """One worker's connection."""
+    services: Services = ws.app.state.services
+    token_id = await _authenticate(ws, services)
+    if token_id is False:
+        await ws.close(code=4401, reason="invalid or revoked worker token")
+        return
+    await ws.accept()
+    outgoing: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def send(text: str) -> None:
+        outgoing.put_nowait(text)
+
+    async def close(code: int, reason: str) -> None:
+        outgoing.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await ws.close(code=code, reason=reason)
+
+    async with asyncio.TaskGroup() as tg:
+        writer = tg.create_task(_write(ws, outgoing))
+        try:
+            await _serve(ws, services, token_id, send, close, tg)
+        finally:
+            outgoing.put_nowait(None)
+            writer.cancel()
+
+
+async def _authenticate(ws: WebSocket, services: Services) -> Any:
+    header = ws.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else ws.query_params.get("token", "")
+    if not token:
+        return False
+    async with services.db.begin() as conn:
+        row = await accounts.live_token(conn, kind="worker", token_hash=hash_opaque_token(token),
+                                        now=utcnow())
+        if row is None:
+            return False
+        await accounts.use_token(conn, row.id, utcnow())
+    return row.id
+
+
+async def _write(ws: WebSocket, outgoing: asyncio.Queue[str | None]) -> None:
+    while (text := await outgoing.get()) is not None:
+        try:
+            await ws.send_text(text)
+        except Exception:
+            return
+
+
+async def _serve(
+    ws: WebSocket, services: Services, token_id: Any, send: Any, close: Any,
+    tg: asyncio.TaskGroup,
+) -> None:
+    runtime = services.runtime
+    try:
+        first = parse_worker_message(
+            await asyncio.wait_for(ws.receive_text(), timeout=REGISTER_TIMEOUT))
+    except (TimeoutError, ValidationError, WebSocketDisconnect, KeyError) as exc:
+        await send(ErrorMessage(code="register_first", message=str(exc)[:500]).model_dump_json())
+        await close(4400, "send worker_register first")
+        return
+    if not isinstance(first, WorkerRegister):
+        await close(4400, "send worker_register first")
+        return
+    conn = await runtime.register(first, token_id=token_id, send=send, close=close)
+    log.info("worker.connected", worker=first.machine_name, tools=[t.name for t in first.tools])
+    try:
+        while True:
+            raw = await ws.receive_text()
+            try:
+                msg = parse_worker_message(raw)
+            except ValidationError as exc:
+                await send(ErrorMessage(code="bad_message",
+                                        message=str(exc)[:500]).model_dump_json())
+                continue
+            _route(runtime, conn, msg, services, send, tg)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        runtime.disconnect(conn)
+        log.info("worker.disconnected", worker=conn.name)
+
+
+def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: Any,
+           tg: asyncio.TaskGroup) -> None:
+    if isinstance(msg, Heartbeat):
+        runtime.heartbeat(conn, msg)
+    elif isinstance(msg, TaskAccepted):
+        runtime.accepted(conn, msg.attempt_id)
+    elif isinstance(msg, AgentLog):
+        runtime.agent_log(conn, msg)
+    elif isinstance(msg, TaskResult):
+        tg.create_task(_result(services, conn, msg, send))
+
+
+async def _result(services: Services, conn: Connection, msg: TaskResult, send: Any) -> None:
+    manifest, rejected = await ingest_files(services, msg)
+    try:
+        accepted, reason = await services.runtime.result(conn, msg, manifest, rejected)
+    except ShoalError as exc:
+        log.warning("worker.result_not_stored", attempt=str(msg.attempt_id), error=exc.message)
+        return  # no ack: the worker keeps the result and re-sends it after reconnecting
+    await send(Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason).model_dump_json())
+
+
+async def ingest_files(
+    services: Services, msg: TaskResult
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Decode, check and store a result's files; returns (manifest, rejected)."""
+    s = services.settings
+    decoded: list[tuple[str, bytes]] = []
+    rejected = [r.model_dump() for r in msg.rejected_files]
+    for f in msg.files:
+        try:
+            decoded.append((f.path, base64.b64decode(f.content_b64, validate=True)))
+        except (binascii.Error, ValueError):
+            rejected.append({"path": f.path, "reason": "The file's content is not valid base64."})
+    accepted, refused = validate_files(decoded, max_files=s.max_files_per_result,
+                                       max_file_bytes=s.max_file_bytes,
+                                       max_total_bytes=s.max_result_bytes)
+    rejected.extend(asdict(r) for r in refused)
+    manifest = []
+    for path, data in accepted:
+        sha = await services.artifacts.put(data)
+        manifest.append({"path": path, "size": len(data), "sha256": sha})
+    return manifest, rejected

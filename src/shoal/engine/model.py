@@ -1,0 +1,106 @@
+"""Domain values the engine decides over: frozen records of tasks, subtasks and attempts.
+
+The runtime loads these from the store and writes back the ones a decision changed; the
+engine never sees a database row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A task as the engine sees it."""
+
+    id: uuid.UUID
+    user_id: uuid.UUID
+    description: str
+    status: TaskStatus
+    created_at: datetime
+    updated_at: datetime
+    workflow: str = "dag"
+    progress: int = 0
+    checkpoint_frequency: str = "medium"
+    privacy_level: str = "normal"
+    tool_preferences: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    version: int = 1
+
+    @property
+    def sensitive(self) -> bool:
+        """Whether the task may run only on local tools."""
+        return self.privacy_level == "sensitive"
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskRecord:
+    """One node of a task's graph."""
+
+    id: uuid.UUID
+    task_id: uuid.UUID
+    key: str
+    role: str
+    name: str
+    description: str
+    status: SubtaskStatus
+    created_at: datetime
+    kind: str = "agent"  # agent | expand
+    progress: int = 0
+    dependencies: tuple[uuid.UUID, ...] = ()
+    recommended_tool: str | None = None
+    pinned_tool: str | None = None
+    assigned_worker: uuid.UUID | None = None
+    assigned_tool: str | None = None
+    complexity: int = 3
+    priority: float = 0.0
+    attempts: int = 0
+    not_before: datetime | None = None
+    current_attempt_id: uuid.UUID | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    output: Mapping[str, Any] | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One try of a subtask on one worker."""
+
+    id: uuid.UUID
+    subtask_id: uuid.UUID
+    task_id: uuid.UUID
+    worker_id: uuid.UUID | None
+    fence: int
+    tool: str
+    status: AttemptStatus
+    dispatched_at: datetime
+    lease_expires_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """A task with its subtasks and its live attempts: all one decision needs."""
+
+    task: TaskRecord
+    subtasks: Mapping[uuid.UUID, SubtaskRecord]
+    attempts: Mapping[uuid.UUID, AttemptRecord]

@@ -1,0 +1,442 @@
+"""The workflow interpreter: `decide(state, input, ctx)` → the next state, events and commands.
+
+Pure: no I/O, no clock, no randomness of its own (the context carries `now`, a random number and
+an id factory). This module interprets the `dag` workflow (seed 004): a planner subtask expands
+into a DAG of agent subtasks; each runs once its dependencies complete; failures retry by policy;
+the task completes when every agent subtask has, and fails fast when one fails for good.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from shoal.engine import dag, planning
+from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.retry import RetryPolicy
+from shoal.errors import Conflict, StaleAttempt
+from shoal.events import EventType, NewEvent
+from shoal.states import (
+    LIVE_ATTEMPT,
+    TERMINAL_SUBTASK,
+    TERMINAL_TASK,
+    AttemptStatus,
+    SubtaskStatus,
+    TaskStatus,
+    transition,
+)
+
+PLANNER_KEY = "planner"
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A task was just created; `plan` is the user's own graph, if they sent one."""
+
+    plan: planning.Plan | None = None
+    options: tuple[Mapping[str, Any], ...] = ()  # per planned subtask (explicit plans only)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """The scheduler created `attempt` for a queued subtask."""
+
+    attempt: AttemptRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The worker confirmed it runs the attempt."""
+
+    attempt_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The worker reported the end of an attempt (already checked against its fence)."""
+
+    attempt_id: uuid.UUID
+    status: Literal["succeeded", "failed", "cancelled", "timed_out"]
+    output: str = ""
+    files: tuple[Mapping[str, Any], ...] = ()  # manifest entries: path, size, sha256
+    rejected_files: tuple[Mapping[str, Any], ...] = ()
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """An attempt's lease ran out (its worker vanished) or its dispatch never arrived."""
+
+    attempt_id: uuid.UUID
+    reason: str = "The worker stopped heartbeating; its lease expired."
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """A person cancelled the task."""
+
+    reason: str = "Cancelled by the user."
+
+
+EngineInput = Start | Dispatched | Started | Finished | Expired | CancelRequested
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a decision may know about the world: time, chance, ids, policies, limits."""
+
+    now: datetime
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    rand: float = 0.5
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4
+    max_subtasks: int = 500
+
+
+@dataclass(slots=True)
+class Decision:
+    """The outcome of one decision: the new state and what changed in it."""
+
+    state: TaskState
+    task_changed: bool = False
+    new_subtasks: list[uuid.UUID] = field(default_factory=list)
+    changed_subtasks: set[uuid.UUID] = field(default_factory=set)
+    changed_attempts: dict[uuid.UUID, AttemptRecord] = field(default_factory=dict)
+    new_attempts: set[uuid.UUID] = field(default_factory=set)
+    events: list[NewEvent] = field(default_factory=list)
+    cancels: list[AttemptRecord] = field(default_factory=list)
+
+
+class _Step:
+    """A mutable working copy of one task's state while a decision is made."""
+
+    def __init__(self, state: TaskState, ctx: Context) -> None:
+        self.ctx = ctx
+        self.task = state.task
+        self.subtasks = dict(state.subtasks)
+        self.attempts = dict(state.attempts)
+        self.d = Decision(state=state)
+
+    # -- recording changes --
+    def set_task(self, **changes: Any) -> None:
+        self.task = replace(self.task, updated_at=self.ctx.now, **changes)
+        self.d.task_changed = True
+
+    def set_subtask(self, sub: SubtaskRecord, **changes: Any) -> SubtaskRecord:
+        new = replace(sub, **changes)
+        self.subtasks[sub.id] = new
+        if sub.id not in self.d.new_subtasks:
+            self.d.changed_subtasks.add(sub.id)
+        return new
+
+    def add_subtask(self, sub: SubtaskRecord) -> None:
+        self.subtasks[sub.id] = sub
+        self.d.new_subtasks.append(sub.id)
+
+    def set_attempt(self, att: AttemptRecord, **changes: Any) -> AttemptRecord:
+        new = replace(att, **changes)
+        self.d.changed_attempts[att.id] = new
+        if new.status in LIVE_ATTEMPT:
+            self.attempts[att.id] = new
+        else:
+            self.attempts.pop(att.id, None)
+        return new
+
+    def emit(self, type_: EventType, **data: Any) -> None:
+        self.d.events.append(
+            NewEvent(type=type_, data={"task_id": str(self.task.id), **data},
+                     task_id=self.task.id, user_id=self.task.user_id)
+        )
+
+    def finish(self) -> Decision:
+        self.d.state = TaskState(task=self.task, subtasks=self.subtasks, attempts=self.attempts)
+        return self.d
+
+
+def decide(state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
+    """Apply one input to one task's state."""
+    step = _Step(state, ctx)
+    match inp:
+        case Start():
+            _start(step, inp)
+        case Dispatched():
+            _dispatched(step, inp.attempt)
+        case Started():
+            _started(step, inp.attempt_id)
+        case Finished():
+            _finished(step, inp)
+        case Expired():
+            _expired(step, inp)
+        case CancelRequested():
+            _cancel(step, inp.reason)
+    return step.finish()
+
+
+# ---- start and planning ---------------------------------------------------------------------
+
+
+def _start(step: _Step, inp: Start) -> None:
+    if step.task.status is not TaskStatus.PENDING or step.subtasks:
+        raise Conflict("The task has already started.", code="already_started")
+    if inp.plan is not None:
+        _expand(step, inp.plan, options=inp.options)
+        step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS),
+                      started_at=step.ctx.now)
+        _emit_task_update(step)
+        return
+    planner = SubtaskRecord(
+        id=step.ctx.new_id(), task_id=step.task.id, key=PLANNER_KEY, role="planner",
+        kind="expand", name="Plan the task", description="Decompose the task into subtasks.",
+        status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
+        recommended_tool=step.task.tool_preferences[0] if step.task.tool_preferences else None,
+        priority=1e9,
+    )
+    step.add_subtask(planner)
+    step.set_task(status=transition(step.task.status, TaskStatus.INITIALIZING),
+                  started_at=step.ctx.now)
+    _emit_task_update(step)
+    _emit_subtask(step, planner)
+
+
+def _expand(
+    step: _Step, plan: planning.Plan, *, options: tuple[Mapping[str, Any], ...] = ()
+) -> None:
+    """Add the plan's subtasks to the graph; the ones without dependencies are queued."""
+    ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
+    graph = {p.key: tuple(p.dependencies) for p in plan.subtasks}
+    weights = {p.key: 1.0 for p in plan.subtasks}
+    lengths = dag.remaining_path_lengths(graph, weights=weights)
+    for i, p in enumerate(plan.subtasks):
+        sub = SubtaskRecord(
+            id=ids[p.key], task_id=step.task.id, key=p.key, role="coder", name=p.name,
+            description=p.description, created_at=step.ctx.now,
+            status=SubtaskStatus.PENDING if p.dependencies else SubtaskStatus.QUEUED,
+            dependencies=tuple(ids[k] for k in p.dependencies),
+            recommended_tool=p.recommended_tool, pinned_tool=p.tool,
+            complexity=p.complexity, priority=lengths.get(p.key, 1.0),
+            options=dict(options[i]) if i < len(options) else {},
+        )
+        step.add_subtask(sub)
+    for note in plan.notes:
+        step.emit(EventType.NOTICE, level="warning", message=note)
+    step.emit(
+        EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress,
+        plan_source=plan.source,
+        plan=[_subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks],
+    )
+
+
+def _planner_done(step: _Step, planner: SubtaskRecord, text: str | None, why: str) -> None:
+    plan = planning.decompose(text, step.task.description, dict(step.task.meta),
+                              max_subtasks=min(step.ctx.max_subtasks, 50))
+    if text is None:
+        plan = replace(plan, notes=(why, *plan.notes))
+    _expand(step, plan)
+    if step.task.status is TaskStatus.INITIALIZING:
+        step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
+    _update_progress(step)
+
+
+# ---- attempts -------------------------------------------------------------------------------
+
+
+def _dispatched(step: _Step, att: AttemptRecord) -> None:
+    sub = step.subtasks[att.subtask_id]
+    if step.task.status in TERMINAL_TASK:
+        raise Conflict("The task has ended; nothing more is dispatched.", code="task_ended")
+    step.attempts[att.id] = att
+    step.d.changed_attempts[att.id] = att
+    step.d.new_attempts.add(att.id)
+    sub = step.set_subtask(
+        sub, status=transition(sub.status, SubtaskStatus.IN_PROGRESS), attempts=sub.attempts + 1,
+        current_attempt_id=att.id, assigned_worker=att.worker_id, assigned_tool=att.tool,
+        not_before=None, started_at=sub.started_at or step.ctx.now, progress=0,
+    )
+    _emit_subtask(step, sub, attempt=att.fence)
+
+
+def _started(step: _Step, attempt_id: uuid.UUID) -> None:
+    att = _live_attempt(step, attempt_id)
+    if att.status is AttemptStatus.DISPATCHED:
+        step.set_attempt(att, status=AttemptStatus.RUNNING, started_at=step.ctx.now)
+
+
+def _finished(step: _Step, inp: Finished) -> None:
+    att = _live_attempt(step, inp.attempt_id)
+    sub = step.subtasks[att.subtask_id]
+    usage = dict(inp.usage)
+    step.set_task(
+        input_tokens=step.task.input_tokens + int(usage.get("input_tokens", 0)),
+        output_tokens=step.task.output_tokens + int(usage.get("output_tokens", 0)),
+        cost_usd=step.task.cost_usd + float(usage.get("cost_usd", 0.0)),
+    )
+    ok = inp.status == "succeeded"
+    step.set_attempt(
+        att, status=AttemptStatus.SUCCEEDED if ok else AttemptStatus.FAILED,
+        finished_at=step.ctx.now, error=inp.error, usage=usage, lease_expires_at=None,
+    )
+    if inp.rejected_files:
+        names = ", ".join(str(r.get("path", "?"))[:80] for r in inp.rejected_files[:5])
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"Refused {len(inp.rejected_files)} unsafe file(s) from "
+                          f"'{sub.name}': {names}")
+    if ok:
+        _complete_subtask(step, sub, inp)
+        return
+    error = inp.error or f"The attempt ended with status {inp.status}."
+    if sub.kind == "expand":
+        sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                               error=error, completed_at=step.ctx.now)
+        _emit_subtask(step, sub)
+        _planner_done(step, sub, None, f"The planner did not produce a plan ({error}).")
+        return
+    _retry_or_fail(step, sub, error, backoff=True)
+
+
+def _expired(step: _Step, inp: Expired) -> None:
+    att = _live_attempt(step, inp.attempt_id)
+    step.set_attempt(att, status=AttemptStatus.EXPIRED, finished_at=step.ctx.now,
+                     error=inp.reason, lease_expires_at=None)
+    step.d.cancels.append(att)
+    sub = step.subtasks[att.subtask_id]
+    step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+              message=f"'{sub.name}': {inp.reason} Re-queued.")
+    _retry_or_fail(step, sub, inp.reason, backoff=False)
+
+
+def _live_attempt(step: _Step, attempt_id: uuid.UUID) -> AttemptRecord:
+    att = step.attempts.get(attempt_id)
+    if att is None or att.status not in LIVE_ATTEMPT:
+        raise StaleAttempt("This attempt no longer holds its subtask; its result is refused.",
+                           details={"attempt_id": str(attempt_id)})
+    sub = step.subtasks.get(att.subtask_id)
+    if sub is None or sub.current_attempt_id != att.id:
+        raise StaleAttempt("A newer attempt holds this subtask.",
+                           details={"attempt_id": str(attempt_id)})
+    return att
+
+
+def _complete_subtask(step: _Step, sub: SubtaskRecord, inp: Finished) -> None:
+    output = {"text": inp.output, "files": [dict(f) for f in inp.files],
+              "rejected_files": [dict(r) for r in inp.rejected_files], "usage": dict(inp.usage)}
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED),
+                           output=output, progress=100, completed_at=step.ctx.now, error=None)
+    _emit_subtask(step, sub)
+    if sub.kind == "expand":
+        _planner_done(step, sub, inp.output, "")
+        return
+    _queue_ready_dependents(step, sub)
+    _update_progress(step)
+    _complete_task_if_done(step)
+
+
+def _queue_ready_dependents(step: _Step, done: SubtaskRecord) -> None:
+    for other in list(step.subtasks.values()):
+        if other.status is not SubtaskStatus.PENDING or done.id not in other.dependencies:
+            continue
+        if all(step.subtasks[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
+            queued = step.set_subtask(other, status=SubtaskStatus.QUEUED)
+            _emit_subtask(step, queued)
+
+
+def _retry_or_fail(step: _Step, sub: SubtaskRecord, error: str, *, backoff: bool) -> None:
+    if step.task.status in TERMINAL_TASK:
+        return
+    if step.ctx.retry.should_retry(sub.attempts):
+        delay = step.ctx.retry.delay(sub.attempts, rand=step.ctx.rand) if backoff else 0.0
+        sub = step.set_subtask(
+            sub, status=transition(sub.status, SubtaskStatus.QUEUED), error=error,
+            current_attempt_id=None, not_before=step.ctx.now + timedelta(seconds=delay),
+        )
+        _emit_subtask(step, sub, retry_in=round(delay, 3))
+        return
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                           error=error, completed_at=step.ctx.now, current_attempt_id=None)
+    _emit_subtask(step, sub)
+    _fail_task(step, f"Subtask '{sub.name}' failed after {sub.attempts} attempt(s): {error}")
+
+
+# ---- task endings ---------------------------------------------------------------------------
+
+
+def _complete_task_if_done(step: _Step) -> None:
+    agents = [s for s in step.subtasks.values() if s.kind != "expand"]
+    if not agents or any(s.status is not SubtaskStatus.COMPLETED for s in agents):
+        return
+    step.set_task(status=transition(step.task.status, TaskStatus.COMPLETED), progress=100,
+                  completed_at=step.ctx.now)
+    _emit_task_update(step)
+    step.emit(EventType.TASK_COMPLETE, status=step.task.status.value, evaluation_scores=None,
+              usage=_usage(step.task))
+
+
+def _fail_task(step: _Step, error: str) -> None:
+    _stop_everything(step, error)
+    step.set_task(status=transition(step.task.status, TaskStatus.FAILED), error=error,
+                  completed_at=step.ctx.now)
+    _emit_task_update(step)
+    step.emit(EventType.TASK_FAILED, status=step.task.status.value, error=error)
+
+
+def _cancel(step: _Step, reason: str) -> None:
+    if step.task.status in TERMINAL_TASK:
+        raise Conflict(f"The task is already {step.task.status.value}; it cannot be cancelled.",
+                       code="task_ended", details={"status": step.task.status.value})
+    _stop_everything(step, reason)
+    step.set_task(status=transition(step.task.status, TaskStatus.CANCELLED), error=reason,
+                  completed_at=step.ctx.now)
+    _emit_task_update(step)
+    step.emit(EventType.TASK_CANCELLED, status=step.task.status.value, reason=reason)
+
+
+def _stop_everything(step: _Step, reason: str) -> None:
+    """Cancel every live attempt and every subtask that has not ended."""
+    for att in list(step.attempts.values()):
+        step.d.cancels.append(att)
+        step.set_attempt(att, status=AttemptStatus.CANCELLED, finished_at=step.ctx.now,
+                         error=reason, lease_expires_at=None)
+    for sub in list(step.subtasks.values()):
+        if sub.status not in TERMINAL_SUBTASK:
+            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
+                                   current_attempt_id=None, completed_at=step.ctx.now)
+            _emit_subtask(step, sub)
+
+
+# ---- events and summaries -------------------------------------------------------------------
+
+
+def _update_progress(step: _Step) -> None:
+    subs = [s for s in step.subtasks.values() if s.kind != "expand"]
+    done = sum(1 for s in subs if s.status is SubtaskStatus.COMPLETED)
+    progress = 5 + int(90 * done / len(subs)) if subs else 5
+    if progress != step.task.progress:
+        step.set_task(progress=progress)
+        _emit_task_update(step)
+
+
+def _emit_task_update(step: _Step) -> None:
+    step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress)
+
+
+def _emit_subtask(step: _Step, sub: SubtaskRecord, **extra: Any) -> None:
+    step.emit(EventType.SUBTASK_UPDATE, **_subtask_summary(sub), **extra)
+
+
+def _subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
+    return {
+        "subtask_id": str(sub.id), "key": sub.key, "name": sub.name, "role": sub.role,
+        "status": sub.status.value, "progress": sub.progress,
+        "dependencies": [str(d) for d in sub.dependencies],
+        "assigned_worker": str(sub.assigned_worker) if sub.assigned_worker else None,
+        "assigned_tool": sub.assigned_tool, "error": sub.error,
+    }
+
+
+def _usage(task: TaskRecord) -> dict[str, Any]:
+    return {"input_tokens": task.input_tokens, "output_tokens": task.output_tokens,
+            "cost_usd": round(task.cost_usd, 6)}

@@ -1,0 +1,87 @@
+"""One group commit's worth of work: per-task accumulated decisions plus loose writes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.engine.model import AttemptRecord, TaskState
+from shoal.engine.workflow import Decision
+from shoal.events import NewEvent
+from shoal.runtime.fleet import Connection
+
+
+@dataclass(slots=True)
+class Job:
+    """A request to the runtime loop; `future` (if any) resolves after the commit."""
+
+    kind: str
+    payload: Any
+    future: asyncio.Future[Any] | None = None
+    result: Callable[[], Any] | None = None
+    error: BaseException | None = None
+
+    def settle(self) -> None:
+        """Resolve the future with the job's result or error."""
+        if self.future is None or self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(self.error)
+        else:
+            self.future.set_result(self.result() if self.result else None)
+
+
+class TaskWork:
+    """Decisions about one task within a batch, merged into one write."""
+
+    def __init__(self, old: TaskState) -> None:
+        self.old = old
+        self.state = old
+        self.merged = Decision(state=old)
+
+    def apply(self, d: Decision) -> None:
+        """Fold one more decision in."""
+        m = self.merged
+        self.state = m.state = d.state
+        m.task_changed |= d.task_changed
+        m.new_subtasks.extend(d.new_subtasks)
+        fresh = set(m.new_subtasks)
+        m.changed_subtasks.update(s for s in d.changed_subtasks if s not in fresh)
+        m.changed_attempts.update(d.changed_attempts)
+        m.new_attempts.update(d.new_attempts)
+        m.cancels.extend(d.cancels)
+
+    @property
+    def dirty(self) -> bool:
+        """Whether anything needs writing."""
+        m = self.merged
+        return bool(m.task_changed or m.new_subtasks or m.changed_subtasks or m.changed_attempts)
+
+
+SqlStep = Callable[[AsyncConnection], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Batch:
+    """Everything one transaction will write and, after commit, send and publish."""
+
+    now: datetime
+    works: dict[uuid.UUID, TaskWork] = field(default_factory=dict)
+    events: list[NewEvent] = field(default_factory=list)  # in the order they were decided
+    sql: list[SqlStep] = field(default_factory=list)
+    dispatches: list[tuple[Connection, AttemptRecord]] = field(default_factory=list)
+    messages: list[tuple[Connection, str]] = field(default_factory=list)  # sent before dispatches
+    reserved: list[tuple[Connection, uuid.UUID]] = field(default_factory=list)
+    joined: list[Connection] = field(default_factory=list)
+    closes: list[Connection] = field(default_factory=list)
+
+    def apply(self, work: TaskWork, d: Decision) -> None:
+        """Fold a decision into its task's work and keep its events in order."""
+        work.apply(d)
+        self.events.extend(d.events)

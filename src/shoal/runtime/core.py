@@ -1,0 +1,562 @@
+"""The runtime loop: load state, call the engine, persist and append events in ONE transaction,
+then dispatch commands and publish events.
+
+Every change goes through one inbox. The loop drains what is waiting (up to `batch_max`),
+decides each job against in-memory task state, lets the scheduler place ready subtasks on free
+worker slots, and commits the lot at once (group commit). Only after the commit are futures
+resolved, messages sent to workers and events published, so nothing anyone sees can be lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.artifacts.store import ArtifactStore
+from shoal.bus.base import EventBus
+from shoal.config import Settings
+from shoal.engine import planning
+from shoal.engine.allocation import SubtaskDemand, allocate, unplaceable_reason
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
+from shoal.engine.retry import RetryPolicy
+from shoal.engine.workflow import (
+    CancelRequested,
+    Context,
+    Dispatched,
+    EngineInput,
+    Expired,
+    Finished,
+    Start,
+    Started,
+    decide,
+)
+from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
+from shoal.events import Event, EventType, NewEvent
+from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
+from shoal.runtime.batch import Batch, Job, TaskWork
+from shoal.runtime.dispatch import cancel_message, execute_message
+from shoal.runtime.fleet import Connection, Fleet
+from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus
+from shoal.store import files as file_rows
+from shoal.store import workers as worker_rows
+from shoal.store.db import Database
+from shoal.store.events import append_events
+from shoal.store.models import utcnow
+from shoal.store.state import insert_task, load_task_states, renew_leases, write_decision
+
+log = structlog.get_logger(__name__)
+
+
+class Runtime:
+    """Owns the decision loop, the lease sweeper and the connected fleet of one control plane."""
+
+    def __init__(
+        self, settings: Settings, db: Database, bus: EventBus, artifacts: ArtifactStore, *,
+        clock: Callable[[], datetime] = utcnow, rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.bus = bus
+        self.artifacts = artifacts
+        self.fleet = Fleet()
+        self._clock = clock
+        self._rand = rand
+        self._retry = RetryPolicy(max_attempts=settings.max_attempts,
+                                  delays=tuple(settings.retry_delays),
+                                  jitter=settings.retry_jitter)
+        self._inbox: asyncio.Queue[Job] = asyncio.Queue()
+        self._states: dict[uuid.UUID, TaskState] = {}
+        self._attempt_task: dict[uuid.UUID, uuid.UUID] = {}
+        self._leases: dict[uuid.UUID, datetime] = {}
+        self._queued: dict[uuid.UUID, uuid.UUID] = {}  # subtask → task
+        self._warned: set[uuid.UUID] = set()
+        self._stopping = asyncio.Event()
+        self.ready = asyncio.Event()
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Recover, then run the loop and the sweeper until `stop()`; drains the inbox."""
+        await self._recover()
+        self.ready.set()
+        async with asyncio.TaskGroup() as tg:
+            sweeper = tg.create_task(self._sweep())
+            await self._loop()
+            sweeper.cancel()
+
+    def stop(self) -> None:
+        """Ask the loop to finish what is queued and return."""
+        self._stopping.set()
+        self._inbox.put_nowait(Job("noop", None))
+
+    async def _recover(self) -> None:
+        """Reconcile what a crash left: unfinished tasks reload; live attempts get a grace lease."""
+        now = self._clock()
+        grace = now + timedelta(seconds=self.settings.lease_seconds)
+        async with self.db.begin() as conn:
+            await worker_rows.mark_all_offline(conn)
+            states = await load_task_states(conn)
+        for st in states:
+            self._remember(st)
+            for aid in st.attempts:
+                self._leases[aid] = grace
+        log.info("runtime.recovered", tasks=len(states), live_attempts=len(self._leases))
+
+    # ---- API-facing -------------------------------------------------------------------------
+
+    async def submit(
+        self, task: TaskRecord, plan: planning.Plan | None = None,
+        options: tuple[dict[str, Any], ...] = (),
+    ) -> TaskRecord:
+        """Store a new task and start it; returns once it is durable."""
+        result: TaskRecord = await self._call("submit", (task, plan, options))
+        return result
+
+    async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
+        """Cancel a task of `user_id`; its running attempts are told to stop."""
+        result: TaskRecord = await self._call("cancel", (task_id, user_id))
+        return result
+
+    # ---- worker-facing ----------------------------------------------------------------------
+
+    async def register(
+        self, msg: WorkerRegister, *, token_id: uuid.UUID | None, send: Callable[[str], Any],
+        close: Callable[[int, str], Any],
+    ) -> Connection:
+        """A worker connected: store it, adopt the attempts it still runs, make it schedulable."""
+        conn: Connection = await self._call("register", (msg, token_id, send, close))
+        return conn
+
+    def disconnect(self, conn: Connection) -> None:
+        """A worker's socket closed; its attempts keep their leases until they run out."""
+        self._post("disconnect", conn)
+
+    def heartbeat(self, conn: Connection, hb: Heartbeat) -> None:
+        """Renew the leases of the attempts the worker says it runs."""
+        self._post("heartbeat", (conn, hb))
+
+    def accepted(self, conn: Connection, attempt_id: uuid.UUID) -> None:
+        """The worker started an attempt."""
+        self._post("accepted", (conn, attempt_id))
+
+    def agent_log(self, conn: Connection, msg: AgentLog) -> None:
+        """A line of live output from an attempt."""
+        self._post("log", (conn, msg))
+
+    async def result(
+        self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],
+        rejected: list[dict[str, Any]],
+    ) -> tuple[bool, str | None]:
+        """Apply an attempt's result; (accepted, reason) once durable."""
+        outcome: tuple[bool, str | None] = await self._call(
+            "result", (conn, msg, manifest, rejected)
+        )
+        return outcome
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    async def _call(self, kind: str, payload: Any) -> Any:
+        if self._stopping.is_set():
+            raise Unavailable("The control plane is shutting down; try again shortly.",
+                              retry_after=5, code="shutting_down")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inbox.put_nowait(Job(kind, payload, fut))
+        return await fut
+
+    def _post(self, kind: str, payload: Any) -> None:
+        self._inbox.put_nowait(Job(kind, payload))
+
+    async def _loop(self) -> None:
+        while not (self._stopping.is_set() and self._inbox.empty()):
+            batch = [await self._inbox.get()]
+            while len(batch) < self.settings.batch_max and not self._inbox.empty():
+                batch.append(self._inbox.get_nowait())
+            batch = [j for j in batch if j.kind != "noop"]
+            if batch:
+                await self._process(batch, retry_alone=len(batch) > 1)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval)
+            self._post("tick", None)
+
+    async def _process(self, batch: list[Job], *, retry_alone: bool) -> None:
+        b = Batch(now=self._clock())
+        ctx = Context(now=b.now, retry=self._retry, rand=self._rand(),
+                      max_subtasks=self.settings.max_subtasks)
+        try:
+            async with self.db.begin() as conn:
+                for job in batch:
+                    await self._handle(conn, b, job, ctx)
+                self._schedule(b, ctx)
+                states = await self._write(conn, b)
+                stored = await append_events(conn, b.events, b.now)
+        except Exception as exc:  # the transaction rolled back: nothing of it happened
+            await self._rollback(batch, b, exc, retry_alone=retry_alone)
+            return
+        await self._after_commit(batch, b, states, stored)
+
+    async def _write(self, conn: AsyncConnection, b: Batch) -> dict[uuid.UUID, TaskState]:
+        states = {}
+        for tid, work in b.works.items():
+            if work.dirty:
+                states[tid] = await write_decision(conn, work.old, work.merged)
+        for step in b.sql:
+            await step(conn)
+        return states
+
+    async def _rollback(
+        self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool
+    ) -> None:
+        log.warning("runtime.batch_failed", error=str(exc), jobs=len(batch))
+        for conn, aid in b.reserved:
+            conn.running.discard(aid)
+        for conn in b.joined:
+            self.fleet.remove(conn)
+        for tid in b.works:  # memory may be ahead of the store now: reload from the store
+            self._forget(tid)
+            self._states.pop(tid, None)
+            for st in await self._load(tid):
+                self._remember(st)
+        if retry_alone:
+            for job in batch:
+                job.error = None
+                await self._process([job], retry_alone=False)
+            return
+        for job in batch:
+            if job.kind == "result":
+                await job.payload[0].close(1011, "result not stored; reconnect and resend")
+            job.error = job.error or Unavailable(
+                "The control plane could not store this change; try again.", retry_after=1,
+            )
+            job.settle()
+
+    async def _load(self, task_id: uuid.UUID) -> list[TaskState]:
+        async with self.db.connection() as conn:
+            return await load_task_states(conn, [task_id])
+
+    # ---- job handlers -----------------------------------------------------------------------
+
+    async def _handle(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        try:
+            handler = getattr(self, f"_on_{job.kind}")
+            await handler(conn, b, job, ctx)
+        except ShoalError as exc:
+            job.error = exc
+
+    async def _work(self, conn: AsyncConnection, b: Batch, task_id: uuid.UUID) -> TaskWork:
+        work = b.works.get(task_id)
+        if work is not None:
+            return work
+        state = self._states.get(task_id)
+        if state is None:
+            loaded = await load_task_states(conn, [task_id])
+            if not loaded:
+                raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
+            state = loaded[0]
+        work = b.works[task_id] = TaskWork(state)
+        return work
+
+    def _decide(self, b: Batch, work: TaskWork, inp: EngineInput, ctx: Context) -> None:
+        b.apply(work, decide(work.state, inp, ctx))
+
+    async def _on_submit(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        task, plan, options = job.payload
+        await insert_task(conn, task)
+        work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
+        b.events.append(NewEvent(
+            EventType.TASK_CREATED, {"task_id": str(task.id), "description": task.description,
+                                     "status": task.status.value},
+            task_id=task.id, user_id=task.user_id))
+        self._decide(b, work, Start(plan=plan, options=options), ctx)
+        job.result = lambda: work.state.task
+
+    async def _on_cancel(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        task_id, user_id = job.payload
+        work = await self._work(conn, b, task_id)
+        if work.state.task.user_id != user_id:
+            raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
+        self._decide(b, work, CancelRequested(), ctx)
+        job.result = lambda: work.state.task
+
+    async def _on_register(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        msg, token_id, send, close = job.payload
+        worker_id = await worker_rows.upsert_worker(conn, msg, token_id=token_id, now=b.now)
+        wc = Connection(worker_id=worker_id, machine_id=msg.machine_id, name=msg.machine_name,
+                        tools={t.name: t.local for t in msg.tools}, slots=msg.slots,
+                        send=send, close=close)
+        old = self.fleet.add(wc)
+        if old is not None:
+            b.closes.append(old)
+        b.joined.append(wc)
+        b.messages.append((wc, Registered(
+            worker_id=worker_id, heartbeat_interval=self.settings.heartbeat_interval,
+            lease_seconds=self.settings.lease_seconds).model_dump_json()))
+        await self._adopt(conn, b, wc, set(msg.running), ctx)
+        b.events.append(_worker_event(wc, "online"))
+        job.result = lambda: wc
+
+    async def _adopt(
+        self, conn: AsyncConnection, b: Batch, wc: Connection, running: set[uuid.UUID],
+        ctx: Context,
+    ) -> None:
+        """Keep the attempts the worker still runs; expire the ones it lost."""
+        lease = b.now + timedelta(seconds=self.settings.lease_seconds)
+        for aid, tid in list(self._attempt_task.items()):
+            work = await self._work(conn, b, tid)
+            att = work.state.attempts.get(aid)
+            if att is None or att.worker_id != wc.worker_id:
+                continue
+            if aid in running:
+                wc.running.add(aid)
+                self._leases[aid] = lease
+            else:
+                self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
+
+    async def _on_disconnect(
+        self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context
+    ) -> None:
+        wc: Connection = job.payload
+        if self.fleet.remove(wc):
+            await worker_rows.set_worker_status(conn, wc.worker_id, "offline")
+            b.events.append(_worker_event(wc, "offline"))
+
+    async def _on_heartbeat(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        wc, hb = job.payload
+        wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
+            hb.cpu_percent, hb.memory_percent, hb.disk_percent)
+        lease = b.now + timedelta(seconds=self.settings.lease_seconds)
+        mine = [a for a in hb.running if a in wc.running]
+        for aid in mine:
+            self._leases[aid] = lease
+        status = "busy" if len(wc.running) >= wc.slots else "online"
+        await renew_leases(conn, mine, lease)
+        await worker_rows.record_heartbeat(conn, wc.worker_id, cpu=hb.cpu_percent,
+                                           memory=hb.memory_percent, disk=hb.disk_percent,
+                                           status=status, now=b.now)
+        b.events.append(_worker_event(wc, status))
+
+    async def _on_accepted(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        _wc, aid = job.payload
+        tid = self._attempt_task.get(aid)
+        if tid is not None:
+            with contextlib.suppress(StaleAttempt):
+                self._decide(b, await self._work(conn, b, tid), Started(aid), ctx)
+
+    async def _on_log(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        _wc, msg = job.payload
+        tid = self._attempt_task.get(msg.attempt_id)
+        state = self._states.get(tid) if tid else None
+        if state is None or tid is None:
+            return  # a log line from an attempt that has ended: nothing to attach it to
+        att = state.attempts.get(msg.attempt_id)
+        b.events.append(NewEvent(EventType.AGENT_LOG, {
+            "task_id": str(tid), "subtask_id": str(att.subtask_id) if att else None,
+            "attempt_id": str(msg.attempt_id), "level": msg.level, "message": msg.message,
+        }, task_id=tid, user_id=state.task.user_id))
+
+    async def _on_result(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        wc, msg, manifest, rejected = job.payload
+        wc.running.discard(msg.attempt_id)
+        tid = self._attempt_task.get(msg.attempt_id)
+        if tid is None:
+            job.result = lambda: (False, "This attempt has ended; its result is refused.")
+            return
+        work = await self._work(conn, b, tid)
+        att = work.state.attempts.get(msg.attempt_id)
+        if att is None or att.fence != msg.fence or att.worker_id != wc.worker_id:
+            job.result = lambda: (False, "The attempt lost its lease; its result is refused.")
+            return
+        try:
+            self._decide(b, work, Finished(
+                attempt_id=msg.attempt_id, status=msg.status, output=msg.output,
+                files=tuple(manifest), rejected_files=tuple(rejected),
+                usage=msg.usage.model_dump(), error=msg.error), ctx)
+        except StaleAttempt as exc:
+            job.result = lambda: (False, exc.message)
+            return
+        if msg.status == "succeeded" and manifest:
+            b.sql.append(lambda c: file_rows.insert_manifest(
+                c, task_id=tid, subtask_id=att.subtask_id, attempt_id=att.id,
+                entries=manifest, now=b.now))
+        job.result = lambda: (True, None)
+
+    async def _on_tick(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+        for aid, expires in list(self._leases.items()):
+            tid = self._attempt_task.get(aid)
+            if expires > b.now or tid is None:
+                continue
+            with contextlib.suppress(StaleAttempt):
+                self._decide(b, await self._work(conn, b, tid), Expired(aid), ctx)
+
+    # ---- scheduling -------------------------------------------------------------------------
+
+    def _schedule(self, b: Batch, ctx: Context) -> None:
+        """Place ready subtasks on free slots, longest remaining path first."""
+        free = [c for c in self.fleet.connections() if len(c.running) < c.slots]
+        demands, where = self._demands(b)
+        if not demands:
+            return
+        if not free:
+            self._warn_unplaceable(b, demands, where)
+            return
+        by_worker = {c.worker_id: c for c in free}
+        for a in allocate(demands, [c.view() for c in free]):
+            tid = where[a.subtask_id]
+            work = b.works.get(tid) or b.works.setdefault(tid, TaskWork(self._states[tid]))
+            sub = work.state.subtasks[a.subtask_id]
+            att = AttemptRecord(
+                id=uuid.uuid4(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
+                fence=sub.attempts + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
+                dispatched_at=b.now,
+                lease_expires_at=b.now + timedelta(seconds=self.settings.lease_seconds))
+            self._decide(b, work, Dispatched(att), ctx)
+            wc = by_worker[a.worker_id]
+            wc.running.add(att.id)
+            b.reserved.append((wc, att.id))
+            b.dispatches.append((wc, att))
+        placed = {att.subtask_id for _, att in b.dispatches}
+        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where)
+
+    def _demands(self, b: Batch) -> tuple[list[SubtaskDemand], dict[uuid.UUID, uuid.UUID]]:
+        candidates = dict(self._queued)
+        for tid, work in b.works.items():
+            for sid in (*work.merged.new_subtasks, *work.merged.changed_subtasks):
+                candidates[sid] = tid
+        demands, where = [], {}
+        for sid, tid in candidates.items():
+            work = b.works.get(tid)
+            state = work.state if work else self._states.get(tid)
+            sub = state.subtasks.get(sid) if state else None
+            if state is None or sub is None or sub.status is not SubtaskStatus.QUEUED:
+                continue
+            if state.task.status in TERMINAL_TASK or (sub.not_before and sub.not_before > b.now):
+                continue
+            where[sid] = tid
+            demands.append(SubtaskDemand(
+                subtask_id=sid, priority=sub.priority, pinned_tool=sub.pinned_tool,
+                recommended_tool=sub.recommended_tool,
+                tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
+                default_tool=self.settings.default_tool))
+        return demands, where
+
+    def _warn_unplaceable(
+        self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID]
+    ) -> None:
+        views = [c.view() for c in self.fleet.connections()]
+        for d in demands:
+            if d.subtask_id in self._warned:
+                continue
+            reason = (unplaceable_reason(d, views) if views else
+                      "No worker is online. Start one with: shoal worker --server "
+                      f"{self.settings.base_url} --token <token from `shoal token create`>")
+            if reason is None:
+                continue
+            self._warned.add(d.subtask_id)
+            state = self._states.get(where[d.subtask_id]) or b.works[where[d.subtask_id]].state
+            b.events.append(NewEvent(EventType.NOTICE, {
+                "task_id": str(state.task.id), "subtask_id": str(d.subtask_id),
+                "level": "warning", "message": reason}, task_id=state.task.id,
+                user_id=state.task.user_id))
+
+    # ---- after commit -----------------------------------------------------------------------
+
+    async def _after_commit(
+        self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
+    ) -> None:
+        for tid, st in states.items():
+            self._remember(st, b.works[tid])
+        for job in batch:
+            job.settle()
+        for old in b.closes:
+            await old.close(4000, "replaced by a newer connection from the same machine")
+        for wc, text in b.messages:
+            await _send(wc, text)
+        for wc, att in b.dispatches:
+            await self._send_execute(wc, att)
+        for work in b.works.values():
+            for att in work.merged.cancels:
+                target = self.fleet.get(att.worker_id)
+                if target is not None:
+                    target.running.discard(att.id)
+                    await _send(target, cancel_message(att.id, "cancelled"))
+        if stored:
+            try:
+                await self.bus.publish(stored)
+            except ShoalError as exc:  # stored already; readers resync from the store
+                log.warning("runtime.publish_failed", error=exc.message)
+
+    async def _send_execute(self, wc: Connection, att: AttemptRecord) -> None:
+        state = self._states.get(att.task_id)
+        if state is None:
+            return
+        text = await execute_message(state, att, settings=self.settings,
+                                     artifacts=self.artifacts, tools=sorted(wc.tools))
+        await _send(wc, text)
+
+    def _remember(self, st: TaskState, work: TaskWork | None = None) -> None:
+        """Install a committed state in memory and keep the indexes in step."""
+        tid = st.task.id
+        if work is not None:
+            for aid, att in work.merged.changed_attempts.items():
+                if att.status in (AttemptStatus.DISPATCHED, AttemptStatus.RUNNING):
+                    self._attempt_task[aid] = tid
+                    self._leases.setdefault(aid, att.lease_expires_at or self._clock())
+                else:
+                    self._attempt_task.pop(aid, None)
+                    self._leases.pop(aid, None)
+        else:
+            for aid in st.attempts:
+                self._attempt_task[aid] = tid
+        for sid, sub in st.subtasks.items():
+            if sub.status is SubtaskStatus.QUEUED:
+                self._queued[sid] = tid
+            else:
+                self._queued.pop(sid, None)
+                self._warned.discard(sid)
+        if st.task.status in TERMINAL_TASK:
+            self._forget(tid)
+            self._states.pop(tid, None)
+        else:
+            self._states[tid] = st
+
+    def _forget(self, tid: uuid.UUID) -> None:
+        st = self._states.get(tid)
+        if st is None:
+            return
+        for aid in st.attempts:
+            self._attempt_task.pop(aid, None)
+            self._leases.pop(aid, None)
+        for sid in st.subtasks:
+            self._queued.pop(sid, None)
+
+    def snapshot_counts(self) -> dict[str, int]:
+        """Small numbers for health and metrics."""
+        return {"active_tasks": len(self._states), "queued": len(self._queued),
+                "live_attempts": len(self._attempt_task), "workers": len(self.fleet)}
+
+
+async def _send(wc: Connection, text: str) -> None:
+    try:
+        await wc.send(text)
+    except Exception as exc:  # a dead socket: the lease will bring the attempt back
+        log.info("runtime.send_failed", worker=str(wc.worker_id), error=str(exc))
+
+
+def _worker_event(wc: Connection, status: str) -> NewEvent:
+    return NewEvent(EventType.WORKER_UPDATE, {
+        "worker_id": str(wc.worker_id), "machine_id": wc.machine_id, "machine_name": wc.name,
+        "status": status, "tools": sorted(wc.tools), "slots": wc.slots,
+        "running": len(wc.running),
+        "resources": {"cpu_percent": wc.cpu_percent, "memory_percent": wc.memory_percent,
+                      "disk_percent": wc.disk_percent},
+    })
+

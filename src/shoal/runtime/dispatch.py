@@ -1,0 +1,72 @@
+"""Building the messages that carry work to workers."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Sequence
+
+from shoal.artifacts.store import ArtifactStore
+from shoal.config import Settings
+from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
+from shoal.protocol import CancelTask, ExecuteTask, FilePayload, UpstreamResult
+from shoal.workflows.dag import instructions_for
+
+
+async def execute_message(
+    state: TaskState, att: AttemptRecord, *, settings: Settings, artifacts: ArtifactStore,
+    tools: Sequence[str],
+) -> str:
+    """The `execute_task` message for a freshly dispatched attempt, as JSON."""
+    sub = state.subtasks[att.subtask_id]
+    timeout = settings.planner_timeout if sub.kind == "expand" else settings.subtask_timeout
+    options = {"privacy_level": state.task.privacy_level, **dict(sub.options)}
+    msg = ExecuteTask(
+        attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
+        role=sub.role, tool=att.tool, name=sub.name,
+        instructions=instructions_for(state.task, sub, tools),
+        upstream=await upstream_results(state, sub, artifacts=artifacts,
+                                        budget=settings.max_result_bytes),
+        timeout=float(options.pop("timeout", timeout)), options=options,
+    )
+    return msg.model_dump_json()
+
+
+async def upstream_results(
+    state: TaskState, sub: SubtaskRecord, *, artifacts: ArtifactStore, budget: int
+) -> list[UpstreamResult]:
+    """Outputs of the direct dependencies, and the files of every ancestor (newest wins)."""
+    out: list[UpstreamResult] = []
+    for dep_id in _ancestors(state, sub):
+        dep = state.subtasks[dep_id]
+        output = dep.output or {}
+        files: list[FilePayload] = []
+        for entry in output.get("files", []):
+            size = int(entry.get("size", 0))
+            if size > budget:
+                continue
+            budget -= size
+            data = await artifacts.read(entry["sha256"])
+            files.append(FilePayload(path=entry["path"],
+                                     content_b64=base64.b64encode(data).decode()))
+        text = str(output.get("text", "")) if dep_id in sub.dependencies else ""
+        out.append(UpstreamResult(subtask_id=dep.id, name=dep.name, output=text, files=files))
+    return out
+
+
+def _ancestors(state: TaskState, sub: SubtaskRecord) -> list[uuid.UUID]:
+    """Every subtask `sub` depends on, directly or not, oldest first."""
+    seen: dict[uuid.UUID, None] = {}
+    stack = list(sub.dependencies)
+    while stack:
+        sid = stack.pop()
+        if sid in seen or sid not in state.subtasks:
+            continue
+        seen[sid] = None
+        stack.extend(state.subtasks[sid].dependencies)
+    return sorted(seen, key=lambda s: state.subtasks[s].created_at)
+
+
+def cancel_message(attempt_id: uuid.UUID, reason: str) -> str:
+    """The `cancel_task` message, as JSON."""
+    return CancelTask(attempt_id=attempt_id, reason=reason).model_dump_json()

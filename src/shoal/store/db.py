@@ -1,0 +1,100 @@
+"""Database connection: one async engine per process, SQLite tuned for one writer.
+
+`Database.connect(url)` builds the engine; `migrate()` runs Alembic to head. SQLite runs in WAL
+mode with a busy timeout; writes are funnelled through the runtime's group commit rather than
+fighting over the lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Database:
+    """An async engine plus what the store needs to know about its dialect."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @classmethod
+    def connect(cls, url: str, *, pool_size: int = 10) -> Database:
+        """Create the engine for `url` (sqlite+aiosqlite:// or postgresql+asyncpg://)."""
+        url = normalise_url(url)
+        if url.startswith("sqlite"):
+            path = url.split(":///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_async_engine(url, pool_size=pool_size, max_overflow=0)
+            sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_async_engine(
+                url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True
+            )
+        return cls(engine)
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether row locks and SKIP LOCKED are available."""
+        return self.dialect == "postgresql"
+
+    async def migrate(self) -> None:
+        """Upgrade the schema to the newest migration."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_upgrade)
+
+    def begin(self) -> Any:
+        """A connection inside one transaction (commit on success, rollback on error)."""
+        return self.engine.begin()
+
+    def connection(self) -> Any:
+        """A plain connection for reads."""
+        return self.engine.connect()
+
+    async def dispose(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain postgresql:// and sqlite:// URLs and pick the async drivers."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+asyncpg://" + url.split("://", 1)[1]
+    if url.startswith("sqlite://") and not url.startswith("sqlite+"):
+        return "sqlite+aiosqlite://" + url.split("://", 1)[1]
+    return url
+
+
+def alembic_config() -> Config:
+    """The Alembic configuration pointing at the package's migrations."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return cfg
+
+
+def _upgrade(sync_conn: sa.Connection) -> None:
+    cfg = alembic_config()
+    cfg.attributes["connection"] = sync_conn
+    command.upgrade(cfg, "head")
+
+
+async def run_sync(conn: AsyncConnection, fn: Any) -> Any:
+    """Run a sync callable against an async connection (Alembic, inspection)."""
+    return await conn.run_sync(fn)

@@ -1,0 +1,69 @@
+"""The durable event log: append inside the deciding transaction, read back by sequence."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.events import Event, EventType, NewEvent
+from shoal.store.models import EventRow
+
+events = EventRow.__table__
+
+# On PostgreSQL, sequence values are handed out before commit, so two concurrent appenders could
+# commit out of order and a reader replaying `since` would skip the late one. A transaction-scoped
+# advisory lock taken before appending makes commit order equal sequence order.
+_EVENT_LOCK_KEY = 0x5_E0A1
+
+
+async def append_events(
+    conn: AsyncConnection, new: Sequence[NewEvent], now: datetime
+) -> list[Event]:
+    """Insert `new` in order and return them with their sequence numbers."""
+    if not new:
+        return []
+    if conn.dialect.name == "postgresql":
+        await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
+    rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
+             "data": e.data, "created_at": now} for e in new]
+    result = await conn.execute(
+        sa.insert(events).returning(events.c.seq, sort_by_parameter_order=True), rows
+    )
+    seqs = [r.seq for r in result.all()]
+    return [Event(seq=s, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
+                  user_id=e.user_id) for s, e in zip(seqs, new, strict=True)]
+
+
+async def events_since(
+    conn: AsyncConnection,
+    since: int,
+    *,
+    user_id: uuid.UUID,
+    task_id: uuid.UUID | None = None,
+    limit: int = 1000,
+) -> list[Event]:
+    """Events after `since` that `user_id` may see, oldest first, at most `limit`."""
+    q = sa.select(events).where(events.c.seq > since)
+    if task_id is not None:
+        q = q.where(events.c.task_id == task_id)
+    q = q.where(sa.or_(events.c.user_id == user_id, events.c.user_id.is_(None)))
+    rows = (await conn.execute(q.order_by(events.c.seq).limit(limit))).all()
+    return [event_from_row(r) for r in rows]
+
+
+async def last_seq(conn: AsyncConnection) -> int:
+    """The newest sequence number, 0 when the log is empty."""
+    value = (await conn.execute(sa.select(sa.func.max(events.c.seq)))).scalar()
+    return int(value or 0)
+
+
+def event_from_row(row: sa.Row[Any]) -> Event:
+    """An event value from an `events` row."""
+    m = row._mapping
+    return Event(seq=m["seq"], type=EventType(m["type"]), data=m["data"],
+                 timestamp=m["created_at"], task_id=m["task_id"], user_id=m["user_id"])

@@ -1,0 +1,54 @@
+"""Artifact rows: the manifest of files each accepted attempt produced."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.store.models import Artifact, Subtask
+
+artifacts = Artifact.__table__
+
+
+async def insert_manifest(
+    conn: AsyncConnection, *, task_id: uuid.UUID, subtask_id: uuid.UUID,
+    attempt_id: uuid.UUID, entries: Sequence[Mapping[str, Any]], now: datetime,
+) -> None:
+    """Record the files of an accepted attempt."""
+    if entries:
+        await conn.execute(sa.insert(artifacts), [
+            {"id": uuid.uuid4(), "task_id": task_id, "subtask_id": subtask_id,
+             "attempt_id": attempt_id, "path": e["path"], "size": e["size"],
+             "sha256": e["sha256"], "created_at": now} for e in entries
+        ])
+
+
+async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa.Row[Any]]:
+    """The manifest of a subtask's accepted attempt(s), path order."""
+    q = (sa.select(artifacts).where(artifacts.c.subtask_id == subtask_id)
+         .order_by(artifacts.c.path, artifacts.c.created_at.desc()))
+    rows = list((await conn.execute(q)).all())
+    seen: set[str] = set()
+    latest = []
+    for r in rows:  # a re-run replaces earlier versions of the same path
+        if r.path not in seen:
+            seen.add(r.path)
+            latest.append(r)
+    return latest
+
+
+async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
+    """Every file of every subtask of a task (latest version per subtask and path)."""
+    q = (sa.select(artifacts, Subtask.__table__.c.key, Subtask.__table__.c.name)
+         .join(Subtask.__table__, Subtask.__table__.c.id == artifacts.c.subtask_id)
+         .where(artifacts.c.task_id == task_id)
+         .order_by(artifacts.c.created_at))
+    latest: dict[tuple[uuid.UUID, str], sa.Row[Any]] = {}
+    for r in (await conn.execute(q)).all():
+        latest[(r.subtask_id, r.path)] = r
+    return list(latest.values())

@@ -1,0 +1,232 @@
+"""SQLAlchemy models: the only place table shapes are declared (Alembic mirrors them).
+
+Every row belongs to a user (directly or through its task). Rows that change carry a `version`
+for optimistic updates. JSON columns are JSONB on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+SeqType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, whatever the database."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with naming conventions Alembic can diff against."""
+
+    metadata = sa.MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class User(Base):
+    """A person who submits tasks."""
+
+    __tablename__ = "users"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    username: Mapped[str] = mapped_column(sa.String(50), unique=True)
+    email: Mapped[str | None] = mapped_column(sa.String(255), unique=True)
+    password_hash: Mapped[str] = mapped_column(sa.String(255))
+    is_admin: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_login: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ApiToken(Base):
+    """An opaque, revocable token: a worker's credential or a one-time login link."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(sa.String(20))  # worker | login
+    name: Mapped[str] = mapped_column(sa.String(100))
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Worker(Base):
+    """A worker process on some machine, as last seen."""
+
+    __tablename__ = "workers"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    machine_id: Mapped[str] = mapped_column(sa.String(100), unique=True)
+    machine_name: Mapped[str] = mapped_column(sa.String(100))
+    status: Mapped[str] = mapped_column(sa.String(20), default="offline", index=True)
+    system_info: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    tools: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    slots: Mapped[int] = mapped_column(sa.Integer, default=1)
+    cpu_percent: Mapped[float | None] = mapped_column(sa.Float)
+    memory_percent: Mapped[float | None] = mapped_column(sa.Float)
+    disk_percent: Mapped[float | None] = mapped_column(sa.Float)
+    token_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.Uuid, sa.ForeignKey("api_tokens.id", ondelete="SET NULL")
+    )
+    version_string: Mapped[str | None] = mapped_column(sa.String(50))
+    last_heartbeat: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    registered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Task(Base):
+    """One user request and its settings."""
+
+    __tablename__ = "tasks"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    description: Mapped[str] = mapped_column(sa.Text)
+    workflow: Mapped[str] = mapped_column(sa.String(50), default="dag")
+    status: Mapped[str] = mapped_column(sa.String(20), index=True)
+    progress: Mapped[int] = mapped_column(sa.Integer, default=0)
+    checkpoint_frequency: Mapped[str] = mapped_column(sa.String(20), default="medium")
+    privacy_level: Mapped[str] = mapped_column(sa.String(20), default="normal")
+    tool_preferences: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType, default=dict)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cost_usd: Mapped[float] = mapped_column(sa.Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    version: Mapped[int] = mapped_column(sa.Integer, default=1)
+
+
+class Subtask(Base):
+    """One node of a task's runtime graph."""
+
+    __tablename__ = "subtasks"
+    __table_args__ = (sa.UniqueConstraint("task_id", "key"),)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+    )
+    key: Mapped[str] = mapped_column(sa.String(64))
+    role: Mapped[str] = mapped_column(sa.String(50))
+    kind: Mapped[str] = mapped_column(sa.String(20), default="agent")
+    name: Mapped[str] = mapped_column(sa.String(255))
+    description: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(sa.String(20), index=True)
+    progress: Mapped[int] = mapped_column(sa.Integer, default=0)
+    dependencies: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    recommended_tool: Mapped[str | None] = mapped_column(sa.String(50))
+    pinned_tool: Mapped[str | None] = mapped_column(sa.String(50))
+    assigned_worker: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    assigned_tool: Mapped[str | None] = mapped_column(sa.String(50))
+    complexity: Mapped[int] = mapped_column(sa.Integer, default=3)
+    priority: Mapped[float] = mapped_column(sa.Float, default=0.0)
+    attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    current_attempt_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    output: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    version: Mapped[int] = mapped_column(sa.Integer, default=1)
+
+
+class Attempt(Base):
+    """One try of a subtask on one worker, fenced by `fence`."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        sa.UniqueConstraint("subtask_id", "fence"),
+        sa.Index("ix_attempts_live", "status", "lease_expires_at"),
+    )
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    subtask_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("subtasks.id", ondelete="CASCADE"), index=True
+    )
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+    )
+    worker_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    fence: Mapped[int] = mapped_column(sa.Integer)
+    tool: Mapped[str] = mapped_column(sa.String(50))
+    status: Mapped[str] = mapped_column(sa.String(20))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    dispatched_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    usage: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    version: Mapped[int] = mapped_column(sa.Integer, default=1)
+
+
+class EventRow(Base):
+    """The append-only event log; `seq` is the global sequence number."""
+
+    __tablename__ = "events"
+    __table_args__ = (sa.Index("ix_events_task_seq", "task_id", "seq"),)
+    seq: Mapped[int] = mapped_column(SeqType, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(sa.String(40))
+    task_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    user_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Artifact(Base):
+    """A file an attempt produced: its path in the subtask's manifest and its content hash."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (sa.UniqueConstraint("attempt_id", "path"),)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+    )
+    subtask_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("subtasks.id", ondelete="CASCADE"), index=True
+    )
+    attempt_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    path: Mapped[str] = mapped_column(sa.String(512))
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,73 @@
+"""Read side for the API: task lists and details straight from committed rows."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.store.models import Attempt, Subtask, Task, Worker
+
+tasks = Task.__table__
+subtasks = Subtask.__table__
+attempts = Attempt.__table__
+workers = Worker.__table__
+
+
+async def list_tasks(
+    conn: AsyncConnection, *, user_id: uuid.UUID, status: str | None, limit: int, offset: int
+) -> tuple[list[sa.Row[Any]], int]:
+    """A page of the user's tasks, newest first, and how many there are in all."""
+    where = [tasks.c.user_id == user_id]
+    if status:
+        where.append(tasks.c.status == status)
+    total = (await conn.execute(sa.select(sa.func.count()).select_from(tasks).where(*where)))
+    rows = await conn.execute(sa.select(tasks).where(*where)
+                              .order_by(tasks.c.created_at.desc(), tasks.c.id)
+                              .limit(limit).offset(offset))
+    return list(rows.all()), int(total.scalar() or 0)
+
+
+async def get_task(
+    conn: AsyncConnection, task_id: uuid.UUID, *, user_id: uuid.UUID
+) -> sa.Row[Any] | None:
+    """One of the user's tasks; None for a missing id or somebody else's task."""
+    q = sa.select(tasks).where(tasks.c.id == task_id, tasks.c.user_id == user_id)
+    return (await conn.execute(q)).first()
+
+
+async def task_subtasks(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
+    """A task's subtasks with the names of their workers, in creation order."""
+    q = (sa.select(subtasks, workers.c.machine_name.label("worker_name"))
+         .outerjoin(workers, workers.c.id == subtasks.c.assigned_worker)
+         .where(subtasks.c.task_id == task_id)
+         .order_by(subtasks.c.created_at, subtasks.c.key))
+    return list((await conn.execute(q)).all())
+
+
+async def get_subtask(
+    conn: AsyncConnection, subtask_id: uuid.UUID, *, user_id: uuid.UUID
+) -> sa.Row[Any] | None:
+    """One subtask of one of the user's tasks."""
+    q = (sa.select(subtasks, workers.c.machine_name.label("worker_name"))
+         .join(tasks, tasks.c.id == subtasks.c.task_id)
+         .outerjoin(workers, workers.c.id == subtasks.c.assigned_worker)
+         .where(subtasks.c.id == subtask_id, tasks.c.user_id == user_id))
+    return (await conn.execute(q)).first()
+
+
+async def subtask_attempts(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa.Row[Any]]:
+    """Every attempt of a subtask, oldest first."""
+    q = sa.select(attempts).where(attempts.c.subtask_id == subtask_id).order_by(attempts.c.fence)
+    return list((await conn.execute(q)).all())
+
+
+async def current_attempts(conn: AsyncConnection) -> dict[uuid.UUID, sa.Row[Any]]:
+    """The live attempt of each busy worker (for the worker list)."""
+    q = (sa.select(attempts.c.worker_id, attempts.c.task_id, attempts.c.subtask_id,
+                   attempts.c.started_at, attempts.c.dispatched_at, subtasks.c.name)
+         .join(subtasks, subtasks.c.id == attempts.c.subtask_id)
+         .where(attempts.c.status.in_(["dispatched", "running"])))
+    return {r.worker_id: r for r in (await conn.execute(q)).all()}

@@ -1,0 +1,84 @@
+"""Worker rows: registration by machine id, liveness, resources, history."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.protocol import WorkerRegister
+from shoal.store.models import Attempt, Subtask, Worker
+
+workers = Worker.__table__
+
+
+async def upsert_worker(
+    conn: AsyncConnection, msg: WorkerRegister, *, token_id: uuid.UUID | None, now: datetime
+) -> uuid.UUID:
+    """Register a worker (or re-register the same machine) and return its id."""
+    values: dict[str, Any] = {
+        "machine_name": msg.machine_name, "status": "online", "system_info": msg.system_info,
+        "tools": [t.model_dump() for t in msg.tools], "slots": msg.slots, "token_id": token_id,
+        "version_string": msg.version, "last_heartbeat": now,
+    }
+    existing = (await conn.execute(
+        sa.select(workers.c.id).where(workers.c.machine_id == msg.machine_id)
+    )).scalar()
+    if existing is not None:
+        await conn.execute(sa.update(workers).where(workers.c.id == existing).values(values))
+        return uuid.UUID(str(existing))
+    worker_id = uuid.uuid4()
+    await conn.execute(sa.insert(workers).values(
+        id=worker_id, machine_id=msg.machine_id, registered_at=now, **values
+    ))
+    return worker_id
+
+
+async def set_worker_status(conn: AsyncConnection, worker_id: uuid.UUID, status: str) -> None:
+    """Mark one worker online, busy or offline."""
+    await conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(status=status))
+
+
+async def record_heartbeat(
+    conn: AsyncConnection, worker_id: uuid.UUID, *, cpu: float, memory: float, disk: float,
+    status: str, now: datetime,
+) -> None:
+    """Store a worker's latest load."""
+    await conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(
+        cpu_percent=cpu, memory_percent=memory, disk_percent=disk, last_heartbeat=now,
+        status=status,
+    ))
+
+
+async def mark_all_offline(conn: AsyncConnection) -> None:
+    """At start-up no worker is connected to this copy yet."""
+    await conn.execute(sa.update(workers).values(status="offline"))
+
+
+async def list_workers(conn: AsyncConnection, *, status: str | None = None) -> list[sa.Row[Any]]:
+    """Every known worker, newest registration first."""
+    q = sa.select(workers).order_by(workers.c.registered_at.desc())
+    if status:
+        q = q.where(workers.c.status == status)
+    return list((await conn.execute(q)).all())
+
+
+async def get_worker(conn: AsyncConnection, worker_id: uuid.UUID) -> sa.Row[Any] | None:
+    """One worker by id."""
+    return (await conn.execute(sa.select(workers).where(workers.c.id == worker_id))).first()
+
+
+async def worker_history(
+    conn: AsyncConnection, worker_id: uuid.UUID, *, limit: int = 10
+) -> list[sa.Row[Any]]:
+    """The worker's most recent attempts with their subtask names."""
+    a, s = Attempt.__table__, Subtask.__table__
+    q = (sa.select(a.c.id, a.c.task_id, a.c.subtask_id, a.c.status, a.c.dispatched_at,
+                   a.c.started_at, a.c.finished_at, s.c.name)
+         .join(s, s.c.id == a.c.subtask_id)
+         .where(a.c.worker_id == worker_id)
+         .order_by(a.c.dispatched_at.desc()).limit(limit))
+    return list((await conn.execute(q)).all())

@@ -1,0 +1,62 @@
+"""Run a real control plane in-process on an ephemeral port (tests, benchmarks, `shoal up`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI
+
+from shoal.api.app import create_app
+from shoal.api.deps import Services
+from shoal.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    """A control plane listening on `url`."""
+
+    url: str
+    app: FastAPI
+
+    @property
+    def services(self) -> Services:
+        """The app's services (store, runtime, bus)."""
+        services: Services = self.app.state.services
+        return services
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket (port 0: any free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(512)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def running_server(settings: Settings, *, port: int = 0) -> AsyncIterator[RunningServer]:
+    """Serve `create_app(settings)` until the block exits."""
+    app = create_app(settings)
+    sock = bind_socket(settings.host, port)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_ping_interval=20)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("The control plane stopped during start-up.")
+            await asyncio.sleep(0.01)
+        host, bound = sock.getsockname()[:2]
+        yield RunningServer(url=f"http://{host}:{bound}", app=app)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()

@@ -1,0 +1,108 @@
+"""Shared fixtures: settings on a fresh data directory, SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import sqlalchemy as sa
+
+from shoal.config import Settings
+from shoal.store.db import Database
+
+POSTGRES_URL = os.environ.get("SHOAL_TEST_POSTGRES_URL",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("SHOAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _reachable(url: str) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 5432), 1):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(url: str, name: str, env: str) -> None:
+    """Skip (or, under CI, fail) when a service the test needs is not there."""
+    if _reachable(url):
+        return
+    message = (f"{name} is not reachable at {url}. Start it, or point {env} at one, "
+               "to run these tests.")
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    """Development settings on a fresh data directory with fast timings."""
+    values: dict[str, object] = {
+        "mode": "dev", "data_dir": tmp_path / "data", "bcrypt_rounds": 4,
+        "heartbeat_interval": 0.5, "lease_seconds": 3.0, "sweep_interval": 0.2,
+        "retry_delays": [0.1, 0.2, 0.3], "secret_key": "test-secret-" + "x" * 32,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+async def fresh_postgres(url: str) -> str:
+    """A new empty database on the test server; returns its URL."""
+    name = f"shoal_t_{uuid.uuid4().hex[:12]}"
+    db = Database.connect(url)
+    async with db.engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    await db.dispose()
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+async def drop_postgres(url: str, admin_url: str) -> None:
+    """Remove a database made by `fresh_postgres`."""
+    name = url.rsplit("/", 1)[1]
+    db = Database.connect(admin_url)
+    async with db.engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    await db.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty database of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'test.db'}"
+        return
+    require_service(POSTGRES_URL, "PostgreSQL", "SHOAL_TEST_POSTGRES_URL")
+    url = await fresh_postgres(POSTGRES_URL)
+    try:
+        yield url
+    finally:
+        await drop_postgres(url, POSTGRES_URL)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """A migrated database of each kind."""
+    database = Database.connect(database_url)
+    await database.migrate()
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    """Development settings on a fresh data directory."""
+    yield make_settings(tmp_path)
+
+
+

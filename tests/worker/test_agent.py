@@ -1,0 +1,400 @@
+"""Tests for the worker against a tiny fake control plane speaking the worker protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from shoal.config import Settings
+from shoal.errors import InvalidInput, Unauthorized
+from shoal.protocol import (
+    Ack,
+    AgentLog,
+    CancelTask,
+    ExecuteTask,
+    Heartbeat,
+    Registered,
+    TaskAccepted,
+    TaskResult,
+    Usage,
+    WorkerMessage,
+    WorkerRegister,
+    parse_worker_message,
+)
+from shoal.tools.base import Tool, ToolOutcome, ToolRun
+from shoal.worker.agent import Backoff, LogStream, Worker, websocket_url
+from shoal.worker.system import load_machine_id
+
+M = TypeVar("M", bound=WorkerMessage)
+DEADLINE = 10.0
+_CHATTER = (Heartbeat, AgentLog, TaskAccepted)  # skipped by `expect` unless asked for
+
+
+class GateTool:
+    """A tool that logs, writes a file, then waits until the test opens its gate."""
+
+    name = "gate"
+    local = True
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Log a line, write out.txt, and wait for the gate."""
+        run.log("starting")
+        (run.workspace / "out.txt").write_bytes(b"hello")
+        self.started.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return ToolOutcome(status="succeeded", output="done", usage=Usage(input_tokens=3))
+
+
+class BrokenTool:
+    """A tool that raises."""
+
+    name = "broken"
+    local = True
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Fail loudly."""
+        raise RuntimeError("model server unreachable")
+
+
+class FakeControlPlane:
+    """Just enough of `/ws/worker` for a test to drive a real worker."""
+
+    def __init__(self) -> None:
+        self.token = "secret-token"
+        self.refusing = False
+        self.heartbeat_interval = 60.0
+        self.url = ""
+        self.messages: asyncio.Queue[WorkerMessage] = asyncio.Queue()
+        self.connection: ServerConnection | None = None
+
+    def check(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Refuse the upgrade while `refusing`, and without the right bearer token."""
+        if self.refusing:
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "busy\n")
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "bad token\n")
+        return None
+
+    async def handle(self, connection: ServerConnection) -> None:
+        """Answer registrations and queue everything the worker says."""
+        self.connection = connection
+        with contextlib.suppress(ConnectionClosed):
+            async for raw in connection:
+                message = parse_worker_message(raw)
+                if isinstance(message, WorkerRegister):
+                    registered = Registered(worker_id=uuid.uuid4(), lease_seconds=90.0,
+                                            heartbeat_interval=self.heartbeat_interval)
+                    await connection.send(registered.model_dump_json())
+                await self.messages.put(message)
+
+    async def expect(self, kind: type[M]) -> M:
+        """The next message, which must be a `kind`; chatter of other kinds is skipped."""
+        async with asyncio.timeout(DEADLINE):
+            while True:
+                message = await self.messages.get()
+                if isinstance(message, _CHATTER) and not isinstance(message, kind):
+                    continue
+                assert isinstance(message, kind), message
+                return message
+
+    async def send(self, message: ExecuteTask | CancelTask | Ack) -> None:
+        """Send a message on the current connection."""
+        assert self.connection is not None
+        await self.connection.send(message.model_dump_json())
+
+
+@pytest.fixture
+async def plane() -> AsyncIterator[FakeControlPlane]:
+    """A fake control plane listening on a free local port."""
+    fake = FakeControlPlane()
+    async with serve(fake.handle, "127.0.0.1", 0, process_request=fake.check) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        fake.url = f"http://127.0.0.1:{port}"
+        yield fake
+
+
+@pytest.fixture
+def gate() -> GateTool:
+    """A fresh gate tool."""
+    return GateTool()
+
+
+def make_worker(plane: FakeControlPlane, data_dir: Path, *tools: Tool, slots: int = 2) -> Worker:
+    """A worker with fast reconnects, pointed at `plane`."""
+    settings = Settings(mode="dev", data_dir=data_dir)
+    return Worker(plane.url, plane.token, settings, tools={t.name: t for t in tools},
+                  name="test-worker", slots=slots, backoff=Backoff(base=0.01, cap=0.05))
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[None]:
+    """Run `worker` for the duration of the block, then stop it without grace."""
+    async with asyncio.TaskGroup() as group:
+        group.create_task(worker.run())
+        try:
+            yield
+        finally:
+            worker.stop(grace=0)
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Wait until `condition()` holds, failing after the deadline."""
+    async with asyncio.timeout(DEADLINE):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def execute(tool: str = "gate", *, timeout: float = 60.0) -> ExecuteTask:
+    """An execute_task for a fresh attempt."""
+    return ExecuteTask(
+        attempt_id=uuid.uuid4(), fence=7, task_id=uuid.uuid4(), subtask_id=uuid.uuid4(),
+        role="coder", tool=tool, name="step", instructions="write out.txt", timeout=timeout,
+    )
+
+
+async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
+                                       tmp_path: Path) -> None:
+    """Register, accept, log, deliver the result with its file, and forget it on ack."""
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
+        register = await plane.expect(WorkerRegister)
+        assert register.machine_name == "test-worker"
+        assert [t.name for t in register.tools] == ["gate"]
+        msg = execute()
+        await plane.send(msg)
+        assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
+        assert (await plane.expect(AgentLog)).message == "starting"
+        gate.gate.set()
+        result = await plane.expect(TaskResult)
+        assert (result.status, result.fence, result.output) == ("succeeded", 7, "done")
+        assert [(f.path, base64.b64decode(f.content_b64)) for f in result.files] == [
+            ("out.txt", b"hello")
+        ]
+        buffered = worker.outbox.directory / f"{msg.attempt_id}.json"
+        assert buffered.exists()
+        await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
+        await wait_until(lambda: not buffered.exists())
+
+
+async def test_cancel_task_reports_cancelled(plane: FakeControlPlane, gate: GateTool,
+                                             tmp_path: Path) -> None:
+    """cancel_task stops the tool and yields a cancelled result."""
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        await plane.expect(TaskAccepted)
+        await asyncio.wait_for(gate.started.wait(), DEADLINE)
+        await plane.send(CancelTask(attempt_id=msg.attempt_id, reason="task cancelled"))
+        result = await plane.expect(TaskResult)
+        assert result.status == "cancelled"
+        assert result.error == "Cancelled: task cancelled"
+        assert gate.cancelled.is_set()
+
+
+async def test_reconnect_reports_running_attempt(plane: FakeControlPlane, gate: GateTool,
+                                                 tmp_path: Path) -> None:
+    """After the connection drops mid-attempt, the worker re-registers naming the attempt."""
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        await plane.expect(TaskAccepted)
+        await asyncio.wait_for(gate.started.wait(), DEADLINE)
+        assert plane.connection is not None
+        await plane.connection.close()
+        register = await plane.expect(WorkerRegister)
+        assert register.running == [msg.attempt_id]
+        gate.gate.set()
+        result = await plane.expect(TaskResult)
+        assert (result.attempt_id, result.status) == (msg.attempt_id, "succeeded")
+
+
+async def test_result_made_offline_is_resent(plane: FakeControlPlane, gate: GateTool,
+                                             tmp_path: Path) -> None:
+    """A result finished while disconnected waits in the outbox and is sent after reconnect."""
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        await plane.expect(TaskAccepted)
+        await asyncio.wait_for(gate.started.wait(), DEADLINE)
+        plane.refusing = True
+        assert plane.connection is not None
+        await plane.connection.close()
+        gate.gate.set()
+        await wait_until(lambda: worker.outbox.directory.joinpath(f"{msg.attempt_id}.json")
+                         .exists() and not worker.running)
+        plane.refusing = False
+        register = await plane.expect(WorkerRegister)
+        assert register.running == []
+        result = await plane.expect(TaskResult)
+        assert (result.attempt_id, result.status) == (msg.attempt_id, "succeeded")
+
+
+async def test_refused_token_is_fatal(plane: FakeControlPlane, tmp_path: Path) -> None:
+    """An HTTP 401 on connect stops the worker with an error that says what to do."""
+    worker = make_worker(plane, tmp_path)
+    plane.token = "another-token"
+    with pytest.raises(Unauthorized, match="shoal token create --worker test-worker"):
+        await asyncio.wait_for(worker.run(), DEADLINE)
+
+
+async def test_unknown_tool_fails_naming_available_tools(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+) -> None:
+    """An attempt for a tool this worker lacks fails with the list of tools it has."""
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        await plane.send(execute("claude_code"))
+        result = await plane.expect(TaskResult)
+        assert result.status == "failed"
+        assert result.error == "This worker has no tool 'claude_code'; it has: gate."
+
+
+async def test_tool_exception_fails_attempt_not_worker(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+) -> None:
+    """A tool that raises gives a failed result; the worker keeps serving."""
+    async with running(make_worker(plane, tmp_path, gate, BrokenTool())):
+        await plane.expect(WorkerRegister)
+        await plane.send(execute("broken"))
+        result = await plane.expect(TaskResult)
+        assert (result.status, result.error) == ("failed", "RuntimeError: model server unreachable")
+        gate.gate.set()
+        await plane.send(execute())
+        assert (await plane.expect(TaskResult)).status == "succeeded"
+
+
+async def test_time_limit_yields_timed_out(plane: FakeControlPlane, gate: GateTool,
+                                           tmp_path: Path) -> None:
+    """An attempt that outlives its timeout is stopped and reported timed_out."""
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        await plane.send(execute(timeout=0.05))
+        result = await plane.expect(TaskResult)
+        assert result.status == "timed_out"
+        assert gate.cancelled.is_set()
+
+
+async def test_duplicate_execute_is_ignored(plane: FakeControlPlane, gate: GateTool,
+                                            tmp_path: Path) -> None:
+    """A second execute_task for a running attempt starts nothing."""
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        msg, marker = execute(), execute("none")
+        await plane.send(msg)
+        await plane.send(msg)
+        await plane.send(marker)  # messages are handled in order: the marker comes next
+        assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
+        assert (await plane.expect(TaskAccepted)).attempt_id == marker.attempt_id
+
+
+async def test_no_free_slot_fails_attempt(plane: FakeControlPlane, gate: GateTool,
+                                          tmp_path: Path) -> None:
+    """An attempt beyond the worker's slots is answered with a failed result."""
+    async with running(make_worker(plane, tmp_path, gate, slots=1)):
+        await plane.expect(WorkerRegister)
+        await plane.send(execute())
+        await plane.expect(TaskAccepted)
+        extra = execute()
+        await plane.send(extra)
+        result = await plane.expect(TaskResult)
+        assert (result.attempt_id, result.error) == (extra.attempt_id, "worker has no free slot")
+
+
+async def test_heartbeat_names_running_attempts(plane: FakeControlPlane, gate: GateTool,
+                                                tmp_path: Path) -> None:
+    """Heartbeats arrive at the registered interval and list the running attempts."""
+    plane.heartbeat_interval = 0.02
+    async with running(make_worker(plane, tmp_path, gate)):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        await asyncio.wait_for(gate.started.wait(), DEADLINE)
+        while (beat := await plane.expect(Heartbeat)).running != [msg.attempt_id]:
+            pass
+        assert 0 <= beat.memory_percent <= 100
+
+
+async def test_stop_cancels_running_attempt(plane: FakeControlPlane, gate: GateTool,
+                                            tmp_path: Path) -> None:
+    """stop() with no grace cancels running attempts and reports them cancelled."""
+    worker = make_worker(plane, tmp_path, gate)
+    async with asyncio.TaskGroup() as group:
+        runner = group.create_task(worker.run())
+        await plane.expect(WorkerRegister)
+        await plane.send(execute())
+        await asyncio.wait_for(gate.started.wait(), DEADLINE)
+        worker.stop(grace=0)
+        result = await plane.expect(TaskResult)
+        assert result.status == "cancelled"
+        assert "shut down" in (result.error or "")
+        await asyncio.wait_for(runner, DEADLINE)
+
+
+async def test_log_stream_coalesces_and_counts_drops() -> None:
+    """Lines that pile up go out as one message, and overflow is reported, not kept."""
+    stream = LogStream(limit=2)
+    for line in ("a", "b", "c", "d"):
+        stream.write(line)
+    stream.close()
+    chunks = [chunk async for chunk in stream.batches()]
+    assert len(chunks) == 1
+    assert chunks[0].splitlines()[1:] == ["a", "b"]
+    assert "2 log lines dropped" in chunks[0]
+
+
+def test_backoff_is_jittered_and_capped() -> None:
+    """Delays stay within [0, min(cap, base * 2**n)] and start over after reset()."""
+    backoff = Backoff(base=0.5, cap=4.0)
+    for ceiling in (0.5, 1.0, 2.0, 4.0, 4.0, 4.0):
+        assert 0 <= backoff.next_delay() <= ceiling
+    backoff.reset()
+    assert backoff.next_delay() <= 0.5
+
+
+@pytest.mark.parametrize(
+    ("server", "expected"),
+    [
+        ("http://cp:8000", "ws://cp:8000/ws/worker"),
+        ("https://cp.example/shoal/", "wss://cp.example/shoal/ws/worker"),
+        ("ws://cp:8000/ws/worker", "ws://cp:8000/ws/worker"),
+    ],
+)
+def test_websocket_url(server: str, expected: str) -> None:
+    """The worker endpoint is derived from the control plane's address."""
+    assert websocket_url(server) == expected
+
+
+def test_websocket_url_refuses_other_schemes() -> None:
+    """A server address that is not http(s) or ws(s) is refused with an example."""
+    with pytest.raises(InvalidInput, match="--server http://"):
+        websocket_url("cp:8000")
+
+
+def test_machine_id_is_stable(tmp_path: Path) -> None:
+    """The machine id is created once and read back afterwards."""
+    first = load_machine_id(tmp_path / "worker" / "machine_id")
+    assert load_machine_id(tmp_path / "worker" / "machine_id") == first
