@@ -27,7 +27,7 @@ import re
 import shlex
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,7 @@ class _Turn:
 # ---- the script (pure) ------------------------------------------------------------------
 
 
-def decide_reply(messages: list[dict[str, Any]]) -> DemoReply:
+def decide_reply(messages: Sequence[Mapping[str, Any]]) -> DemoReply:
     """Decide the demo model's answer to a conversation. Pure and deterministic."""
     turn = _read_turn(messages)
     text = turn.instructions
@@ -96,7 +96,7 @@ def decide_reply(messages: list[dict[str, Any]]) -> DemoReply:
     return DemoReply(reply.text, reply.tool_calls, delay=delay)
 
 
-def _read_turn(messages: list[dict[str, Any]]) -> _Turn:
+def _read_turn(messages: Sequence[Mapping[str, Any]]) -> _Turn:
     users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
     systems = [_text(m.get("content")) for m in messages
                if m.get("role") in ("system", "developer")]

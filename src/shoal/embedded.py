@@ -1,0 +1,113 @@
+"""`shoal up`: the whole system on one machine — SQLite, in-process bus, demo model, one worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import signal
+from pathlib import Path
+
+from rich.console import Console
+
+from shoal import admin
+from shoal.auth.tokens import issue_token_pair
+from shoal.client import ShoalClient, load_credentials, save_credentials
+from shoal.config import Settings
+from shoal.follow import follow
+from shoal.testing.demo_model import running_demo_model
+from shoal.testing.server import running_server
+from shoal.tools.registry import discover_tools
+from shoal.worker.agent import Worker
+
+REAL_MODEL_HINT = ("Connect a real model: SHOAL_OPENAI_COMPAT_BASE_URL=<OpenAI-compatible URL> "
+                   "SHOAL_OPENAI_COMPAT_API_KEY=<key> SHOAL_OPENAI_COMPAT_MODEL=<model> shoal up")
+
+
+async def run_embedded(
+    settings: Settings, *, console: Console, demo_task: str | None = None, slots: int = 2
+) -> int:
+    """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code."""
+    async with contextlib.AsyncExitStack() as stack:
+        model_label = f"{settings.openai_compat_model} at {settings.openai_compat_base_url}"
+        if not settings.openai_compat_base_url:
+            url = await stack.enter_async_context(running_demo_model())
+            settings = settings.model_copy(update={"openai_compat_base_url": url,
+                                                   "openai_compat_model": "shoal-demo"})
+            model_label = f"DEMO model (scripted answers, not a real model) at {url}"
+        srv = await stack.enter_async_context(running_server(settings, port=settings.port))
+        token, link = await _bootstrap(srv.services.db, settings, srv.url)
+        worker = Worker(srv.url, token, settings, tools=discover_tools(settings), name="local",
+                        slots=slots)
+        stop = asyncio.Event()
+        _on_signals(stop.set)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(worker.run())
+            await _until_registered(srv.services.runtime, stop)
+            _banner(console, srv.url, link, model_label, settings.data_dir)
+            code = 0
+            if demo_task is not None:
+                code = await _demo(settings, console, demo_task, stop)
+            else:
+                await stop.wait()
+            console.print("Stopping…")
+            worker.stop()
+    return code
+
+
+async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str]:
+    """The admin account, a token for the local worker, a login link, and CLI credentials."""
+    admin_id = await admin.ensure_user(db, settings, username="admin",  # type: ignore[arg-type]
+                                       password=secrets.token_urlsafe(18), admin=True)
+    token = await admin.create_worker_token(db, name="local")  # type: ignore[arg-type]
+    login = await admin.create_login_link_token(db, user_id=admin_id)  # type: ignore[arg-type]
+    pair = issue_token_pair(admin_id, username="admin", is_admin=True, settings=settings)
+    save_credentials(settings.data_dir, url, pair.access_token, pair.refresh_token)
+    return token, f"{url}/login?token={login}"
+
+
+def _on_signals(callback: object) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, callback)  # type: ignore[arg-type]
+
+
+async def _until_registered(runtime: object, stop: asyncio.Event) -> None:
+    while not len(runtime.fleet) and not stop.is_set():  # type: ignore[attr-defined]
+        await asyncio.sleep(0.02)
+
+
+def _banner(console: Console, url: str, link: str, model: str, data_dir: Path) -> None:
+    console.print(f"[bold green]Shoal is running[/] at {url}  (data: {data_dir.resolve()})")
+    console.print(f"Open this one-time login link: [bold]{link}[/]")
+    console.print(f"Model: {model}")
+    if "DEMO" in model:
+        console.print(f"[dim]{REAL_MODEL_HINT}[/]")
+    console.print('Submit work from another terminal: shoal submit "…" --follow   '
+                  "Stop with Ctrl-C.")
+
+
+async def _demo(settings: Settings, console: Console, description: str,
+                stop: asyncio.Event) -> int:
+    creds = load_credentials(settings.data_dir)
+    async with ShoalClient(creds) as client:
+        created = await client.submit({"description": description})
+        task_id = created["task_id"]
+        console.print(f"Submitted sample task {task_id}: {description!r}")
+        follower = asyncio.create_task(follow(client, task_id, console))
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for t in (follower, stopper):
+            t.cancel()
+        if follower not in done:
+            return 130
+        status = follower.result()
+        zip_path = settings.data_dir / "results" / f"{task_id}.zip"
+        zip_path.parent.mkdir(parents=True, exist_ok=True)
+        zip_path.write_bytes(await client.request("GET", f"/api/v1/tasks/{task_id}/download"))
+        detail = await client.task(task_id)
+        console.print(f"Task {status}. Files: {zip_path}  "
+                      f"(tokens: {detail['usage']['input_tokens']} in / "
+                      f"{detail['usage']['output_tokens']} out)")
+        return 0 if status == "completed" else 1
