@@ -19,6 +19,7 @@ from rich.table import Table
 
 from shoal.config import DEV_SECRET, Settings
 from shoal.errors import ShoalError
+from shoal.logs import configure_logging
 
 app = typer.Typer(help="Shoal: plan a task into a graph of agents and run it on many machines.",
                   no_args_is_help=True, add_completion=False)
@@ -71,6 +72,7 @@ def up(
     """Run everything on this machine: SQLite, in-process bus, demo model and one worker."""
     from shoal.embedded import run_embedded
 
+    configure_logging("warning")
     mode = os.environ.get("SHOAL_MODE", "dev")
     settings = settings_from_env(host=host, port=port, mode=mode)
     if settings.secret_key == DEV_SECRET:
@@ -99,6 +101,7 @@ def serve(
 
     from shoal.api.app import create_app
 
+    configure_logging("info")
     settings = settings_from_env(host=host, port=port)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
                 ws_ping_interval=20, timeout_graceful_shutdown=30)
@@ -115,6 +118,7 @@ def worker(
     """Connect this machine to a control plane and run the attempts it sends."""
     from shoal.worker.agent import run_worker
 
+    configure_logging("info")
     settings = settings_from_env()
     run(lambda: run_worker(settings, server, token, name=name, slots=slots))
 

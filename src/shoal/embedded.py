@@ -103,6 +103,7 @@ async def _demo(settings: Settings, console: Console, description: str,
         if follower not in done:
             return 130
         status = follower.result()
+        console.print()
         zip_path = settings.data_dir / "results" / f"{task_id}.zip"
         zip_path.parent.mkdir(parents=True, exist_ok=True)
         zip_path.write_bytes(await client.request("GET", f"/api/v1/tasks/{task_id}/download"))

@@ -41,7 +41,8 @@ class Progress:
         elif kind == "subtask_update":
             self.rows.setdefault(data["subtask_id"], {}).update(data)
         elif kind == "agent_log" and data.get("subtask_id"):
-            self.rows.setdefault(data["subtask_id"], {})["log"] = data["message"].strip()[-90:]
+            lines = [ln for ln in data["message"].splitlines() if ln.strip()] or [""]
+            self.rows.setdefault(data["subtask_id"], {})["log"] = lines[-1].strip()[:120]
         elif kind == "notice":
             self.notices = [*self.notices[-4:], data.get("message", "")]
         elif kind in ENDINGS:
@@ -51,8 +52,11 @@ class Progress:
     def render(self) -> Group:
         """The current picture."""
         table = Table(expand=True, show_edge=False)
-        for col in ("subtask", "status", "progress", "worker / tool", "last output"):
-            table.add_column(col, overflow="ellipsis", no_wrap=True)
+        table.add_column("subtask", ratio=3, overflow="ellipsis", no_wrap=True)
+        table.add_column("status", min_width=11, no_wrap=True)
+        table.add_column("progress", min_width=10, no_wrap=True)
+        table.add_column("tool", min_width=6, overflow="ellipsis", no_wrap=True)
+        table.add_column("last output", ratio=4, overflow="ellipsis", no_wrap=True)
         for row in self.rows.values():
             status = row.get("status", "pending")
             done = 100 if status == "completed" else int(row.get("progress") or 0)

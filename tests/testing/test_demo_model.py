@@ -98,7 +98,8 @@ async def test_streamed_tool_call_arrives_in_pieces() -> None:
         names, pieces = [], []
         async with stream:
             async for chunk in stream:
-                for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+                deltas = [d for c in chunk.choices for d in c.delta.tool_calls or []]
+                for delta in deltas:
                     assert delta.index == 0
                     if delta.function and delta.function.name:
                         names.append(delta.function.name)

@@ -6,7 +6,7 @@ import asyncio
 import base64
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from http import HTTPStatus
 from pathlib import Path
 from typing import TypeVar
@@ -33,7 +33,9 @@ from shoal.protocol import (
     parse_worker_message,
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
-from shoal.worker.agent import Backoff, LogStream, Worker, websocket_url
+from shoal.tools.registry import discover_tools
+from shoal.worker.agent import Backoff, LogStream, Worker, run_worker, websocket_url
+from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id
 
 M = TypeVar("M", bound=WorkerMessage)
@@ -142,8 +144,16 @@ def gate() -> GateTool:
 def make_worker(plane: FakeControlPlane, data_dir: Path, *tools: Tool, slots: int = 2) -> Worker:
     """A worker with fast reconnects, pointed at `plane`."""
     settings = Settings(mode="dev", data_dir=data_dir)
-    return Worker(plane.url, plane.token, settings, tools={t.name: t for t in tools},
-                  name="test-worker", slots=slots, backoff=Backoff(base=0.01, cap=0.05))
+    worker = Worker(plane.url, plane.token, settings, tools={t.name: t for t in tools},
+                    name="test-worker", slots=slots, backoff=Backoff(base=0.01, cap=0.05))
+    worker.outbox = SignallingOutbox(worker.outbox.directory)
+    return worker
+
+
+def outbox_of(worker: Worker) -> SignallingOutbox:
+    """The test outbox `make_worker` installed."""
+    assert isinstance(worker.outbox, SignallingOutbox)
+    return worker.outbox
 
 
 @contextlib.asynccontextmanager
@@ -157,11 +167,23 @@ async def running(worker: Worker) -> AsyncIterator[None]:
             worker.stop(grace=0)
 
 
-async def wait_until(condition: Callable[[], bool]) -> None:
-    """Wait until `condition()` holds, failing after the deadline."""
-    async with asyncio.timeout(DEADLINE):
-        while not condition():
-            await asyncio.sleep(0.01)
+class SignallingOutbox(Outbox):
+    """An outbox that tells the test when a result was saved or removed."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.saved = asyncio.Event()
+        self.removed = asyncio.Event()
+
+    async def save(self, result: TaskResult) -> None:
+        """Save, then signal."""
+        await super().save(result)
+        self.saved.set()
+
+    async def remove(self, attempt_id: uuid.UUID) -> None:
+        """Remove, then signal."""
+        await super().remove(attempt_id)
+        self.removed.set()
 
 
 def execute(tool: str = "gate", *, timeout: float = 60.0) -> ExecuteTask:
@@ -193,7 +215,8 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
         buffered = worker.outbox.directory / f"{msg.attempt_id}.json"
         assert buffered.exists()
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
-        await wait_until(lambda: not buffered.exists())
+        await asyncio.wait_for(outbox_of(worker).removed.wait(), DEADLINE)
+        assert not buffered.exists()
 
 
 async def test_cancel_task_reports_cancelled(plane: FakeControlPlane, gate: GateTool,
@@ -244,13 +267,38 @@ async def test_result_made_offline_is_resent(plane: FakeControlPlane, gate: Gate
         assert plane.connection is not None
         await plane.connection.close()
         gate.gate.set()
-        await wait_until(lambda: worker.outbox.directory.joinpath(f"{msg.attempt_id}.json")
-                         .exists() and not worker.running)
+        await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)
         plane.refusing = False
         register = await plane.expect(WorkerRegister)
         assert register.running == []
         result = await plane.expect(TaskResult)
         assert (result.attempt_id, result.status) == (msg.attempt_id, "succeeded")
+
+
+async def test_echo_tool_files_reach_control_plane(plane: FakeControlPlane,
+                                                   tmp_path: Path) -> None:
+    """With the discovered tools, the real echo tool's file comes back in the result."""
+    settings = Settings(mode="dev", data_dir=tmp_path)
+    worker = Worker(plane.url, plane.token, settings, tools=discover_tools(settings),
+                    name="test-worker")
+    async with running(worker):
+        register = await plane.expect(WorkerRegister)
+        assert [t.name for t in register.tools] == ["echo"]
+        msg = execute("echo").model_copy(update={"options": {"files": {"a/b.txt": "hi"}}})
+        await plane.send(msg)
+        result = await plane.expect(TaskResult)
+        assert (result.status, result.output) == ("succeeded", "write out.txt")
+        assert [(f.path, base64.b64decode(f.content_b64)) for f in result.files] == [
+            ("a/b.txt", b"hi")
+        ]
+
+
+async def test_run_worker_stops_on_refused_token(plane: FakeControlPlane,
+                                                 tmp_path: Path) -> None:
+    """run_worker surfaces a refused token as Unauthorized."""
+    settings = Settings(mode="dev", data_dir=tmp_path)
+    with pytest.raises(Unauthorized):
+        await asyncio.wait_for(run_worker(settings, plane.url, "wrong", name="w1"), DEADLINE)
 
 
 async def test_refused_token_is_fatal(plane: FakeControlPlane, tmp_path: Path) -> None:

@@ -10,6 +10,10 @@ from shoal.protocol import TaskResult
 from shoal.worker.outbox import Outbox
 
 
+def _names(folder: Path, pattern: str = "*") -> list[str]:
+    return sorted(p.name for p in folder.glob(pattern))
+
+
 def _result(output: str = "done") -> TaskResult:
     return TaskResult(attempt_id=uuid.uuid4(), fence=1, status="succeeded", output=output)
 
@@ -50,7 +54,7 @@ async def test_save_replaces_earlier_result_without_leftovers(tmp_path: Path) ->
     result = _result("old")
     await outbox.save(result)
     await outbox.save(result.model_copy(update={"output": "new"}))
-    assert [p.name for p in tmp_path.iterdir()] == [f"{result.attempt_id}.json"]
+    assert _names(tmp_path) == [f"{result.attempt_id}.json"]
     assert [r.output for r in await outbox.pending()] == ["new"]
 
 
@@ -61,7 +65,7 @@ async def test_corrupt_file_is_set_aside(tmp_path: Path) -> None:
     await outbox.save(good)
     (tmp_path / f"{uuid.uuid4()}.json").write_text("{not json")
     assert await outbox.pending() == [good]
-    assert len(list(tmp_path.glob("*.corrupt"))) == 1
+    assert len(_names(tmp_path, "*.corrupt")) == 1
 
 
 async def test_missing_folder_has_nothing_pending(tmp_path: Path) -> None:

@@ -240,7 +240,9 @@ def _summary(steps: list[DemoToolCall], results: list[str]) -> str:
     if results and results[0].startswith("Error"):
         text = f"{LABEL} Could not write {written['path']}: {results[0].strip()}"
     if len(steps) > 1 and len(results) > 1:
-        text += f" Checked that it compiles: {results[-1].strip().split(chr(10), 1)[0]}."
+        said = [line.strip() for line in results[-1].splitlines()
+                if line.strip() and not line.startswith("---")]
+        text += f" Checked that it compiles: {'; '.join(said[:2])}."
     return text
 
 
@@ -278,8 +280,8 @@ async def _chat_completions(request: Request) -> Response:
         return _error(400, "`messages` must be a list of chat messages.")
     recorded_requests(request.app).append(body)
     reply = decide_reply([m for m in body["messages"] if isinstance(m, dict)])
-    if reply.delay:
-        await asyncio.sleep(reply.delay)
+    if reply.delay and await _client_left_during(request, reply.delay):
+        return Response(status_code=499)  # nobody is listening any more
     if reply.error is not None:
         return _error(500, reply.error, kind="server_error", code="demo_failure")
     number = next(request.app.state.ids)
@@ -289,6 +291,20 @@ async def _chat_completions(request: Request) -> Response:
         chunks = _chunks(reply, number, usage if options.get("include_usage") else None)
         return StreamingResponse(chunks, media_type="text/event-stream")
     return JSONResponse(_completion(reply, number, usage))
+
+
+async def _client_left_during(request: Request, seconds: float) -> bool:
+    """Wait `seconds`, unless the client hangs up first (then say so).
+
+    The body has been read, so the next ASGI message can only be the disconnect.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+    except TimeoutError:
+        return False
+    return True
 
 
 def _error(status: int, message: str, *, kind: str = "invalid_request_error",

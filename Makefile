@@ -1,0 +1,47 @@
+# One command per verb. `make run` and `make test` work on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
+
+.PHONY: setup run up test test-fast lint fmt bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
+## worker; submits a sample task, follows it live, and exits when it ends.
+run: setup
+	$(VENV)/bin/shoal up --demo --port $(PORT)
+
+## Keep Shoal running (until Ctrl-C) with the login link printed.
+up: setup
+	$(VENV)/bin/shoal up --port $(PORT)
+
+## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
+## and fail under CI=true).
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not e2e"
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy src
+
+fmt: setup
+	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+
+bench: setup
+	$(PY) benchmarks/bench_dag.py --db both
+
+clean:
+	rm -rf $(VENV) .shoal .pytest_cache .mypy_cache .ruff_cache
