@@ -15,6 +15,7 @@ from shoal.auth.tokens import issue_token_pair
 from shoal.client import ShoalClient, load_credentials, save_credentials
 from shoal.config import Settings
 from shoal.follow import follow
+from shoal.runtime.core import Runtime
 from shoal.testing.demo_model import running_demo_model
 from shoal.testing.server import running_server
 from shoal.tools.registry import discover_tools
@@ -73,9 +74,12 @@ def _on_signals(callback: object) -> None:
             loop.add_signal_handler(sig, callback)  # type: ignore[arg-type]
 
 
-async def _until_registered(runtime: object, stop: asyncio.Event) -> None:
-    while not len(runtime.fleet) and not stop.is_set():  # type: ignore[attr-defined]
-        await asyncio.sleep(0.02)
+async def _until_registered(runtime: Runtime, stop: asyncio.Event) -> None:
+    joined = asyncio.ensure_future(runtime.fleet.joined.wait())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({joined, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    joined.cancel()
+    stopped.cancel()
 
 
 def _banner(console: Console, url: str, link: str, model: str, data_dir: Path) -> None:

@@ -23,7 +23,7 @@ from shoal.bus.memory import MemoryBus
 from shoal.config import Settings
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
-from shoal.web.pages import INDEX_HTML
+from shoal.web.pages import index_html
 
 log = structlog.get_logger(__name__)
 
@@ -115,4 +115,4 @@ def _add_plain_routes(app: FastAPI) -> None:
     @app.get("/login", include_in_schema=False)
     async def index() -> HTMLResponse:
         """A small status page; signs in from a one-time login link."""
-        return HTMLResponse(INDEX_HTML)
+        return HTMLResponse(index_html())

@@ -381,7 +381,8 @@ class Runtime:
                 files=tuple(manifest), rejected_files=tuple(rejected),
                 usage=msg.usage.model_dump(), error=msg.error), ctx)
         except StaleAttempt as exc:
-            job.result = lambda: (False, exc.message)
+            reason = exc.message
+            job.result = lambda: (False, reason)
             return
         if msg.status == "succeeded" and manifest:
             b.sql.append(lambda c: file_rows.insert_manifest(
@@ -428,8 +429,8 @@ class Runtime:
 
     def _demands(self, b: Batch) -> tuple[list[SubtaskDemand], dict[uuid.UUID, uuid.UUID]]:
         candidates = dict(self._queued)
-        for tid, work in b.works.items():
-            for sid in (*work.merged.new_subtasks, *work.merged.changed_subtasks):
+        for tid, w in b.works.items():
+            for sid in (*w.merged.new_subtasks, *w.merged.changed_subtasks):
                 candidates[sid] = tid
         demands, where = [], {}
         for sid, tid in candidates.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,11 +42,13 @@ class Fleet:
 
     def __init__(self) -> None:
         self._by_id: dict[uuid.UUID, Connection] = {}
+        self.joined = asyncio.Event()  # set once any worker has connected
 
     def add(self, conn: Connection) -> Connection | None:
         """Register a connection; returns the one it replaces, if any."""
         old = self._by_id.get(conn.worker_id)
         self._by_id[conn.worker_id] = conn
+        self.joined.set()
         return old
 
     def remove(self, conn: Connection) -> bool:

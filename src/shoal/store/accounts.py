@@ -11,10 +11,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.errors import Conflict
-from shoal.store.models import ApiToken, User
+from shoal.store.models import ApiToken, User, table_of
 
-users = User.__table__
-tokens = ApiToken.__table__
+users = table_of(User)
+tokens = table_of(ApiToken)
 
 
 async def create_user(

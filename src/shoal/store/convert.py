@@ -9,11 +9,11 @@ import sqlalchemy as sa
 
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
-from shoal.store.models import Attempt, Subtask, Task
+from shoal.store.models import Attempt, Subtask, Task, table_of
 
-tasks = Task.__table__
-subtasks = Subtask.__table__
-attempts = Attempt.__table__
+tasks = table_of(Task)
+subtasks = table_of(Subtask)
+attempts = table_of(Attempt)
 
 
 def task_from_row(row: sa.Row[Any]) -> TaskRecord:

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.events import Event, EventType, NewEvent
-from shoal.store.models import EventRow
+from shoal.store.models import EventRow, table_of
 
-events = EventRow.__table__
+events = table_of(EventRow)
 
 # On PostgreSQL, sequence values are handed out before commit, so two concurrent appenders could
 # commit out of order and a reader replaying `since` would skip the late one. A transaction-scoped

@@ -10,9 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.store.models import Artifact, Subtask
+from shoal.store.models import Artifact, Subtask, table_of
 
-artifacts = Artifact.__table__
+artifacts = table_of(Artifact)
 
 
 async def insert_manifest(
@@ -44,8 +44,8 @@ async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa
 
 async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
     """Every file of every subtask of a task (latest version per subtask and path)."""
-    q = (sa.select(artifacts, Subtask.__table__.c.key, Subtask.__table__.c.name)
-         .join(Subtask.__table__, Subtask.__table__.c.id == artifacts.c.subtask_id)
+    q = (sa.select(artifacts, table_of(Subtask).c.key, table_of(Subtask).c.name)
+         .join(table_of(Subtask), table_of(Subtask).c.id == artifacts.c.subtask_id)
          .where(artifacts.c.task_id == task_id)
          .order_by(artifacts.c.created_at))
     latest: dict[tuple[uuid.UUID, str], sa.Row[Any]] = {}

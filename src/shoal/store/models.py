@@ -230,3 +230,10 @@ class Artifact(Base):
     size: Mapped[int] = mapped_column(sa.BigInteger)
     sha256: Mapped[str] = mapped_column(sa.String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+def table_of(model: type[Base]) -> sa.Table:
+    """The Core table behind a model, typed for statements."""
+    table = model.__table__
+    assert isinstance(table, sa.Table)
+    return table

@@ -8,12 +8,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.store.models import Attempt, Subtask, Task, Worker
+from shoal.store.models import Attempt, Subtask, Task, Worker, table_of
 
-tasks = Task.__table__
-subtasks = Subtask.__table__
-attempts = Attempt.__table__
-workers = Worker.__table__
+tasks = table_of(Task)
+subtasks = table_of(Subtask)
+attempts = table_of(Attempt)
+workers = table_of(Worker)
 
 
 async def list_tasks(
@@ -64,7 +64,7 @@ async def subtask_attempts(conn: AsyncConnection, subtask_id: uuid.UUID) -> list
     return list((await conn.execute(q)).all())
 
 
-async def current_attempts(conn: AsyncConnection) -> dict[uuid.UUID, sa.Row[Any]]:
+async def current_attempts(conn: AsyncConnection) -> dict[uuid.UUID, Any]:
     """The live attempt of each busy worker (for the worker list)."""
     q = (sa.select(attempts.c.worker_id, attempts.c.task_id, attempts.c.subtask_id,
                    attempts.c.started_at, attempts.c.dispatched_at, subtasks.c.name)

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.protocol import WorkerRegister
-from shoal.store.models import Attempt, Subtask, Worker
+from shoal.store.models import Attempt, Subtask, Worker, table_of
 
-workers = Worker.__table__
+workers = table_of(Worker)
 
 
 async def upsert_worker(
@@ -73,9 +73,9 @@ async def get_worker(conn: AsyncConnection, worker_id: uuid.UUID) -> sa.Row[Any]
 
 async def worker_history(
     conn: AsyncConnection, worker_id: uuid.UUID, *, limit: int = 10
-) -> list[sa.Row[Any]]:
+) -> list[Any]:
     """The worker's most recent attempts with their subtask names."""
-    a, s = Attempt.__table__, Subtask.__table__
+    a, s = table_of(Attempt), table_of(Subtask)
     q = (sa.select(a.c.id, a.c.task_id, a.c.subtask_id, a.c.status, a.c.dispatched_at,
                    a.c.started_at, a.c.finished_at, s.c.name)
          .join(s, s.c.id == a.c.subtask_id)

@@ -30,7 +30,8 @@ async def login(body: Login, request: Request, services: ServicesDep) -> TokenPa
     await services.limiter.hit(f"login:{client}", limit=20, window=60)
     async with services.db.connection() as conn:
         row = await accounts.user_by_name(conn, body.username)
-    ok = await verify_password_async(body.password, row.password_hash if row else _dummy_hash(services.settings.bcrypt_rounds))
+    stored = row.password_hash if row else _dummy_hash(services.settings.bcrypt_rounds)
+    ok = await verify_password_async(body.password, stored)
     if row is None or not ok:
         raise Unauthorized("Wrong username or password.", code="invalid_credentials")
     async with services.db.begin() as conn:

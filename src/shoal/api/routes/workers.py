@@ -112,7 +112,8 @@ def _public(r: sa.Row[Any], current: sa.Row[Any] | None) -> WorkerPublic:
 def _duration(h: sa.Row[Any]) -> float | None:
     if h.finished_at is None:
         return None
-    return round((h.finished_at - (h.started_at or h.dispatched_at)).total_seconds(), 3)
+    seconds: float = (h.finished_at - (h.started_at or h.dispatched_at)).total_seconds()
+    return round(seconds, 3)
 
 
 def _admin(is_admin: bool) -> None:

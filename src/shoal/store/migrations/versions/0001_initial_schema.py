@@ -8,11 +8,10 @@ Create Date: 2026-11-22 00:49:19.107929
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 import shoal.store.models
-
 
 revision = "0001"
 down_revision = None

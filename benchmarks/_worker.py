@@ -1,0 +1,128 @@
+"""Benchmark workers: real `Worker`s over WebSockets, in their own process, with a no-op tool.
+
+Started by `bench_dag.py`, never by hand. Runs one `Worker` per token in `SHOAL_BENCH_TOKENS`
+(comma-separated) on one event loop, each with `--slots` slots and a tool named `echo` that
+returns at once (or sleeps `options["delay"]` seconds). Every attempt is timestamped with
+`time.monotonic()` — CLOCK_MONOTONIC, one clock for every process on a Linux host, so the
+parent can compare these times with its own:
+
+- `recv`: the `execute_task` message was read and parsed (the worker "has it");
+- `tool_start` / `tool_end`: the tool's `run` began and returned;
+- `sent`: the `task_result` was handed to the socket (after the outbox write).
+
+When standard input closes (or reads `stop`), the workers stop and the records are written as
+JSON to `--records`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from shoal.config import Settings
+from shoal.protocol import ExecuteTask, TaskResult
+from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.worker.agent import Worker
+
+Records = dict[uuid.UUID, dict[str, Any]]
+
+
+class NoopTool:
+    """The benchmark's tool: does nothing (or sleeps `delay` seconds) and succeeds."""
+
+    name = "echo"  # plans pin `echo`; this stands in for it without the file-writing thread hop
+    local = True
+    version = "bench"
+
+    def __init__(self, records: Records) -> None:
+        self._records = records
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Succeed at once, or after `options["delay"]` seconds."""
+        entry = self._records.setdefault(run.attempt_id, {})
+        entry["tool_start"] = time.monotonic()
+        delay = float(run.options.get("delay", 0) or 0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        entry["tool_end"] = time.monotonic()
+        return ToolOutcome(status="succeeded", output="ok")
+
+
+class TimedWorker(Worker):
+    """A `Worker` that notes when each `execute_task` arrives and each result leaves."""
+
+    def __init__(self, *args: Any, records: Records, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._records = records
+
+    async def _start(self, msg: ExecuteTask) -> None:
+        entry = self._records.setdefault(msg.attempt_id, {})
+        entry.update(recv=time.monotonic(), task_id=str(msg.task_id),
+                     subtask_id=str(msg.subtask_id), name=msg.name, worker=self.name,
+                     upstream=len(msg.upstream))
+        await super()._start(msg)
+
+    async def _send(self, message: BaseModel) -> bool:
+        sent = await super()._send(message)
+        if isinstance(message, TaskResult):
+            self._records.setdefault(message.attempt_id, {})["sent"] = time.monotonic()
+        return sent
+
+
+def quiet_logs() -> None:
+    """Warnings and errors only: the benchmark prints a table, not a log."""
+    logging.basicConfig(level=logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Run the workers until standard input closes, then write the records."""
+    tokens = [t for t in os.environ["SHOAL_BENCH_TOKENS"].split(",") if t]
+    settings = Settings(mode="dev", data_dir=Path(args.data_dir), worker_slots=args.slots)
+    records: Records = {}
+    tool = NoopTool(records)
+    workers = [TimedWorker(args.url, token, settings, tools={"echo": tool},
+                           name=f"bench-{i}", slots=args.slots, records=records)
+               for i, token in enumerate(tokens)]
+    async with asyncio.TaskGroup() as tg:
+        for worker in workers:
+            tg.create_task(worker.run())
+        while (await asyncio.to_thread(sys.stdin.readline)).strip() not in ("stop", ""):
+            pass
+        for worker in workers:
+            worker.stop(grace=5)
+    out = {str(aid): entry for aid, entry in records.items()}
+    Path(args.records).write_text(json.dumps(out))
+
+
+def main() -> None:
+    """Parse arguments and serve."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--slots", type=int, default=100)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--records", required=True)
+    parser.add_argument("--uvloop", action="store_true")
+    args = parser.parse_args()
+    quiet_logs()
+    if args.uvloop:
+        import uvloop
+
+        uvloop.run(serve(args))
+    else:
+        asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Task state round-trips through the store, optimistic writes refuse stale versions."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shoal.engine import planning
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
+from shoal.engine.workflow import CancelRequested, Context, Dispatched, Finished, Start, decide
+from shoal.errors import Conflict
+from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.store import accounts
+from shoal.store.db import Database
+from shoal.store.state import insert_task, load_task_states, write_decision
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+PLAN = [{"name": "a", "description": "first", "tool": "echo"},
+        {"name": "b", "description": "second", "tool": "echo"},
+        {"name": "c", "description": "third", "dependencies": ["a", "b"]}]
+
+
+async def started_task(db: Database) -> TaskState:
+    """A stored user and task, started with PLAN; returns the state as written."""
+    async with db.begin() as conn:
+        user_id = await accounts.create_user(conn, username="alice", password_hash="x",
+                                             is_admin=False, email=None, now=NOW)
+        task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Do things",
+                          status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
+                          tool_preferences=("echo",), meta={"k": [1, 2]})
+        await insert_task(conn, task)
+        empty = TaskState(task=task, subtasks={}, attempts={})
+        decision = decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW))
+        return await write_decision(conn, empty, decision)
+
+
+async def load(db: Database, task_id: uuid.UUID) -> TaskState:
+    async with db.connection() as conn:
+        (state,) = await load_task_states(conn, [task_id])
+    return state
+
+
+async def write(db: Database, old: TaskState, inp: Any, at: datetime = NOW) -> TaskState:
+    """Decide `inp` against `old` and store it in its own transaction."""
+    async with db.begin() as conn:
+        return await write_decision(conn, old, decide(old, inp, Context(now=at)))
+
+
+def attempt_for(state: TaskState, name: str) -> AttemptRecord:
+    sub = next(s for s in state.subtasks.values() if s.name == name)
+    return AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=state.task.id,
+                         worker_id=uuid.uuid4(), fence=sub.attempts + 1, tool="echo",
+                         status=AttemptStatus.DISPATCHED, dispatched_at=NOW,
+                         lease_expires_at=NOW + timedelta(seconds=30))
+
+
+async def test_written_decision_loads_back_equal(db: Database) -> None:
+    """load_task_states reads back what write_decision returned, the task at version 2."""
+    written = await started_task(db)
+    assert await load(db, written.task.id) == written
+    assert written.task.version == 2
+    assert written.task.status is TaskStatus.IN_PROGRESS
+    assert sorted(s.version for s in written.subtasks.values()) == [1, 1, 1]
+
+
+async def test_changed_subtask_version_is_bumped(db: Database) -> None:
+    """A dispatched subtask is stored at version 2 with its new attempt."""
+    started = await started_task(db)
+    att = attempt_for(started, "a")
+    written = await write(db, started, Dispatched(att))
+    loaded = await load(db, started.task.id)
+    assert loaded == written
+    assert loaded.subtasks[att.subtask_id].version == 2
+    assert loaded.subtasks[att.subtask_id].status is SubtaskStatus.IN_PROGRESS
+    assert loaded.attempts == {att.id: att}
+
+
+async def test_stale_write_conflicts_and_writes_nothing(db: Database) -> None:
+    """A decision made on a stale subtask version raises Conflict and rolls back entirely."""
+    started = await started_task(db)
+    fresh = await write(db, started, Dispatched(attempt_for(started, "a")))
+    # `started` still holds subtask "a" at version 1; the task row itself is not stale, so the
+    # task update goes through before the subtask update fails, and must be rolled back.
+    with pytest.raises(Conflict):
+        await write(db, started, CancelRequested(), at=NOW + timedelta(seconds=1))
+    assert await load(db, started.task.id) == fresh
+
+
+async def test_stale_task_version_conflicts(db: Database) -> None:
+    """Writing the same decision twice fails the second time: the task version moved on."""
+    started = await started_task(db)
+    stale = replace(started, task=replace(started.task, version=1))
+    with pytest.raises(Conflict):
+        await write(db, stale, CancelRequested())
+    assert await load(db, started.task.id) == started
+
+
+async def test_only_live_attempts_are_loaded(db: Database) -> None:
+    """A finished attempt is dropped from the loaded state; a dispatched one is kept."""
+    state = await started_task(db)
+    first, second = attempt_for(state, "a"), attempt_for(state, "b")
+    state = await write(db, state, Dispatched(first))
+    state = await write(db, state, Dispatched(second))
+    state = await write(db, state, Finished(attempt_id=first.id, status="succeeded", output="ok"))
+    loaded = await load(db, state.task.id)
+    assert set(loaded.attempts) == {second.id}
+    assert loaded.subtasks[first.subtask_id].status is SubtaskStatus.COMPLETED
+    assert loaded == state
+
+
+async def test_unfinished_tasks_load_without_ids(db: Database) -> None:
+    """With no ids, only tasks that have not ended are loaded."""
+    state = await started_task(db)
+    async with db.connection() as conn:
+        assert [s.task.id for s in await load_task_states(conn)] == [state.task.id]
+    await write(db, state, CancelRequested())
+    async with db.connection() as conn:
+        assert await load_task_states(conn) == []
