@@ -80,6 +80,7 @@ class WorkerRegister(_Message):
     tools: list[ToolInfo] = Field(default_factory=list)
     slots: int = Field(1, ge=1, le=256)
     running: list[uuid.UUID] = Field(default_factory=list)
+    buffered: list[uuid.UUID] = Field(default_factory=list)  # finished, result not yet acked
     version: str | None = None
 
 

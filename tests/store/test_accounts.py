@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from shoal.errors import Conflict
 from shoal.store import accounts
@@ -13,14 +16,14 @@ from shoal.store.db import Database
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-async def add(db: Database, token_hash: str, **extra: object) -> object:
+async def add(db: Database, token_hash: str, expires_at: datetime | None = None) -> uuid.UUID:
     async with db.begin() as conn:
         return await accounts.add_token(conn, kind="worker", name="w1", token_hash=token_hash,
-                                        user_id=None, now=NOW, **extra)  # type: ignore[arg-type]
+                                        user_id=None, now=NOW, expires_at=expires_at)
 
 
 async def live(db: Database, token_hash: str, *, kind: str = "worker",
-               at: datetime = NOW) -> object:
+               at: datetime = NOW) -> sa.Row[Any] | None:
     async with db.connection() as conn:
         return await accounts.live_token(conn, kind=kind, token_hash=token_hash, now=at)
 
@@ -43,7 +46,8 @@ async def test_duplicate_username_is_a_conflict(db: Database) -> None:
 async def test_token_is_found_by_hash_and_kind(db: Database) -> None:
     """A token is found by its hash and kind; another hash or kind finds nothing."""
     token_id = await add(db, "a" * 64)
-    assert getattr(await live(db, "a" * 64), "id", None) == token_id
+    found = await live(db, "a" * 64)
+    assert found is not None and found.id == token_id
     assert await live(db, "b" * 64) is None
     assert await live(db, "a" * 64, kind="login") is None
 
@@ -52,8 +56,8 @@ async def test_revoked_token_is_not_live(db: Database) -> None:
     """Once revoked a token is no longer live, and revoking it again reports False."""
     token_id = await add(db, "a" * 64)
     async with db.begin() as conn:
-        assert await accounts.revoke_token(conn, token_id, NOW)  # type: ignore[arg-type]
-        assert not await accounts.revoke_token(conn, token_id, NOW)  # type: ignore[arg-type]
+        assert await accounts.revoke_token(conn, token_id, NOW)
+        assert not await accounts.revoke_token(conn, token_id, NOW)
     assert await live(db, "a" * 64) is None
 
 

@@ -169,3 +169,18 @@ def test_local_is_guessed_from_the_host() -> None:
                             model="m").local is False
     assert OpenAICompatTool(base_url="https://api.openai.com/v1", api_key="k", model="m",
                             local=True).local is True
+
+
+async def test_list_and_read_files(app: Starlette, base_url: str, tmp_path: Path) -> None:
+    """list_files and read_file give the model the workspace's names and contents."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
+    logs: list[str] = []
+    outcome = await make_tool(base_url).run(
+        make_run(tmp_path, "Read docs/notes.txt [demo:explore]", logs=logs))
+    assert outcome.status == "succeeded", outcome.error
+    tool_results = [m["content"] for m in recorded_requests(app)[-1]["messages"]
+                    if m["role"] == "tool"]
+    assert tool_results == ["docs/notes.txt (18 bytes)", "remember the milk\n"]
+    assert "list_files ." in logs
+    assert "read_file docs/notes.txt (18 bytes)" in logs

@@ -300,15 +300,15 @@ class Runtime:
         b.messages.append((wc, Registered(
             worker_id=worker_id, heartbeat_interval=self.settings.heartbeat_interval,
             lease_seconds=self.settings.lease_seconds).model_dump_json()))
-        await self._adopt(conn, b, wc, set(msg.running), ctx)
+        await self._adopt(conn, b, wc, set(msg.running), set(msg.buffered), ctx)
         b.events.append(_worker_event(wc, "online"))
         job.result = lambda: wc
 
     async def _adopt(
         self, conn: AsyncConnection, b: Batch, wc: Connection, running: set[uuid.UUID],
-        ctx: Context,
+        buffered: set[uuid.UUID], ctx: Context,
     ) -> None:
-        """Keep the attempts the worker still runs; expire the ones it lost."""
+        """Keep the attempts the worker still runs or has a result for; expire the ones it lost."""
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
         for aid, tid in list(self._attempt_task.items()):
             work = await self._work(conn, b, tid)
@@ -318,6 +318,8 @@ class Runtime:
             if aid in running:
                 wc.running.add(aid)
                 self._leases[aid] = lease
+            elif aid in buffered:
+                self._leases[aid] = lease  # its result is about to be re-sent
             else:
                 self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
 

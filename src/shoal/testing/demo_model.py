@@ -12,8 +12,9 @@ each answer from the conversation alone:
   short summary starting with "[demo model]".
 
 Markers in the last user message steer it: `[demo:fail]` (HTTP 500), `[demo:slow=<seconds>]`,
-`[demo:invalid-plan]`, `[demo:cyclic-plan]`, and `[demo:escape]` (tries to write outside the
-workspace and read /etc/passwd).
+`[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
+workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the file
+named by "Read <file>", else README.md).
 """
 
 from __future__ import annotations
@@ -190,6 +191,10 @@ def _worker_steps(instructions: str) -> list[DemoToolCall]:
     if "[demo:escape]" in instructions:
         return [DemoToolCall("write_file", {"path": "../escape.txt", "content": "escaped\n"}),
                 DemoToolCall("read_file", {"path": "/etc/passwd"})]
+    if "[demo:explore]" in instructions:
+        named = re.search(r"\bread\s+`?([\w./-]+\.[A-Za-z0-9]+)", instructions, re.IGNORECASE)
+        return [DemoToolCall("list_files", {"path": "."}),
+                DemoToolCall("read_file", {"path": named.group(1) if named else "README.md"})]
     path = _target_file(instructions)
     steps = [DemoToolCall("write_file", {"path": path, "content": _content(path, instructions)})]
     if path.endswith(".py") and path.rsplit("/", 1)[-1].startswith("test_"):
@@ -231,8 +236,8 @@ def _content(path: str, instructions: str) -> str:
 
 
 def _summary(steps: list[DemoToolCall], results: list[str]) -> str:
-    if steps and steps[0].arguments.get("path") == "../escape.txt":
-        return f"{LABEL} I tried to leave the workspace; the tools answered: " + " | ".join(
+    if steps[0].name != "write_file" or steps[0].arguments["path"] == "../escape.txt":
+        return f"{LABEL} The tools answered: " + " | ".join(
             r.strip().split("\n", 1)[0] for r in results)
     written = steps[0].arguments
     size = len(str(written["content"]).encode("utf-8"))

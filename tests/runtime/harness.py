@@ -1,0 +1,128 @@
+"""Helpers for tests that drive a real in-process control plane with real workers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+
+from shoal import admin
+from shoal.config import Settings
+from shoal.testing.server import RunningServer
+from shoal.tools.echo import EchoTool
+from shoal.worker.agent import Backoff, Worker
+
+DEADLINE = 20.0
+T = TypeVar("T")
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[T | None]] | Callable[[], T | None], *,
+    what: str, timeout: float = DEADLINE,
+) -> T:
+    """Poll `check` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Timed out after {timeout:g} s waiting for {what}.")
+        await asyncio.sleep(0.02)
+
+
+async def login(srv: RunningServer, settings: Settings, name: str = "alice") -> httpx.AsyncClient:
+    """A new user and an HTTP client signed in as them."""
+    await admin.create_user(srv.services.db, settings, username=name, password="password123")
+    client = httpx.AsyncClient(base_url=srv.url, timeout=30)
+    resp = await client.post("/api/v1/auth/login",
+                             json={"username": name, "password": "password123"})
+    resp.raise_for_status()
+    client.headers["Authorization"] = f"Bearer {resp.json()['access_token']}"
+    return client
+
+
+@contextlib.asynccontextmanager
+async def echo_worker(
+    srv: RunningServer, settings: Settings, *, name: str = "w1", slots: int = 2,
+    backoff: Backoff | None = None,
+) -> AsyncIterator[Worker]:
+    """A worker with the echo tool, connected to `srv`; stopped (without grace) on exit."""
+    token = await admin.create_worker_token(srv.services.db, name=name)
+    worker = Worker(srv.url, token, settings, tools={"echo": EchoTool()}, name=name,
+                    slots=slots, backoff=backoff, shutdown_grace=0)
+    runner = asyncio.create_task(worker.run(), name=f"worker-{name}")
+    try:
+        await wait_until(lambda: runner.done() or len(srv.services.runtime.fleet),
+                         what=f"worker {name} to connect")
+        if runner.done():
+            runner.result()
+        yield worker
+    finally:
+        worker.stop(grace=0)
+        await runner
+
+
+async def submit(client: httpx.AsyncClient, plan: list[dict[str, Any]] | None = None,
+                 description: str = "Echo things") -> str:
+    """Submit a task; returns its id."""
+    body: dict[str, Any] = {"description": description}
+    if plan is not None:
+        body["plan"] = plan
+    resp = await client.post("/api/v1/tasks", json=body)
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["task_id"])
+
+
+async def task_detail(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    """GET a task."""
+    resp = await client.get(f"/api/v1/tasks/{task_id}")
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+async def subtask_detail(client: httpx.AsyncClient, subtask_id: str) -> dict[str, Any]:
+    """GET a subtask with its attempts."""
+    resp = await client.get(f"/api/v1/subtasks/{subtask_id}")
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+async def wait_for_status(
+    client: httpx.AsyncClient, task_id: str, *statuses: str, timeout: float = DEADLINE
+) -> dict[str, Any]:
+    """Poll a task until its status is one of `statuses`; returns its detail."""
+    async def reached() -> dict[str, Any] | None:
+        detail = await task_detail(client, task_id)
+        return detail if detail["status"] in statuses else None
+
+    return await wait_until(reached, what=f"task {task_id} to be {'/'.join(statuses)}",
+                            timeout=timeout)
+
+
+async def sse_events(
+    client: httpx.AsyncClient, task_id: str, *, until: set[str], timeout: float = DEADLINE
+) -> list[dict[str, Any]]:
+    """Read a task's SSE stream (from the start) until an event of a type in `until` arrives."""
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+            assert resp.status_code == 200
+            async for line in resp.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[6:]))
+                    if seen[-1]["type"] in until:
+                        return seen
+    return seen
+
+
+def by_name(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A task detail's subtasks by name."""
+    return {s["name"]: s for s in detail["subtasks"]}
