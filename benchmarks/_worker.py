@@ -68,9 +68,14 @@ class TimedWorker(Worker):
 
     async def _start(self, msg: ExecuteTask) -> None:
         entry = self._records.setdefault(msg.attempt_id, {})
-        entry.update(recv=time.monotonic(), task_id=str(msg.task_id),
-                     subtask_id=str(msg.subtask_id), name=msg.name, worker=self.name,
-                     upstream=len(msg.upstream))
+        entry.update(
+            recv=time.monotonic(),
+            task_id=str(msg.task_id),
+            subtask_id=str(msg.subtask_id),
+            name=msg.name,
+            worker=self.name,
+            upstream=len(msg.upstream),
+        )
         await super()._start(msg)
 
     async def _send(self, message: BaseModel) -> bool:
@@ -92,9 +97,18 @@ async def serve(args: argparse.Namespace) -> None:
     settings = Settings(mode="dev", data_dir=Path(args.data_dir), worker_slots=args.slots)
     records: Records = {}
     tool = NoopTool(records)
-    workers = [TimedWorker(args.url, token, settings, tools={"echo": tool},
-                           name=f"bench-{i}", slots=args.slots, records=records)
-               for i, token in enumerate(tokens)]
+    workers = [
+        TimedWorker(
+            args.url,
+            token,
+            settings,
+            tools={"echo": tool},
+            name=f"bench-{i}",
+            slots=args.slots,
+            records=records,
+        )
+        for i, token in enumerate(tokens)
+    ]
     async with asyncio.TaskGroup() as tg:
         for worker in workers:
             tg.create_task(worker.run())
@@ -103,7 +117,7 @@ async def serve(args: argparse.Namespace) -> None:
         for worker in workers:
             worker.stop(grace=5)
     out = {str(aid): entry for aid, entry in records.items()}
-    Path(args.records).write_text(json.dumps(out))
+    await asyncio.to_thread(Path(args.records).write_text, json.dumps(out))
 
 
 def main() -> None:

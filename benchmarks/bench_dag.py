@@ -9,7 +9,7 @@ event loop. Three workloads are submitted as explicit plans over the HTTP API:
 
 - W1 fan-out: one root → 200 independent subtasks → one join (no-op subtasks);
 - W2 chain: 200 subtasks, each depending on the one before (no-op subtasks);
-- W3 layers: 10 layers × 20 subtasks, each depending on 2 of the previous layer (fixed seed),
+- W3 layers: 10 layers x 20 subtasks, each depending on 2 of the previous layer (fixed seed),
   each sleeping 50 ms.
 
 Makespan runs from just before `POST /api/v1/tasks` to the moment the task's `task_complete`
@@ -18,8 +18,8 @@ stream over HTTP instead). The baseline runs the same DAG as asyncio tasks await
 dependencies' futures, in this process, in the same run.
 
 Reported: per-subtask overhead = makespan / n for W1 and W2 (the ideal is 0 for no-op
-subtasks; target ≤ 1 ms); makespan ÷ critical path (10 × 50 ms) for W3 (target ≤ 1.05); and
-dispatch latency (target p95 ≤ 10 ms), measured as `recv(execute of subtask k+1) −
+subtasks; target ≤ 1 ms); makespan ÷ critical path (10 x 50 ms) for W3 (target ≤ 1.05); and
+dispatch latency (target p95 ≤ 10 ms), measured as `recv(execute of subtask k+1) -
 sent(result of subtask k)` along the W2 chain, both timestamps taken inside the worker process.
 That interval is the control plane's whole reaction to a result — read it, commit the decision,
 schedule the next subtask, send `execute_task` — plus two loopback hops; the worker's own time
@@ -110,7 +110,7 @@ def chain(length: int) -> Dag:
 
 
 def layered(layers: int, width: int, fan_in: int, seed: int) -> Dag:
-    """`layers` × `width` subtasks; each past the first depends on `fan_in` of the layer above."""
+    """`layers` x `width` subtasks; each past the first depends on `fan_in` of the layer above."""
     rng = random.Random(seed)
     dag: Dag = {}
     for layer in range(layers):
@@ -126,8 +126,13 @@ def workloads(quick: bool, only: str = "") -> list[Workload]:
     every = [
         Workload("W1", f"1→{width}→1", fan_out(width), 0.0),
         Workload("W2", f"chain {length}", chain(length), 0.0),
-        Workload("W3", f"{layers}×{per_layer}, 50 ms", layered(layers, per_layer, 2, SEED), 0.05,
-                 layers=layers),
+        Workload(
+            "W3",
+            f"{layers}x{per_layer}, 50 ms",
+            layered(layers, per_layer, 2, SEED),
+            0.05,
+            layers=layers,
+        ),
     ]
     keys = {k.strip().upper() for k in only.split(",") if k.strip()}
     return [w for w in every if not keys or w.key in keys]
@@ -135,8 +140,16 @@ def workloads(quick: bool, only: str = "") -> list[Workload]:
 
 def plan_for(dag: Dag, delay: float) -> list[dict[str, Any]]:
     """The `plan` of a task submission that runs `dag` on the no-op tool."""
-    return [{"name": name, "description": f"benchmark subtask {name}", "dependencies": deps,
-             "tool": "echo", "options": {"delay": delay}} for name, deps in dag.items()]
+    return [
+        {
+            "name": name,
+            "description": f"benchmark subtask {name}",
+            "dependencies": deps,
+            "tool": "echo",
+            "options": {"delay": delay},
+        }
+        for name, deps in dag.items()
+    ]
 
 
 # ---- the plain-asyncio baseline ------------------------------------------------------------
@@ -224,17 +237,20 @@ class Bench:
     async def _run_sse(self, work: Workload, plan: list[dict[str, Any]]) -> Run:
         submitted = time.monotonic()
         task_id = await self._submit(work, plan)
-        async with asyncio.timeout(SUBMIT_TIMEOUT), self.client.stream(
-            "GET", f"/api/v1/tasks/{task_id}/events"
-        ) as resp:
+        async with (
+            asyncio.timeout(SUBMIT_TIMEOUT),
+            self.client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp,
+        ):
             async for line in resp.aiter_lines():
                 if line.startswith("event: ") and line[7:] in TERMINAL:
                     return Run(task_id, submitted, time.monotonic() - submitted, line[7:])
         raise RuntimeError(f"The SSE stream of task {task_id} ended before the task did.")
 
     async def _submit(self, work: Workload, plan: list[dict[str, Any]]) -> str:
-        resp = await self.client.post("/api/v1/tasks", json={
-            "description": f"benchmark {work.key}: {work.label}", "plan": plan})
+        resp = await self.client.post(
+            "/api/v1/tasks",
+            json={"description": f"benchmark {work.key}: {work.label}", "plan": plan},
+        )
         if resp.status_code != 201:
             raise RuntimeError(f"Submitting {work.key} failed: {resp.status_code} {resp.text}")
         task_id: str = resp.json()["task_id"]
@@ -270,14 +286,28 @@ async def worker_process(
     srv: RunningServer, tmp: Path, *, uvloop: bool, records: dict[str, dict[str, Any]]
 ) -> AsyncIterator[None]:
     """`_worker.py` connected with `WORKERS` workers; fills `records` when it stops."""
-    tokens = [await admin.create_worker_token(srv.services.db, name=f"bench-{i}")
-              for i in range(WORKERS)]
+    tokens = [
+        await admin.create_worker_token(srv.services.db, name=f"bench-{i}") for i in range(WORKERS)
+    ]
     out = tmp / "worker-records.json"
-    args = [sys.executable, str(HERE / "_worker.py"), "--url", srv.url, "--slots", str(SLOTS),
-            "--data-dir", str(tmp / "worker-data"), "--records", str(out)]
+    args = [
+        sys.executable,
+        str(HERE / "_worker.py"),
+        "--url",
+        srv.url,
+        "--slots",
+        str(SLOTS),
+        "--data-dir",
+        str(tmp / "worker-data"),
+        "--records",
+        str(out),
+    ]
     proc = await asyncio.create_subprocess_exec(
-        *args, *(["--uvloop"] if uvloop else []), stdin=asyncio.subprocess.PIPE,
-        env={**os.environ, "SHOAL_BENCH_TOKENS": ",".join(tokens)})
+        *args,
+        *(["--uvloop"] if uvloop else []),
+        stdin=asyncio.subprocess.PIPE,
+        env={**os.environ, "SHOAL_BENCH_TOKENS": ",".join(tokens)},
+    )
     try:
         async with asyncio.timeout(30):
             while len(srv.services.runtime.fleet) < WORKERS:
@@ -302,8 +332,9 @@ async def signed_in_client(srv: RunningServer, settings: Settings) -> httpx.Asyn
     """An HTTP client with a fresh user's access token."""
     await admin.create_user(srv.services.db, settings, username="bench", password="bench-pass-1")
     client = httpx.AsyncClient(base_url=srv.url, timeout=SUBMIT_TIMEOUT)
-    resp = await client.post("/api/v1/auth/login",
-                             json={"username": "bench", "password": "bench-pass-1"})
+    resp = await client.post(
+        "/api/v1/auth/login", json={"username": "bench", "password": "bench-pass-1"}
+    )
     resp.raise_for_status()
     client.headers["Authorization"] = f"Bearer {resp.json()['access_token']}"
     return client
@@ -317,9 +348,14 @@ async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
-            settings = Settings(mode="dev", data_dir=tmp / "control-plane", database_url=url,
-                                bcrypt_rounds=4, secret_key="bench-secret-" + "x" * 32,
-                                rate_limit_per_minute=100_000)
+            settings = Settings(
+                mode="dev",
+                data_dir=tmp / "control-plane",
+                database_url=url,
+                bcrypt_rounds=4,
+                secret_key="bench-secret-" + "x" * 32,
+                rate_limit_per_minute=100_000,
+            )
             async with running_server(settings) as srv:
                 client = await signed_in_client(srv, settings)
                 async with worker_process(srv, tmp, uvloop=args.uvloop, records=records):
@@ -330,6 +366,9 @@ async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
                         for work, outcome in zip(works, outcomes, strict=True):
                             outcome.runs.append(await bench.run(work))
                 await client.aclose()
+    if args.records:
+        runs = {o.key: [asdict(r) for r in o.runs] for o in outcomes}
+        await asyncio.to_thread(_save_records, Path(f"{args.records}.{kind}.json"), runs, records)
     for work, outcome in zip(works, outcomes, strict=True):
         for _ in range(args.repeat):
             outcome.baseline.append(await run_baseline(work.dag, work.delay))
@@ -337,11 +376,19 @@ async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
     return outcomes
 
 
+def _save_records(path: Path, runs: dict[str, Any], records: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"runs": runs, "attempts": records}))
+
+
 def attach_timings(outcome: Outcome, dag: Dag, records: dict[str, dict[str, Any]]) -> None:
     """Dispatch latency (ready → received) and worker time per attempt, from the worker's log."""
     for run in outcome.runs:
-        mine = {r["name"]: r for r in records.values()
-                if r.get("task_id") == run.task_id and "sent" in r}
+        mine = {
+            r["name"]: r
+            for r in records.values()
+            if r.get("task_id") == run.task_id and "sent" in r
+        }
         for name, deps in dag.items():
             rec = mine.get(name)
             if rec is None:
@@ -356,7 +403,7 @@ def attach_timings(outcome: Outcome, dag: Dag, records: dict[str, dict[str, Any]
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The `q`-th percentile (0–100) by linear interpolation; NaN when empty."""
+    """The `q`-th percentile (0-100) by linear interpolation; NaN when empty."""
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -381,11 +428,17 @@ def verdict(o: Outcome) -> Verdict:
     """Per-subtask overhead (no-op workloads) or makespan ÷ critical path (sleeping ones)."""
     if o.critical_path:
         shoal, base = o.makespan / o.critical_path, o.baseline_makespan / o.critical_path
-        return Verdict("makespan ÷ critical path", shoal, base, f"≤ {RATIO_TARGET}",
-                       shoal <= RATIO_TARGET)
+        return Verdict(
+            "makespan ÷ critical path", shoal, base, f"≤ {RATIO_TARGET}", shoal <= RATIO_TARGET
+        )
     shoal, base = o.makespan / o.n * 1000, o.baseline_makespan / o.n * 1000
-    return Verdict("per-subtask overhead (ms)", shoal, base, f"≤ {OVERHEAD_TARGET_MS} ms",
-                   shoal <= OVERHEAD_TARGET_MS)
+    return Verdict(
+        "per-subtask overhead (ms)",
+        shoal,
+        base,
+        f"≤ {OVERHEAD_TARGET_MS} ms",
+        shoal <= OVERHEAD_TARGET_MS,
+    )
 
 
 def chain_of(outcomes: list[Outcome]) -> Outcome | None:
@@ -397,35 +450,71 @@ def render(kind: str, outcomes: list[Outcome], console: Console, repeat: int) ->
     """One table per database: workloads, then dispatch latency, then where the time goes."""
     title = f"Shoal DAG benchmark — {kind} (median of {repeat} run{'s' * (repeat > 1)})"
     table = Table(title=title, title_justify="left")
-    for col in ("workload", "n", "shoal makespan", "shoal", "baseline makespan", "baseline",
-                "ratio vs baseline", "target", "result"):
+    for col in (
+        "workload",
+        "n",
+        "shoal makespan",
+        "shoal",
+        "baseline makespan",
+        "baseline",
+        "ratio vs baseline",
+        "target",
+        "result",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "target") else "right")
     for o in outcomes:
         v = verdict(o)
-        unit = " ms" if not o.critical_path else "×"
+        unit = " ms" if not o.critical_path else "x"
         table.add_row(
-            f"{o.key} {o.label}", str(o.n), f"{o.makespan * 1000:.0f} ms",
-            f"{v.shoal:.3g}{unit}", f"{o.baseline_makespan * 1000:.1f} ms",
-            f"{v.baseline:.3g}{unit}", f"{v.shoal / v.baseline:.3g}×", v.target, _mark(v.passed))
+            f"{o.key} {o.label}",
+            str(o.n),
+            f"{o.makespan * 1000:.0f} ms",
+            f"{v.shoal:.3g}{unit}",
+            f"{o.baseline_makespan * 1000:.1f} ms",
+            f"{v.baseline:.3g}{unit}",
+            f"{v.shoal / v.baseline:.3g}x",
+            v.target,
+            _mark(v.passed),
+        )
     chained = chain_of(outcomes)
     if chained is not None:
         p50, p95 = percentile(chained.dispatch_ms, 50), percentile(chained.dispatch_ms, 95)
         table.add_section()
-        table.add_row("dispatch latency (W2 chain)", str(len(chained.dispatch_ms)),
-                      f"p50 {p50:.2f} ms", f"p95 {p95:.2f} ms", "", "", "",
-                      f"p95 ≤ {DISPATCH_P95_TARGET_MS:g} ms", _mark(p95 <= DISPATCH_P95_TARGET_MS))
+        table.add_row(
+            "dispatch latency (W2 chain)",
+            str(len(chained.dispatch_ms)),
+            f"p50 {p50:.2f} ms",
+            f"p95 {p95:.2f} ms",
+            "",
+            "",
+            "",
+            f"p95 ≤ {DISPATCH_P95_TARGET_MS:g} ms",
+            _mark(p95 <= DISPATCH_P95_TARGET_MS),
+        )
     console.print(table)
     detail = Table(title=f"Where the time goes — {kind}", title_justify="left")
-    for col in ("workload", "dispatch p50", "dispatch p95", "dispatch max",
-                "worker time/attempt p50", "worker p95"):
+    for col in (
+        "workload",
+        "dispatch p50",
+        "dispatch p95",
+        "dispatch max",
+        "worker time/attempt p50",
+        "worker p95",
+    ):
         detail.add_column(col, justify="left" if col == "workload" else "right")
     for o in outcomes:
-        detail.add_row(o.key, *(f"{percentile(o.dispatch_ms, q):.2f} ms" for q in (50, 95, 100)),
-                       *(f"{percentile(o.worker_ms, q):.2f} ms" for q in (50, 95)))
+        detail.add_row(
+            o.key,
+            *(f"{percentile(o.dispatch_ms, q):.2f} ms" for q in (50, 95, 100)),
+            *(f"{percentile(o.worker_ms, q):.2f} ms" for q in (50, 95)),
+        )
     console.print(detail)
-    console.print("dispatch = result of the last dependency sent → execute_task received "
-                  "(both in the worker process); worker time = execute_task received → "
-                  "result sent.\n", style="dim")
+    console.print(
+        "dispatch = result of the last dependency sent → execute_task received "
+        "(both in the worker process); worker time = execute_task received → "
+        "result sent.\n",
+        style="dim",
+    )
 
 
 def _mark(passed: bool) -> str:
@@ -438,25 +527,42 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     for o in outcomes:
         v = verdict(o)
         out[o.key] = {
-            "label": o.label, "n": o.n, "delay_s": o.delay, "critical_path_s": o.critical_path,
-            "makespan_s": o.makespan, "baseline_makespan_s": o.baseline_makespan,
-            "metric": v.metric, "shoal": v.shoal, "baseline": v.baseline,
-            "ratio_vs_baseline": v.shoal / v.baseline, "target": v.target, "passed": v.passed,
-            "runs": [asdict(r) for r in o.runs], "baseline_runs_s": o.baseline,
-            "dispatch_ms": _spread(o.dispatch_ms), "worker_ms": _spread(o.worker_ms),
+            "label": o.label,
+            "n": o.n,
+            "delay_s": o.delay,
+            "critical_path_s": o.critical_path,
+            "makespan_s": o.makespan,
+            "baseline_makespan_s": o.baseline_makespan,
+            "metric": v.metric,
+            "shoal": v.shoal,
+            "baseline": v.baseline,
+            "ratio_vs_baseline": v.shoal / v.baseline,
+            "target": v.target,
+            "passed": v.passed,
+            "runs": [asdict(r) for r in o.runs],
+            "baseline_runs_s": o.baseline,
+            "dispatch_ms": _spread(o.dispatch_ms),
+            "worker_ms": _spread(o.worker_ms),
         }
     chained = chain_of(outcomes)
     if chained is not None:
         p95 = percentile(chained.dispatch_ms, 95)
         out["dispatch_latency"] = {
-            "measured_on": "W2", **_spread(chained.dispatch_ms),
-            "target_p95_ms": DISPATCH_P95_TARGET_MS, "passed": p95 <= DISPATCH_P95_TARGET_MS}
+            "measured_on": "W2",
+            **_spread(chained.dispatch_ms),
+            "target_p95_ms": DISPATCH_P95_TARGET_MS,
+            "passed": p95 <= DISPATCH_P95_TARGET_MS,
+        }
     return out
 
 
 def _spread(values: list[float]) -> dict[str, float | int]:
-    return {"count": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "max": percentile(values, 100)}
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": percentile(values, 100),
+    }
 
 
 # ---- entry point ----------------------------------------------------------------------------
@@ -492,15 +598,24 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
     """Run the benchmark on each database; print its tables; return the JSON document."""
     doc: dict[str, Any] = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(), "platform": platform.platform(),
-        "cpus": os.cpu_count(), "quick": args.quick, "repeat": args.repeat,
-        "only": args.only, "observe": args.observe, "loop": "uvloop" if args.uvloop else "asyncio",
-        "workers": WORKERS, "slots_per_worker": SLOTS, "databases": {},
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "quick": args.quick,
+        "repeat": args.repeat,
+        "only": args.only,
+        "observe": args.observe,
+        "loop": "uvloop" if args.uvloop else "asyncio",
+        "workers": WORKERS,
+        "slots_per_worker": SLOTS,
+        "databases": {},
     }
     for kind in kinds(args.db):
         if kind == "postgres" and not postgres_reachable():
-            console.print(f"[yellow]PostgreSQL is not reachable at {POSTGRES_URL}; skipped. "
-                          "Start it, or point SHOAL_BENCH_POSTGRES_URL at one.[/]")
+            console.print(
+                f"[yellow]PostgreSQL is not reachable at {POSTGRES_URL}; skipped. "
+                "Start it, or point SHOAL_BENCH_POSTGRES_URL at one.[/]"
+            )
             continue
         started = time.monotonic()
         outcomes = await bench_database(kind, args)
@@ -514,14 +629,25 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (< 30 s)")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="runs per workload; the median is reported (default 3, quick 1)")
-    parser.add_argument("--only", default="", metavar="W1,W2,W3",
-                        help="run only these workloads")
-    parser.add_argument("--observe", choices=["bus", "sse"], default="bus",
-                        help="see task_complete on the in-process bus or over SSE")
-    parser.add_argument("--uvloop", action="store_true",
-                        help="run both processes on uvloop (as `shoal serve` does)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="runs per workload; the median is reported (default 3, quick 1)",
+    )
+    parser.add_argument("--only", default="", metavar="W1,W2,W3", help="run only these workloads")
+    parser.add_argument(
+        "--records", metavar="PREFIX", help="save the worker's raw timestamps to PREFIX.<db>.json"
+    )
+    parser.add_argument(
+        "--observe",
+        choices=["bus", "sse"],
+        default="bus",
+        help="see task_complete on the in-process bus or over SSE",
+    )
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run both processes on uvloop (as `shoal serve` does)"
+    )
     args = parser.parse_args()
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3

@@ -104,7 +104,8 @@ def serve(
     configure_logging("info")
     settings = settings_from_env(host=host, port=port)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
-                ws_ping_interval=20, timeout_graceful_shutdown=30)
+                ws_ping_interval=20, ws_max_size=2 * settings.max_result_bytes,
+                timeout_graceful_shutdown=30)
 
 
 @app.command()

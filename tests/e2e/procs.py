@@ -28,6 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 SHOAL = str(Path(sys.executable).with_name("shoal"))
 SECRET = "e2e-secret-key-" + "k" * 40
 PASSWORD = "password123"
+CLI_SECONDS = 60  # an admin command that takes longer has hung
 LOG_TAIL = 120  # lines of each process's output shown when a test fails
 T = TypeVar("T")
 
@@ -97,22 +98,38 @@ class Cluster:
         """The environment of server-side commands: the shared database."""
         return self.env(self.root / "server", SHOAL_DATABASE_URL=self.database_url)
 
-    async def cli(self, *args: str, timeout: float = 30) -> str:
+    async def cli(self, *args: str) -> str:
         """Run `shoal ARGS` against the shared database; its stdout, or fail with its output."""
+
         def go() -> subprocess.CompletedProcess[str]:
-            return subprocess.run([SHOAL, *args], env=self.server_env(), cwd=self.root,
-                                  capture_output=True, text=True, timeout=timeout, check=False)
+            return subprocess.run(
+                [SHOAL, *args],
+                env=self.server_env(),
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                timeout=CLI_SECONDS,
+                check=False,
+            )
 
         done = await asyncio.to_thread(go)
         if done.returncode != 0:
-            raise AssertionError(f"shoal {' '.join(args)} exited {done.returncode}:\n"
-                                 f"{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"shoal {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+            )
         return done.stdout
 
     async def create_user(self, username: str, *, admin: bool = False) -> None:
         """`shoal user create` (the first call also migrates the database)."""
-        await self.cli("user", "create", "--username", username, "--password", PASSWORD,
-                       *(["--admin"] if admin else []))
+        await self.cli(
+            "user",
+            "create",
+            "--username",
+            username,
+            "--password",
+            PASSWORD,
+            *(["--admin"] if admin else []),
+        )
 
     async def create_worker_token(self, name: str) -> str:
         """`shoal token create --worker NAME`: the token it prints."""
@@ -123,35 +140,60 @@ class Cluster:
         data_dir.mkdir(parents=True, exist_ok=True)
         log = self.root / f"{name}.log"
         with log.open("ab") as out:
-            popen = subprocess.Popen([SHOAL, *args], env=env, cwd=data_dir, stdout=out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+            popen = subprocess.Popen(
+                [SHOAL, *args],
+                env=env,
+                cwd=data_dir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         proc = Proc(name=name, popen=popen, log=log, data_dir=data_dir)
         self.procs.append(proc)
         return proc
 
     def start_server(self, port: int, *, name: str = "server") -> Proc:
         """`shoal serve` on `port` against the shared database."""
-        return self.start(name, ["serve", "--port", str(port)], self.server_env(),
-                          self.root / "server")
+        return self.start(
+            name, ["serve", "--port", str(port)], self.server_env(), self.root / "server"
+        )
 
     def start_worker(
-        self, name: str, token: str, server_url: str, *, slots: int = 1,
+        self,
+        name: str,
+        token: str,
+        server_url: str,
+        *,
+        slots: int = 1,
         model_url: str | None = None,
     ) -> Proc:
         """`shoal worker` with its own data directory (outbox and machine id live there)."""
         data_dir = self.root / f"worker-{name}"
         extra = {"SHOAL_OPENAI_COMPAT_BASE_URL": model_url} if model_url else {}
-        return self.start(f"worker-{name}",
-                          ["worker", "--server", server_url, "--token", token, "--name", name,
-                           "--slots", str(slots)],
-                          self.env(data_dir, **extra), data_dir)
+        return self.start(
+            f"worker-{name}",
+            [
+                "worker",
+                "--server",
+                server_url,
+                "--token",
+                token,
+                "--name",
+                name,
+                "--slots",
+                str(slots),
+            ],
+            self.env(data_dir, **extra),
+            data_dir,
+        )
 
     def start_demo_model(self, port: int) -> Proc:
         """`shoal demo-model` on `port`."""
         data_dir = self.root / "demo-model"
-        return self.start("demo-model", ["demo-model", "--port", str(port)],
-                          self.env(data_dir), data_dir)
+        return self.start(
+            "demo-model", ["demo-model", "--port", str(port)], self.env(data_dir), data_dir
+        )
 
     async def close(self) -> None:
         """Kill every process this test started and print the end of each one's output."""
@@ -178,41 +220,47 @@ async def cluster(root: Path, database_url: str | None = None) -> AsyncIterator[
 
 
 async def wait_for(
-    check: Callable[[], Awaitable[T | None]], *, timeout: float, what: str,
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    within: float,
+    what: str,
     procs: list[Proc] | None = None,
 ) -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds.
+    """Poll `check` until it returns something truthy; fail after `within` seconds.
 
     Fails early, naming the process, when one of `procs` has exited.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         value = await check()
         if value:
             return value
         for proc in procs or ():
             if not proc.alive():
-                raise AssertionError(f"{proc.name} exited ({proc.popen.returncode}) while "
-                                     f"waiting for {what}")
+                raise AssertionError(
+                    f"{proc.name} exited ({proc.popen.returncode}) while waiting for {what}"
+                )
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(f"timed out after {within:g} s waiting for {what}")
         await asyncio.sleep(0.1)
 
 
-async def wait_healthy(url: str, proc: Proc, *, timeout: float = 40) -> None:
+async def wait_healthy(url: str, proc: Proc, *, within: float = 40) -> None:
     """Wait until the control plane at `url` answers /healthz."""
     async with httpx.AsyncClient(base_url=url, timeout=2) as client:
+
         async def up() -> bool:
             try:
                 return (await client.get("/healthz")).status_code == 200
             except httpx.TransportError:
                 return False
 
-        await wait_for(up, timeout=timeout, what=f"{proc.name} at {url}", procs=[proc])
+        await wait_for(up, within=within, what=f"{proc.name} at {url}", procs=[proc])
 
 
-async def wait_port(port: int, proc: Proc, *, timeout: float = 30) -> None:
+async def wait_port(port: int, proc: Proc, *, within: float = 30) -> None:
     """Wait until something listens on `port` (for servers without /healthz)."""
+
     async def listening() -> bool:
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -222,7 +270,7 @@ async def wait_port(port: int, proc: Proc, *, timeout: float = 30) -> None:
         await writer.wait_closed()
         return True
 
-    await wait_for(listening, timeout=timeout, what=f"{proc.name} on port {port}", procs=[proc])
+    await wait_for(listening, within=within, what=f"{proc.name} on port {port}", procs=[proc])
 
 
 # ---- the API as a signed-in user ----------------------------------------------------------------
@@ -238,25 +286,29 @@ async def signed_in(url: str, username: str) -> AsyncIterator[httpx.AsyncClient]
 
 async def access_token(client: httpx.AsyncClient, username: str) -> str:
     """Sign in as `username`; the access token."""
-    resp = await client.post("/api/v1/auth/login",
-                             json={"username": username, "password": PASSWORD})
+    resp = await client.post(
+        "/api/v1/auth/login", json={"username": username, "password": PASSWORD}
+    )
     assert resp.status_code == 200, resp.text
     token: str = resp.json()["access_token"]
     return token
 
 
 async def wait_workers_online(
-    client: httpx.AsyncClient, names: set[str], procs: list[Proc], *, timeout: float = 30
+    client: httpx.AsyncClient, names: set[str], procs: list[Proc], *, within: float = 30
 ) -> dict[str, str]:
     """Wait until every worker named is connected; returns {name: worker_id}."""
+
     async def online() -> dict[str, str] | None:
         workers = (await client.get("/api/v1/workers")).json()["workers"]
-        live = {w["machine_name"]: w["worker_id"] for w in workers
-                if w["status"] in ("online", "busy")}
+        live = {
+            w["machine_name"]: w["worker_id"] for w in workers if w["status"] in ("online", "busy")
+        }
         return live if names <= set(live) else None
 
-    found = await wait_for(online, timeout=timeout, what=f"workers {sorted(names)} online",
-                           procs=procs)
+    found = await wait_for(
+        online, within=within, what=f"workers {sorted(names)} online", procs=procs
+    )
     return {n: found[n] for n in names}
 
 
@@ -269,15 +321,21 @@ async def submit(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
 
 
 async def wait_task(
-    client: httpx.AsyncClient, task_id: str, *, until: Callable[[dict[str, Any]], bool],
-    timeout: float, what: str, procs: list[Proc] | None = None,
+    client: httpx.AsyncClient,
+    task_id: str,
+    *,
+    until: Callable[[dict[str, Any]], bool],
+    within: float,
+    what: str,
+    procs: list[Proc] | None = None,
 ) -> dict[str, Any]:
     """Poll GET /api/v1/tasks/{id} until `until(detail)` holds; the detail."""
+
     async def check() -> dict[str, Any] | None:
         detail: dict[str, Any] = (await client.get(f"/api/v1/tasks/{task_id}")).json()
         return detail if until(detail) else None
 
-    return await wait_for(check, timeout=timeout, what=what, procs=procs)
+    return await wait_for(check, within=within, what=what, procs=procs)
 
 
 def finished(detail: dict[str, Any]) -> bool:
@@ -286,15 +344,18 @@ def finished(detail: dict[str, Any]) -> bool:
 
 
 async def sse_events(
-    client: httpx.AsyncClient, task_id: str, *, until: set[str], last_event_id: int = 0,
-    timeout: float = 30,
+    client: httpx.AsyncClient,
+    task_id: str,
+    *,
+    until: set[str],
+    last_event_id: int = 0,
+    within: float = 30,
 ) -> list[dict[str, Any]]:
     """Read a task's SSE stream from `last_event_id` until an event whose type is in `until`."""
     seen: list[dict[str, Any]] = []
     headers = {"Last-Event-ID": str(last_event_id)}
-    async with asyncio.timeout(timeout):
-        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events",
-                                 headers=headers) as resp:
+    async with asyncio.timeout(within):
+        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events", headers=headers) as resp:
             assert resp.status_code == 200
             async for line in resp.aiter_lines():
                 if line.startswith("data: "):
@@ -307,15 +368,14 @@ async def sse_events(
 def worker_socket(url: str, token: str) -> Any:
     """Open `/ws/worker` as a worker would (an async context manager)."""
     ws_url = url.replace("http://", "ws://") + "/ws/worker"
-    return connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"},
-                   open_timeout=10)
+    return connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10)
 
 
 async def receive_until(
-    ws: ClientConnection, accept: Callable[[dict[str, Any]], bool], *, timeout: float = 15
+    ws: ClientConnection, accept: Callable[[dict[str, Any]], bool], *, within: float = 15
 ) -> dict[str, Any]:
     """Read JSON messages until one satisfies `accept`; that message."""
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         while True:
             message: dict[str, Any] = json.loads(await ws.recv())
             if accept(message):

@@ -38,8 +38,12 @@ async def _succeeded_spans(
         detail = (await client.get(f"/api/v1/subtasks/{sub['subtask_id']}")).json()
         for att in detail["attempt_history"]:
             if att["status"] == "succeeded":
-                spans.append((datetime.fromisoformat(att["dispatched_at"]),
-                              datetime.fromisoformat(att["finished_at"])))
+                spans.append(
+                    (
+                        datetime.fromisoformat(att["dispatched_at"]),
+                        datetime.fromisoformat(att["finished_at"]),
+                    )
+                )
     return spans
 
 
@@ -50,24 +54,26 @@ async def test_todo_task_completes_in_parallel_on_two_workers(stack: Cluster) ->
     await stack.create_user("alice")  # also migrates the database
     model = stack.start_demo_model(model_port)
     server = stack.start_server(port)
-    tokens = await asyncio.gather(stack.create_worker_token("wa"),
-                                  stack.create_worker_token("wb"))
+    tokens = await asyncio.gather(stack.create_worker_token("wa"), stack.create_worker_token("wb"))
     await asyncio.gather(wait_healthy(url, server), wait_port(model_port, model))
-    workers = [stack.start_worker(name, token, url, slots=1, model_url=model_url)
-               for name, token in zip(("wa", "wb"), tokens, strict=True)]
+    workers = [
+        stack.start_worker(name, token, url, slots=1, model_url=model_url)
+        for name, token in zip(("wa", "wb"), tokens, strict=True)
+    ]
     procs = [server, model, *workers]
     async with signed_in(url, "alice") as client:
         await wait_workers_online(client, {"wa", "wb"}, procs)
         task_id = await submit(client, {"description": "Build a CLI todo app with tests"})
-        detail = await wait_task(client, task_id, until=finished, timeout=40,
-                                 what="the todo task to finish", procs=procs)
+        detail = await wait_task(
+            client, task_id, until=finished, within=40, what="the todo task to finish", procs=procs
+        )
         assert detail["status"] == "completed", detail
         subtasks = detail["subtasks"]
         assert len(subtasks) >= 4
         assert all(s["status"] == "completed" for s in subtasks), subtasks
         assert {s["assigned_worker"] for s in subtasks} == {"wa", "wb"}
         spans = await _succeeded_spans(client, subtasks)
-        assert any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[i + 1:]), spans
+        assert any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :]), spans
         resp = await client.get(f"/api/v1/tasks/{task_id}/download")
         assert resp.status_code == 200
         with zipfile.ZipFile(io.BytesIO(resp.content)) as archive:

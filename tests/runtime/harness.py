@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -14,6 +14,7 @@ import httpx
 from shoal import admin
 from shoal.config import Settings
 from shoal.testing.server import RunningServer
+from shoal.tools.base import Tool
 from shoal.tools.echo import EchoTool
 from shoal.worker.agent import Backoff, Worker
 
@@ -52,11 +53,11 @@ async def login(srv: RunningServer, settings: Settings, name: str = "alice") -> 
 @contextlib.asynccontextmanager
 async def echo_worker(
     srv: RunningServer, settings: Settings, *, name: str = "w1", slots: int = 2,
-    backoff: Backoff | None = None,
+    backoff: Backoff | None = None, tools: Mapping[str, Tool] | None = None,
 ) -> AsyncIterator[Worker]:
-    """A worker with the echo tool, connected to `srv`; stopped (without grace) on exit."""
+    """A worker (echo tool unless `tools` is given) connected to `srv`; stopped on exit."""
     token = await admin.create_worker_token(srv.services.db, name=name)
-    worker = Worker(srv.url, token, settings, tools={"echo": EchoTool()}, name=name,
+    worker = Worker(srv.url, token, settings, tools=tools or {"echo": EchoTool()}, name=name,
                     slots=slots, backoff=backoff, shutdown_grace=0)
     runner = asyncio.create_task(worker.run(), name=f"worker-{name}")
     try:

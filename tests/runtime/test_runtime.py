@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,9 +12,12 @@ import pytest
 
 from shoal.config import Settings
 from shoal.testing.server import RunningServer, running_server
+from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.tools.echo import EchoTool
 from shoal.worker.agent import Backoff
 from tests.conftest import make_settings
 from tests.runtime.harness import (
+    DEADLINE,
     by_name,
     echo_worker,
     login,
@@ -26,6 +30,23 @@ from tests.runtime.harness import (
 )
 
 LONG = 30.0  # seconds an echo subtask waits when the test means to stop it first
+
+
+class GatedEcho(EchoTool):
+    """The echo tool, except that runs with option `gated` wait until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.runs = 0
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Count the run, wait at the gate if asked to, then echo."""
+        self.runs += 1
+        if run.options.get("gated"):
+            self.started.set()
+            await self.gate.wait()
+        return await super().run(run)
 
 
 @pytest.fixture
@@ -111,28 +132,33 @@ async def test_restart_resumes_running_subtask_without_rerunning(
 ) -> None:
     """A control plane restarted mid-subtask adopts the attempt; every subtask runs exactly once."""
     settings = make_settings(tmp_path, database_url=database_url)
+    tool = GatedEcho()
     async with contextlib.AsyncExitStack() as stack:
         first = contextlib.AsyncExitStack()
         stack.push_async_callback(first.aclose)
         srv = await first.enter_async_context(running_server(settings))
-        port = urlsplit(srv.url).port
         client = await login(srv, settings)
         stack.push_async_callback(client.aclose)
-        worker = await stack.enter_async_context(
-            echo_worker(srv, settings, backoff=Backoff(base=0.05, cap=0.2)))
+        await stack.enter_async_context(echo_worker(
+            srv, settings, backoff=Backoff(base=0.05, cap=0.2), tools={"echo": tool}))
         task_id = await submit(client, [
-            {"name": "a", "description": "slow", "tool": "echo",
-             "options": {"delay": 2.5, "files": {"a.txt": "from a"}}},
+            {"name": "a", "description": "held", "tool": "echo",
+             "options": {"gated": True, "files": {"a.txt": "from a"}}},
             {"name": "b", "description": "after a", "tool": "echo", "dependencies": ["a"]},
         ])
-        await wait_until(lambda: worker.running, what="the worker to start subtask a")
+        await asyncio.wait_for(tool.started.wait(), DEADLINE)
         await first.aclose()  # the control plane goes away while "a" runs
-        await stack.enter_async_context(running_server(settings, port=port or 0))
+        second = await stack.enter_async_context(
+            running_server(settings, port=urlsplit(srv.url).port or 0))
+        await wait_until(lambda: len(second.services.runtime.fleet),
+                         what="the worker to reconnect")
+        tool.gate.set()
         detail = await wait_for_status(client, task_id, "completed", "failed")
         histories = [(await subtask_detail(client, s["subtask_id"]))["attempt_history"]
                      for s in detail["subtasks"]]
     assert detail["status"] == "completed", detail
     assert [[a["status"] for a in h] for h in histories] == [["succeeded"], ["succeeded"]]
+    assert tool.runs == 2
 
 
 async def test_planner_output_that_is_not_json_falls_back_with_a_notice(

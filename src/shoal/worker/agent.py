@@ -322,6 +322,7 @@ class Worker:
             tools=tool_infos(self.tools),
             slots=self.slots,
             running=self.running,
+            buffered=sorted(self._buffered),
             version=__version__,
         )
 

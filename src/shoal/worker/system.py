@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]  # no stubs unless types-psutil is installed
+import psutil  # type: ignore[import-untyped, unused-ignore]  # stubs: types-psutil
 
 _GIB = 1024**3
 

@@ -1,0 +1,252 @@
+"""The REST API, the client WebSocket and the plain endpoints, over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from shoal import admin
+from shoal.config import Settings
+from shoal.testing.server import RunningServer, running_server
+from shoal.worker.agent import Worker
+from tests.runtime.harness import (
+    DEADLINE,
+    echo_worker,
+    login,
+    submit,
+    wait_for_status,
+)
+
+ECHO = [{"name": "a", "description": "first", "tool": "echo"},
+        {"name": "b", "description": "second", "tool": "echo", "dependencies": ["a"]}]
+SLOW = [{"name": "slow", "description": "waits", "tool": "echo", "options": {"delay": 30}}]
+
+
+@pytest.fixture
+async def server(settings: Settings) -> AsyncIterator[RunningServer]:
+    async with running_server(settings) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """Signed in as alice."""
+    c = await login(server, settings)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+async def worker(server: RunningServer, settings: Settings) -> AsyncIterator[Worker]:
+    async with echo_worker(server, settings) as w:
+        yield w
+
+
+def ws_url(server: RunningServer, token: str) -> str:
+    return server.url.replace("http://", "ws://") + f"/ws?token={token}"
+
+
+def access_token(client: httpx.AsyncClient) -> str:
+    return client.headers["Authorization"].removeprefix("Bearer ")
+
+
+async def receive(ws: ClientConnection, kind: str) -> dict[str, Any]:
+    """The next message of type `kind`, skipping others."""
+    async with asyncio.timeout(DEADLINE):
+        while True:
+            msg = json.loads(await ws.recv())
+            if msg["type"] == kind:
+                return dict(msg)
+
+
+# ---- tasks ----------------------------------------------------------------------------------
+
+
+async def test_submit_answers_201_with_id_status_and_message(
+    client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """A submission answers 201 with exactly task_id, status and message."""
+    resp = await client.post("/api/v1/tasks", json={"description": "Echo", "plan": ECHO})
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert set(body) == {"task_id", "status", "message"}
+    assert body["status"] in {"pending", "in_progress"}
+    assert body["message"]
+
+
+async def test_task_detail_has_the_seed_shape(
+    client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """A finished task's detail carries the seed's keys for the task and each subtask."""
+    task_id = await submit(client, ECHO)
+    detail = await wait_for_status(client, task_id, "completed", "failed")
+    assert {"task_id", "description", "status", "progress", "created_at", "updated_at",
+            "subtasks", "checkpoints", "evaluation_scores"} <= set(detail)
+    assert (detail["task_id"], detail["status"], detail["progress"]) == (task_id, "completed", 100)
+    assert detail["checkpoints"] == []
+    for sub in detail["subtasks"]:
+        assert {"subtask_id", "name", "status", "progress", "assigned_worker", "assigned_tool",
+                "started_at"} <= set(sub)
+        assert (sub["status"], sub["assigned_worker"], sub["assigned_tool"]) == (
+            "completed", "w1", "echo")
+        assert sub["started_at"] is not None
+    assert [s["name"] for s in detail["subtasks"]] == ["a", "b"]
+
+
+async def test_unknown_task_is_404(client: httpx.AsyncClient) -> None:
+    """A task id that does not exist answers 404 not_found."""
+    resp = await client.get("/api/v1/tasks/00000000-0000-0000-0000-000000000000")
+    assert resp.status_code == 404
+    assert resp.json()["error"] == "not_found"
+
+
+async def test_list_filters_by_status(client: httpx.AsyncClient, worker: Worker) -> None:
+    """The status filter counts and returns only tasks in that status."""
+    ids = [await submit(client, SLOW) for _ in range(3)]
+    assert (await client.post(f"/api/v1/tasks/{ids[1]}/cancel")).status_code == 200
+    page = (await client.get("/api/v1/tasks", params={"status": "cancelled"})).json()
+    assert page["total"] == 1
+    assert [t["task_id"] for t in page["tasks"]] == [ids[1]]
+
+
+async def test_list_pages_newest_first(client: httpx.AsyncClient, worker: Worker) -> None:
+    """limit and offset page through every task, newest first, with the full total."""
+    ids = [await submit(client, SLOW) for _ in range(3)]
+    first = (await client.get("/api/v1/tasks", params={"limit": 2})).json()
+    second = (await client.get("/api/v1/tasks", params={"limit": 2, "offset": 2})).json()
+    assert (first["total"], first["limit"], first["offset"]) == (3, 2, 0)
+    assert (second["total"], second["limit"], second["offset"]) == (3, 2, 2)
+    assert [t["task_id"] for t in first["tasks"] + second["tasks"]] == ids[::-1]
+
+
+@pytest.mark.parametrize("params", [{"limit": 0}, {"status": "bogus"}])
+async def test_list_refuses_bad_parameters(
+    client: httpx.AsyncClient, params: dict[str, Any]
+) -> None:
+    """An out-of-range limit or an unknown status is a 422 validation_error."""
+    resp = await client.get("/api/v1/tasks", params=params)
+    assert resp.status_code == 422
+    assert resp.json()["error"] == "validation_error"
+
+
+# ---- auth -----------------------------------------------------------------------------------
+
+
+async def test_wrong_password_is_401(client: httpx.AsyncClient) -> None:
+    """A wrong password answers 401 invalid_credentials."""
+    resp = await client.post("/api/v1/auth/login",
+                             json={"username": "alice", "password": "wrong-password"})
+    assert resp.status_code == 401
+    assert resp.json()["error"] == "invalid_credentials"
+
+
+async def token_pair(server: RunningServer, settings: Settings) -> dict[str, Any]:
+    """A new user "bob" and the token pair his login answers with."""
+    await admin.create_user(server.services.db, settings, username="bob",
+                            password="password123")
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        resp = await anon.post("/api/v1/auth/login",
+                               json={"username": "bob", "password": "password123"})
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+async def test_refresh_gives_a_working_access_token(server: RunningServer,
+                                                    settings: Settings) -> None:
+    """A refresh token buys a new pair whose access token works."""
+    pair = await token_pair(server, settings)
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        fresh = await anon.post("/api/v1/auth/refresh",
+                                json={"refresh_token": pair["refresh_token"]})
+        assert fresh.status_code == 200, fresh.text
+        me = await anon.get("/api/v1/users/me",
+                            headers={"Authorization": f"Bearer {fresh.json()['access_token']}"})
+    assert me.status_code == 200
+    assert me.json()["username"] == "bob"
+
+
+async def test_refresh_token_is_not_an_access_token(server: RunningServer,
+                                                    settings: Settings) -> None:
+    """A refresh token sent as a bearer token is refused with 401."""
+    pair = await token_pair(server, settings)
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        resp = await anon.get("/api/v1/users/me",
+                              headers={"Authorization": f"Bearer {pair['refresh_token']}"})
+    assert resp.status_code == 401
+    assert "access token" in resp.json()["message"]
+
+
+# ---- client WebSocket -----------------------------------------------------------------------
+
+
+async def test_ws_with_bad_token_is_closed(server: RunningServer) -> None:
+    """A /ws connection with a bad token is refused before any message."""
+    try:
+        async with connect(ws_url(server, "not-a-token")) as ws:
+            await ws.recv()
+        outcome: tuple[str, int | None] = ("open", None)
+    except InvalidStatus as exc:
+        outcome = ("http", exc.response.status_code)
+    except ConnectionClosed as exc:
+        outcome = ("close", exc.rcvd.code if exc.rcvd else None)
+    assert outcome in {("http", 403), ("close", 4401)}
+
+
+async def test_ws_ping_gets_pong(server: RunningServer, client: httpx.AsyncClient) -> None:
+    """A ping on /ws is answered with a pong."""
+    async with connect(ws_url(server, access_token(client))) as ws:
+        await ws.send(json.dumps({"type": "ping"}))
+        assert (await receive(ws, "pong"))["type"] == "pong"
+
+
+async def test_ws_subscription_delivers_only_chosen_types(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """After subscribing to task_update, a whole task run delivers nothing else."""
+    async with connect(ws_url(server, access_token(client))) as ws:
+        await ws.send(json.dumps({"type": "subscribe", "event_types": ["task_update"]}))
+        await receive(ws, "subscribed")
+        await submit(client, ECHO)
+        seen: list[dict[str, Any]] = []
+        async with asyncio.timeout(DEADLINE):
+            while not seen or seen[-1]["data"].get("status") != "completed":
+                seen.append(json.loads(await ws.recv()))
+    assert {m["type"] for m in seen} == {"task_update"}
+    assert all(isinstance(m["seq"], int) and m["timestamp"] for m in seen)
+
+
+# ---- plain endpoints ------------------------------------------------------------------------
+
+
+async def test_healthz_answers(server: RunningServer) -> None:
+    """/healthz answers ok without authentication."""
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        resp = await anon.get("/healthz")
+    assert resp.status_code == 200
+    assert resp.json()["status"] == "ok"
+
+
+async def test_metrics_answers(server: RunningServer) -> None:
+    """/metrics serves Prometheus text with Shoal's gauges."""
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        resp = await anon.get("/metrics")
+    assert resp.status_code == 200
+    assert "shoal_active_tasks" in resp.text
+
+
+async def test_openapi_is_served(server: RunningServer) -> None:
+    """The OpenAPI document and its /docs page are served."""
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        schema = await anon.get("/openapi.json")
+        docs = await anon.get("/docs")
+    assert schema.status_code == 200
+    assert "/api/v1/tasks" in schema.json()["paths"]
+    assert docs.status_code == 200
+    assert "swagger" in docs.text.lower()
