@@ -8,7 +8,8 @@ parent can compare these times with its own:
 
 - `recv`: the `execute_task` message was read and parsed (the worker "has it");
 - `tool_start` / `tool_end`: the tool's `run` began and returned;
-- `sent`: the `task_result` was handed to the socket (after the outbox write).
+- `sent`: the `task_result` was handed to the socket (after the outbox write);
+- `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as
 JSON to `--records`.
@@ -70,6 +71,7 @@ class TimedWorker(Worker):
         entry = self._records.setdefault(msg.attempt_id, {})
         entry.update(
             recv=time.monotonic(),
+            cpu_recv=time.process_time(),
             task_id=str(msg.task_id),
             subtask_id=str(msg.subtask_id),
             name=msg.name,
@@ -81,7 +83,8 @@ class TimedWorker(Worker):
     async def _send(self, message: BaseModel) -> bool:
         sent = await super()._send(message)
         if isinstance(message, TaskResult):
-            self._records.setdefault(message.attempt_id, {})["sent"] = time.monotonic()
+            entry = self._records.setdefault(message.attempt_id, {})
+            entry.update(sent=time.monotonic(), cpu_sent=time.process_time())
         return sent
 
 

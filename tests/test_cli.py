@@ -32,10 +32,23 @@ def start(base: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], Pa
     """Start `shoal *args` in dev mode with fast hashing on a data directory under `base`."""
     base.mkdir(parents=True, exist_ok=True)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-    full = {**clean, "SHOAL_DATA_DIR": str(base / "data"), "SHOAL_MODE": "dev",
-            "SHOAL_BCRYPT_ROUNDS": "4", "NO_COLOR": "1", "COLUMNS": "200", **env}
-    proc = subprocess.Popen([str(SHOAL), *args], env=full, cwd=base, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    full = {
+        **clean,
+        "SHOAL_DATA_DIR": str(base / "data"),
+        "SHOAL_MODE": "dev",
+        "SHOAL_BCRYPT_ROUNDS": "4",
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+        **env,
+    }
+    proc = subprocess.Popen(
+        [str(SHOAL), *args],
+        env=full,
+        cwd=base,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     return proc, base / "data"
 
 
@@ -73,21 +86,24 @@ def test_token_create_prints_only_the_token(runs: dict[str, Run]) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("shw_") and len(lines[0]) > 20
+    assert lines[0].startswith("shw_")
+    assert len(lines[0]) > 20
 
 
 def test_user_create_succeeds(runs: dict[str, Run]) -> None:
     """`shoal user create --admin` creates the account and says so."""
     result = runs["user"]
     assert result.returncode == 0, result.stderr
-    assert "Created user u" in result.stdout and "as admin" in result.stdout
+    assert "Created user u" in result.stdout
+    assert "as admin" in result.stdout
 
 
 def test_duplicate_user_fails_clearly(runs: dict[str, Run]) -> None:
     """Creating a taken username exits 1 with a message that names it, not a traceback."""
     result = runs["user_again"]
     assert result.returncode == 1
-    assert "'u'" in result.stderr and "already taken" in result.stderr
+    assert "'u'" in result.stderr
+    assert "already taken" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 

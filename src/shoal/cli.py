@@ -97,12 +97,12 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
     """Run one control-plane copy (production: PostgreSQL + Redis via SHOAL_* settings)."""
+    settings = settings_from_env(host=host, port=port)
+    configure_logging("info")
     import uvicorn
 
     from shoal.api.app import create_app
 
-    configure_logging("info")
-    settings = settings_from_env(host=host, port=port)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
                 ws_ping_interval=20, ws_max_size=2 * settings.max_result_bytes,
                 timeout_graceful_shutdown=30)

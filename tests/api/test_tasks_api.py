@@ -24,9 +24,13 @@ from tests.runtime.harness import (
     wait_for_status,
 )
 
-ECHO = [{"name": "a", "description": "first", "tool": "echo"},
-        {"name": "b", "description": "second", "tool": "echo", "dependencies": ["a"]}]
-SLOW = [{"name": "slow", "description": "waits", "tool": "echo", "options": {"delay": 30}}]
+ECHO: list[dict[str, Any]] = [
+    {"name": "a", "description": "first", "tool": "echo"},
+    {"name": "b", "description": "second", "tool": "echo", "dependencies": ["a"]},
+]
+SLOW: list[dict[str, Any]] = [
+    {"name": "slow", "description": "waits", "tool": "echo", "options": {"delay": 30}},
+]
 
 
 @pytest.fixture
@@ -81,21 +85,38 @@ async def test_submit_answers_201_with_id_status_and_message(
     assert body["message"]
 
 
-async def test_task_detail_has_the_seed_shape(
-    client: httpx.AsyncClient, worker: Worker
-) -> None:
+async def test_task_detail_has_the_seed_shape(client: httpx.AsyncClient, worker: Worker) -> None:
     """A finished task's detail carries the seed's keys for the task and each subtask."""
     task_id = await submit(client, ECHO)
     detail = await wait_for_status(client, task_id, "completed", "failed")
-    assert {"task_id", "description", "status", "progress", "created_at", "updated_at",
-            "subtasks", "checkpoints", "evaluation_scores"} <= set(detail)
+    assert {
+        "task_id",
+        "description",
+        "status",
+        "progress",
+        "created_at",
+        "updated_at",
+        "subtasks",
+        "checkpoints",
+        "evaluation_scores",
+    } <= set(detail)
     assert (detail["task_id"], detail["status"], detail["progress"]) == (task_id, "completed", 100)
     assert detail["checkpoints"] == []
     for sub in detail["subtasks"]:
-        assert {"subtask_id", "name", "status", "progress", "assigned_worker", "assigned_tool",
-                "started_at"} <= set(sub)
+        assert {
+            "subtask_id",
+            "name",
+            "status",
+            "progress",
+            "assigned_worker",
+            "assigned_tool",
+            "started_at",
+        } <= set(sub)
         assert (sub["status"], sub["assigned_worker"], sub["assigned_tool"]) == (
-            "completed", "w1", "echo")
+            "completed",
+            "w1",
+            "echo",
+        )
         assert sub["started_at"] is not None
     assert [s["name"] for s in detail["subtasks"]] == ["a", "b"]
 
@@ -141,44 +162,50 @@ async def test_list_refuses_bad_parameters(
 
 async def test_wrong_password_is_401(client: httpx.AsyncClient) -> None:
     """A wrong password answers 401 invalid_credentials."""
-    resp = await client.post("/api/v1/auth/login",
-                             json={"username": "alice", "password": "wrong-password"})
+    resp = await client.post(
+        "/api/v1/auth/login", json={"username": "alice", "password": "wrong-password"}
+    )
     assert resp.status_code == 401
     assert resp.json()["error"] == "invalid_credentials"
 
 
 async def token_pair(server: RunningServer, settings: Settings) -> dict[str, Any]:
     """A new user "bob" and the token pair his login answers with."""
-    await admin.create_user(server.services.db, settings, username="bob",
-                            password="password123")
+    await admin.create_user(server.services.db, settings, username="bob", password="password123")
     async with httpx.AsyncClient(base_url=server.url) as anon:
-        resp = await anon.post("/api/v1/auth/login",
-                               json={"username": "bob", "password": "password123"})
+        resp = await anon.post(
+            "/api/v1/auth/login", json={"username": "bob", "password": "password123"}
+        )
     assert resp.status_code == 200, resp.text
     return dict(resp.json())
 
 
-async def test_refresh_gives_a_working_access_token(server: RunningServer,
-                                                    settings: Settings) -> None:
+async def test_refresh_gives_a_working_access_token(
+    server: RunningServer, settings: Settings
+) -> None:
     """A refresh token buys a new pair whose access token works."""
     pair = await token_pair(server, settings)
     async with httpx.AsyncClient(base_url=server.url) as anon:
-        fresh = await anon.post("/api/v1/auth/refresh",
-                                json={"refresh_token": pair["refresh_token"]})
+        fresh = await anon.post(
+            "/api/v1/auth/refresh", json={"refresh_token": pair["refresh_token"]}
+        )
         assert fresh.status_code == 200, fresh.text
-        me = await anon.get("/api/v1/users/me",
-                            headers={"Authorization": f"Bearer {fresh.json()['access_token']}"})
+        me = await anon.get(
+            "/api/v1/users/me", headers={"Authorization": f"Bearer {fresh.json()['access_token']}"}
+        )
     assert me.status_code == 200
     assert me.json()["username"] == "bob"
 
 
-async def test_refresh_token_is_not_an_access_token(server: RunningServer,
-                                                    settings: Settings) -> None:
+async def test_refresh_token_is_not_an_access_token(
+    server: RunningServer, settings: Settings
+) -> None:
     """A refresh token sent as a bearer token is refused with 401."""
     pair = await token_pair(server, settings)
     async with httpx.AsyncClient(base_url=server.url) as anon:
-        resp = await anon.get("/api/v1/users/me",
-                              headers={"Authorization": f"Bearer {pair['refresh_token']}"})
+        resp = await anon.get(
+            "/api/v1/users/me", headers={"Authorization": f"Bearer {pair['refresh_token']}"}
+        )
     assert resp.status_code == 401
     assert "access token" in resp.json()["message"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -30,7 +31,9 @@ SECRET = "e2e-secret-key-" + "k" * 40
 PASSWORD = "password123"
 CLI_SECONDS = 60  # an admin command that takes longer has hung
 LOG_TAIL = 120  # lines of each process's output shown when a test fails
+ACTIVE: list[Cluster] = []  # clusters alive now, so a failing test can show their output
 T = TypeVar("T")
+PR_SET_PDEATHSIG = 1  # prctl option: the signal a child gets when its parent thread exits
 
 FAST_TIMINGS = {
     "SHOAL_MODE": "dev",
@@ -196,13 +199,23 @@ class Cluster:
         )
 
     async def close(self) -> None:
-        """Kill every process this test started and print the end of each one's output."""
+        """Kill every process this cluster started, then print the end of each one's output."""
         for proc in self.procs:
             await proc.kill()
+        self.print_logs()
+
+    def print_logs(self) -> None:
+        """Print the last lines of every process's output (pytest shows them on failure)."""
         for proc in self.procs:
             lines = proc.output().splitlines()[-LOG_TAIL:]
-            print(f"\n===== {proc.name} (pid {proc.pid}, exit {proc.popen.returncode}) =====")
+            print(f"\n===== {proc.name} (pid {proc.pid}, exit {proc.popen.poll()}) =====")
             print("\n".join(lines))
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL if the test process dies without tearing down (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @contextlib.asynccontextmanager
@@ -210,9 +223,11 @@ async def cluster(root: Path, database_url: str | None = None) -> AsyncIterator[
     """A `Cluster` under `root` (SQLite in `root` unless a URL is given); killed on exit."""
     url = database_url or f"sqlite+aiosqlite:///{root / 'shoal.db'}"
     group = Cluster(root=root, database_url=url)
+    ACTIVE.append(group)
     try:
         yield group
     finally:
+        ACTIVE.remove(group)
         await group.close()
 
 

@@ -31,7 +31,7 @@ from tests.e2e.procs import (
     worker_socket,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90), pytest.mark.asyncio(loop_scope="module")]
 
 
 @dataclass(frozen=True, slots=True)

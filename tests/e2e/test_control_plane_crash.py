@@ -24,7 +24,7 @@ from tests.e2e.procs import (
     wait_workers_online,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 STEPS = 6
 CHAIN = [
@@ -86,8 +86,8 @@ async def test_control_plane_killed_mid_task_resumes_without_rerun_or_lost_event
             await wait_workers_online(client, {"w1"}, [server, worker])
             ws_url = f"{url.replace('http', 'ws')}/ws?token={await access_token(client, 'alice')}"
             seen: list[dict[str, Any]] = []
-            async with connect(ws_url + "&since=0") as ws:
-                recorder = asyncio.create_task(_record(ws, seen))
+            async with connect(ws_url + "&since=0") as ws, asyncio.TaskGroup() as tg:
+                tg.create_task(_record(ws, seen))  # ends when the server dies
                 task_id = await submit(
                     client, {"description": "A chain that survives", "plan": CHAIN}
                 )
@@ -100,7 +100,6 @@ async def test_control_plane_killed_mid_task_resumes_without_rerun_or_lost_event
                     until=lambda d: len(_completed(d)) >= 2,
                 )
                 await server.kill()
-                await asyncio.wait_for(recorder, timeout=10)
             last_seen = max(e["seq"] for e in seen)
             assert len(_completed(before)) < STEPS, "the crash came too late to test anything"
 
@@ -109,7 +108,7 @@ async def test_control_plane_killed_mid_task_resumes_without_rerun_or_lost_event
             detail = await wait_task(
                 client,
                 task_id,
-                within=35,
+                within=45,
                 what="the task to finish",
                 procs=[restarted, worker],
                 until=lambda d: d["status"] in ("completed", "failed"),

@@ -23,7 +23,7 @@ from tests.e2e.procs import (
     wait_workers_online,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 
 def _overlap(a: tuple[datetime, datetime], b: tuple[datetime, datetime]) -> bool:

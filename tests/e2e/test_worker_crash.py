@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -15,13 +16,14 @@ from tests.e2e.procs import (
     receive_until,
     signed_in,
     submit,
+    wait_for,
     wait_healthy,
     wait_task,
     wait_workers_online,
     worker_socket,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 PLAN = [
     {"name": "long", "description": "Take a while.", "tool": "echo", "options": {"delay": 5}},
@@ -63,19 +65,17 @@ async def test_killed_worker_attempt_is_retried_elsewhere_and_late_result_fenced
     async with signed_in(url, "alice") as client:
         ids = await wait_workers_online(client, set(workers), procs)
         task_id = await submit(client, {"description": "Survive a worker crash", "plan": PLAN})
-        detail = await wait_task(
-            client,
-            task_id,
-            within=20,
-            what="the long subtask running",
-            procs=procs,
-            until=lambda d: (
-                _by_name(d, "long")["status"] == "in_progress"
-                and _by_name(d, "long")["assigned_worker"] is not None
-            ),
+        detail = (await client.get(f"/api/v1/tasks/{task_id}")).json()
+        long_id = _by_name(detail, "long")["subtask_id"]
+
+        async def running_attempt() -> dict[str, Any] | None:
+            history = (await _subtask(client, long_id))["attempt_history"]
+            return next((h for h in history if h["status"] == "running"), None)
+
+        attempt = await wait_for(
+            running_attempt, within=20, what="the long subtask running", procs=procs
         )
-        long = _by_name(detail, "long")
-        a = long["assigned_worker"]
+        a = next(name for name, wid in ids.items() if wid == attempt["worker_id"])
         b = next(n for n in workers if n != a)
         await workers[a].kill()
 
@@ -88,7 +88,9 @@ async def test_killed_worker_attempt_is_retried_elsewhere_and_late_result_fenced
             until=lambda d: d["status"] in ("completed", "failed"),
         )
         assert detail["status"] == "completed", detail
-        sub = await _subtask(client, long["subtask_id"])
+        quick = _by_name(detail, "quick")
+        assert (quick["assigned_worker"], quick["attempts"]) == (b, 1)
+        sub = await _subtask(client, long_id)
         history = sorted(sub["attempt_history"], key=lambda h: h["fence"])
         assert [(h["fence"], h["status"], h["worker_id"]) for h in history] == [
             (1, "expired", ids[a]),
@@ -122,13 +124,11 @@ async def test_killed_worker_attempt_is_retried_elsewhere_and_late_result_fenced
         assert ack["accepted"] is False
         assert ack["reason"]
 
-        after = await _subtask(client, long["subtask_id"])
+        after = await _subtask(client, long_id)
         assert [h["status"] for h in after["attempt_history"]].count("succeeded") == 1
         assert after["output"] == output
         assert after["status"] == "completed"
 
 
 def _message(kind: str, **fields: Any) -> str:
-    import json
-
     return json.dumps({"type": kind, "v": 1, **fields})

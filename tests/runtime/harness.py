@@ -23,11 +23,13 @@ T = TypeVar("T")
 
 
 async def wait_until(
-    check: Callable[[], Awaitable[T | None]] | Callable[[], T | None], *,
-    what: str, timeout: float = DEADLINE,
+    check: Callable[[], Awaitable[T | None]] | Callable[[], T | None],
+    *,
+    what: str,
+    within: float = DEADLINE,
 ) -> T:
     """Poll `check` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         value = check()
         if asyncio.iscoroutine(value):
@@ -35,7 +37,7 @@ async def wait_until(
         if value:
             return value  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(f"Timed out after {timeout:g} s waiting for {what}.")
+            raise AssertionError(f"Timed out after {within:g} s waiting for {what}.")
         await asyncio.sleep(0.02)
 
 
@@ -43,8 +45,9 @@ async def login(srv: RunningServer, settings: Settings, name: str = "alice") -> 
     """A new user and an HTTP client signed in as them."""
     await admin.create_user(srv.services.db, settings, username=name, password="password123")
     client = httpx.AsyncClient(base_url=srv.url, timeout=30)
-    resp = await client.post("/api/v1/auth/login",
-                             json={"username": name, "password": "password123"})
+    resp = await client.post(
+        "/api/v1/auth/login", json={"username": name, "password": "password123"}
+    )
     resp.raise_for_status()
     client.headers["Authorization"] = f"Bearer {resp.json()['access_token']}"
     return client
@@ -52,17 +55,32 @@ async def login(srv: RunningServer, settings: Settings, name: str = "alice") -> 
 
 @contextlib.asynccontextmanager
 async def echo_worker(
-    srv: RunningServer, settings: Settings, *, name: str = "w1", slots: int = 2,
-    backoff: Backoff | None = None, tools: Mapping[str, Tool] | None = None,
+    srv: RunningServer,
+    settings: Settings,
+    *,
+    name: str = "w1",
+    slots: int = 2,
+    backoff: Backoff | None = None,
+    tools: Mapping[str, Tool] | None = None,
 ) -> AsyncIterator[Worker]:
     """A worker (echo tool unless `tools` is given) connected to `srv`; stopped on exit."""
     token = await admin.create_worker_token(srv.services.db, name=name)
-    worker = Worker(srv.url, token, settings, tools=tools or {"echo": EchoTool()}, name=name,
-                    slots=slots, backoff=backoff, shutdown_grace=0)
+    worker = Worker(
+        srv.url,
+        token,
+        settings,
+        tools=tools or {"echo": EchoTool()},
+        name=name,
+        slots=slots,
+        backoff=backoff,
+        shutdown_grace=0,
+    )
     runner = asyncio.create_task(worker.run(), name=f"worker-{name}")
     try:
-        await wait_until(lambda: runner.done() or len(srv.services.runtime.fleet),
-                         what=f"worker {name} to connect")
+        await wait_until(
+            lambda: runner.done() or len(srv.services.runtime.fleet),
+            what=f"worker {name} to connect",
+        )
         if runner.done():
             runner.result()
         yield worker
@@ -71,8 +89,11 @@ async def echo_worker(
         await runner
 
 
-async def submit(client: httpx.AsyncClient, plan: list[dict[str, Any]] | None = None,
-                 description: str = "Echo things") -> str:
+async def submit(
+    client: httpx.AsyncClient,
+    plan: list[dict[str, Any]] | None = None,
+    description: str = "Echo things",
+) -> str:
     """Submit a task; returns its id."""
     body: dict[str, Any] = {"description": description}
     if plan is not None:
@@ -97,23 +118,25 @@ async def subtask_detail(client: httpx.AsyncClient, subtask_id: str) -> dict[str
 
 
 async def wait_for_status(
-    client: httpx.AsyncClient, task_id: str, *statuses: str, timeout: float = DEADLINE
+    client: httpx.AsyncClient, task_id: str, *statuses: str, within: float = DEADLINE
 ) -> dict[str, Any]:
     """Poll a task until its status is one of `statuses`; returns its detail."""
+
     async def reached() -> dict[str, Any] | None:
         detail = await task_detail(client, task_id)
         return detail if detail["status"] in statuses else None
 
-    return await wait_until(reached, what=f"task {task_id} to be {'/'.join(statuses)}",
-                            timeout=timeout)
+    return await wait_until(
+        reached, what=f"task {task_id} to be {'/'.join(statuses)}", within=within
+    )
 
 
 async def sse_events(
-    client: httpx.AsyncClient, task_id: str, *, until: set[str], timeout: float = DEADLINE
+    client: httpx.AsyncClient, task_id: str, *, until: set[str], within: float = DEADLINE
 ) -> list[dict[str, Any]]:
     """Read a task's SSE stream (from the start) until an event of a type in `until` arrives."""
     seen: list[dict[str, Any]] = []
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
             assert resp.status_code == 200
             async for line in resp.aiter_lines():

@@ -21,27 +21,35 @@ def event(n: int, *, user: uuid.UUID | None, task: uuid.UUID | None) -> NewEvent
 async def seed(db: Database) -> None:
     """Events 0..5 for Alice's task A, Bob's task B, and everyone (no user)."""
     async with db.begin() as conn:
-        await append_events(conn, [
-            event(0, user=ALICE, task=TASK_A), event(1, user=BOB, task=TASK_B),
-            event(2, user=None, task=None), event(3, user=ALICE, task=TASK_A),
-        ], NOW)
+        await append_events(
+            conn,
+            [
+                event(0, user=ALICE, task=TASK_A),
+                event(1, user=BOB, task=TASK_B),
+                event(2, user=None, task=None),
+                event(3, user=ALICE, task=TASK_A),
+            ],
+            NOW,
+        )
     async with db.begin() as conn:
-        await append_events(conn, [event(4, user=BOB, task=TASK_B),
-                                   event(5, user=ALICE, task=TASK_A)], NOW)
+        await append_events(
+            conn, [event(4, user=BOB, task=TASK_B), event(5, user=ALICE, task=TASK_A)], NOW
+        )
 
 
 async def test_append_returns_increasing_seqs_in_order(db: Database) -> None:
     """Appended events come back in the order given, with increasing sequence numbers."""
     async with db.begin() as conn:
-        first = await append_events(conn, [event(n, user=ALICE, task=TASK_A) for n in range(3)],
-                                    NOW)
+        first = await append_events(
+            conn, [event(n, user=ALICE, task=TASK_A) for n in range(3)], NOW
+        )
     async with db.begin() as conn:
         second = await append_events(conn, [event(3, user=None, task=None)], NOW)
         assert await append_events(conn, [], NOW) == []
     stored = [*first, *second]
     assert [e.data["n"] for e in stored] == [0, 1, 2, 3]
     seqs = [e.seq for e in stored]
-    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    assert seqs == sorted(set(seqs))
     async with db.connection() as conn:
         assert await last_seq(conn) == seqs[-1]
 

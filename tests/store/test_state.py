@@ -19,19 +19,29 @@ from shoal.store.db import Database
 from shoal.store.state import insert_task, load_task_states, write_decision
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-PLAN = [{"name": "a", "description": "first", "tool": "echo"},
-        {"name": "b", "description": "second", "tool": "echo"},
-        {"name": "c", "description": "third", "dependencies": ["a", "b"]}]
+PLAN: list[dict[str, Any]] = [
+    {"name": "a", "description": "first", "tool": "echo"},
+    {"name": "b", "description": "second", "tool": "echo"},
+    {"name": "c", "description": "third", "dependencies": ["a", "b"]},
+]
 
 
 async def started_task(db: Database) -> TaskState:
     """A stored user and task, started with PLAN; returns the state as written."""
     async with db.begin() as conn:
-        user_id = await accounts.create_user(conn, username="alice", password_hash="x",
-                                             is_admin=False, email=None, now=NOW)
-        task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Do things",
-                          status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
-                          tool_preferences=("echo",), meta={"k": [1, 2]})
+        user_id = await accounts.create_user(
+            conn, username="alice", password_hash="x", is_admin=False, email=None, now=NOW
+        )
+        task = TaskRecord(
+            id=uuid.uuid4(),
+            user_id=user_id,
+            description="Do things",
+            status=TaskStatus.PENDING,
+            created_at=NOW,
+            updated_at=NOW,
+            tool_preferences=("echo",),
+            meta={"k": [1, 2]},
+        )
         await insert_task(conn, task)
         empty = TaskState(task=task, subtasks={}, attempts={})
         decision = decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW))
@@ -52,10 +62,17 @@ async def write(db: Database, old: TaskState, inp: Any, at: datetime = NOW) -> T
 
 def attempt_for(state: TaskState, name: str) -> AttemptRecord:
     sub = next(s for s in state.subtasks.values() if s.name == name)
-    return AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=state.task.id,
-                         worker_id=uuid.uuid4(), fence=sub.attempts + 1, tool="echo",
-                         status=AttemptStatus.DISPATCHED, dispatched_at=NOW,
-                         lease_expires_at=NOW + timedelta(seconds=30))
+    return AttemptRecord(
+        id=uuid.uuid4(),
+        subtask_id=sub.id,
+        task_id=state.task.id,
+        worker_id=uuid.uuid4(),
+        fence=sub.attempts + 1,
+        tool="echo",
+        status=AttemptStatus.DISPATCHED,
+        dispatched_at=NOW,
+        lease_expires_at=NOW + timedelta(seconds=30),
+    )
 
 
 async def test_written_decision_loads_back_equal(db: Database) -> None:

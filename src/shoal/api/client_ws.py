@@ -49,6 +49,7 @@ async def client_socket(ws: WebSocket) -> None:
         claims = decode_token(ws.query_params.get("token", ""), settings=services.settings,
                               expected_type="access")
     except ShoalError as exc:
+        await ws.accept()  # accept first so the browser sees the 4401 code and the reason
         await ws.close(code=4401, reason=exc.message[:120])
         return
     await ws.accept()

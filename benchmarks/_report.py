@@ -1,0 +1,269 @@
+"""What the DAG benchmark measured, judged against its targets, as rich tables and JSON."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from _workloads import Dag, Workload
+from rich.console import Console
+from rich.table import Table
+
+OVERHEAD_TARGET_MS = 1.0  # per subtask, W1 and W2
+RATIO_TARGET = 1.05  # makespan ÷ critical path, W3
+DISPATCH_P95_TARGET_MS = 10.0  # ready → the worker has it, along the W2 chain
+
+
+@dataclass(slots=True)
+class Run:
+    """One submission of a workload."""
+
+    task_id: str
+    submitted: float  # time.monotonic() just before the POST
+    makespan: float  # seconds until task_complete reached the observer
+    status: str
+    cpu: float  # CPU seconds the control-plane process used meanwhile
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Everything measured for one workload on one database."""
+
+    work: Workload
+    runs: list[Run] = field(default_factory=list)
+    baseline: list[float] = field(default_factory=list)
+    dispatch_ms: list[float] = field(default_factory=list)  # ready → worker has it
+    worker_ms: list[float] = field(default_factory=list)  # execute received → result sent
+    worker_cpu: list[float] = field(default_factory=list)  # worker-process CPU s, per run
+
+    @property
+    def n(self) -> int:
+        """Subtasks in the workload."""
+        return len(self.work.dag)
+
+    @property
+    def makespan(self) -> float:
+        """Median makespan over the runs, seconds."""
+        return statistics.median(r.makespan for r in self.runs)
+
+    @property
+    def baseline_makespan(self) -> float:
+        """Median baseline makespan, seconds."""
+        return statistics.median(self.baseline)
+
+    @property
+    def cpu_ms(self) -> float:
+        """Median control-plane CPU per subtask, ms."""
+        return statistics.median(r.cpu for r in self.runs) / self.n * 1000
+
+    @property
+    def worker_cpu_ms(self) -> float:
+        """Median worker-process CPU per subtask, ms (NaN without worker records)."""
+        if not self.worker_cpu:
+            return float("nan")
+        return statistics.median(self.worker_cpu) / self.n * 1000
+
+
+def attach_timings(outcome: Outcome, records: dict[str, dict[str, Any]]) -> None:
+    """Dispatch latency, worker time per attempt and worker CPU, from the worker's records."""
+    dag: Dag = outcome.work.dag
+    for run in outcome.runs:
+        mine = {
+            r["name"]: r
+            for r in records.values()
+            if r.get("task_id") == run.task_id and "sent" in r
+        }
+        if mine:
+            cpu = max(r["cpu_sent"] for r in mine.values())
+            outcome.worker_cpu.append(cpu - min(r["cpu_recv"] for r in mine.values()))
+        for name, deps in dag.items():
+            rec = mine.get(name)
+            if rec is None:
+                continue
+            outcome.worker_ms.append((rec["sent"] - rec["recv"]) * 1000)
+            if deps and all(d in mine for d in deps):
+                ready = max(mine[d]["sent"] for d in deps)
+                outcome.dispatch_ms.append((rec["recv"] - ready) * 1000)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The `q`-th percentile (0-100) by linear interpolation; NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One workload's headline figure for Shoal and the baseline, and whether it passes."""
+
+    metric: str
+    shoal: float
+    baseline: float
+    target: str
+    passed: bool
+
+
+def verdict(o: Outcome) -> Verdict:
+    """Per-subtask overhead (no-op workloads) or makespan ÷ critical path (sleeping ones)."""
+    path = o.work.critical_path
+    if path:
+        shoal, base = o.makespan / path, o.baseline_makespan / path
+        return Verdict(
+            "makespan / critical path", shoal, base, f"≤ {RATIO_TARGET}", shoal <= RATIO_TARGET
+        )
+    shoal, base = o.makespan / o.n * 1000, o.baseline_makespan / o.n * 1000
+    return Verdict(
+        "per-subtask overhead (ms)",
+        shoal,
+        base,
+        f"≤ {OVERHEAD_TARGET_MS:g} ms",
+        shoal <= OVERHEAD_TARGET_MS,
+    )
+
+
+def chain_of(outcomes: list[Outcome]) -> Outcome | None:
+    """The chain workload, whose dispatch latency carries the target (if it ran)."""
+    return next((o for o in outcomes if o.work.key == "W2"), None)
+
+
+def render(kind: str, outcomes: list[Outcome], console: Console, repeat: int) -> None:
+    """One table per database: the workloads and dispatch latency, then where the time goes."""
+    console.print(_main_table(kind, outcomes, repeat))
+    console.print(_detail_table(kind, outcomes))
+    console.print(
+        "dispatch = result of the last dependency sent → execute_task received (both stamped "
+        "in the worker process); worker time = execute_task received → result sent; CPU = "
+        "process CPU time per subtask, immune to other load on the machine.\n",
+        style="dim",
+    )
+
+
+def _main_table(kind: str, outcomes: list[Outcome], repeat: int) -> Table:
+    title = f"Shoal DAG benchmark — {kind} (median of {repeat} run{'s' * (repeat > 1)})"
+    table = Table(title=title, title_justify="left")
+    columns = (
+        "workload",
+        "n",
+        "shoal makespan",
+        "shoal",
+        "baseline makespan",
+        "baseline",
+        "ratio vs baseline",
+        "target",
+        "result",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("workload", "target") else "right")
+    for o in outcomes:
+        v = verdict(o)
+        unit = "x" if o.work.critical_path else " ms"
+        table.add_row(
+            f"{o.work.key} {o.work.label}",
+            str(o.n),
+            f"{o.makespan * 1000:.0f} ms",
+            f"{v.shoal:.3g}{unit}",
+            f"{o.baseline_makespan * 1000:.1f} ms",
+            f"{v.baseline:.3g}{unit}",
+            f"{v.shoal / v.baseline:.3g}x",
+            v.target,
+            _mark(v.passed),
+        )
+    chained = chain_of(outcomes)
+    if chained is not None:
+        p50, p95 = percentile(chained.dispatch_ms, 50), percentile(chained.dispatch_ms, 95)
+        table.add_section()
+        table.add_row(
+            "dispatch latency (W2 chain)",
+            str(len(chained.dispatch_ms)),
+            f"p50 {p50:.2f} ms",
+            f"p95 {p95:.2f} ms",
+            "",
+            "",
+            "",
+            f"p95 ≤ {DISPATCH_P95_TARGET_MS:g} ms",
+            _mark(p95 <= DISPATCH_P95_TARGET_MS),
+        )
+    return table
+
+
+def _detail_table(kind: str, outcomes: list[Outcome]) -> Table:
+    table = Table(title=f"Where the time goes — {kind}", title_justify="left")
+    columns = (
+        "workload",
+        "dispatch p50",
+        "dispatch p95",
+        "dispatch max",
+        "worker time p50",
+        "worker time p95",
+        "control-plane CPU/subtask",
+        "worker CPU/subtask",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    for o in outcomes:
+        table.add_row(
+            o.work.key,
+            *(f"{percentile(o.dispatch_ms, q):.2f} ms" for q in (50, 95, 100)),
+            *(f"{percentile(o.worker_ms, q):.2f} ms" for q in (50, 95)),
+            f"{o.cpu_ms:.2f} ms",
+            f"{o.worker_cpu_ms:.2f} ms",
+        )
+    return table
+
+
+def _mark(passed: bool) -> str:
+    return "[green]pass[/]" if passed else "[red]FAIL[/]"
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    """The JSON form of one database's results."""
+    out: dict[str, Any] = {o.work.key: _workload_summary(o) for o in outcomes}
+    chained = chain_of(outcomes)
+    if chained is not None:
+        p95 = percentile(chained.dispatch_ms, 95)
+        out["dispatch_latency"] = {
+            "measured_on": "W2",
+            **_spread(chained.dispatch_ms),
+            "target_p95_ms": DISPATCH_P95_TARGET_MS,
+            "passed": p95 <= DISPATCH_P95_TARGET_MS,
+        }
+    return out
+
+
+def _workload_summary(o: Outcome) -> dict[str, Any]:
+    v = verdict(o)
+    return {
+        "label": o.work.label,
+        "n": o.n,
+        "delay_s": o.work.delay,
+        "critical_path_s": o.work.critical_path,
+        "makespan_s": o.makespan,
+        "baseline_makespan_s": o.baseline_makespan,
+        "metric": v.metric,
+        "shoal": v.shoal,
+        "baseline": v.baseline,
+        "ratio_vs_baseline": v.shoal / v.baseline,
+        "target": v.target,
+        "passed": v.passed,
+        "control_plane_cpu_ms_per_subtask": o.cpu_ms,
+        "worker_cpu_ms_per_subtask": o.worker_cpu_ms,
+        "runs": [asdict(r) for r in o.runs],
+        "baseline_runs_s": o.baseline,
+        "dispatch_ms": _spread(o.dispatch_ms),
+        "worker_ms": _spread(o.worker_ms),
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float | int]:
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": percentile(values, 100),
+    }
