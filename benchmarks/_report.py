@@ -139,7 +139,7 @@ def render(kind: str, outcomes: list[Outcome], console: Console, repeat: int) ->
     console.print(
         "dispatch = result of the last dependency sent → execute_task received (both stamped "
         "in the worker process); worker time = execute_task received → result sent; CPU = "
-        "process CPU time per subtask, immune to other load on the machine.\n",
+        "process CPU time per subtask, less sensitive than wall time to other load on the machine.\n",
         style="dim",
     )
 

@@ -286,6 +286,11 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
         "slots_per_worker": SLOTS,
         "databases": {},
     }
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    console.print(
+        f"Load average {load} on {os.cpu_count()} CPUs: wall-clock figures are noisy "
+        "when other work shares the machine; the CPU columns much less so."
+    )
     for kind in ["sqlite", "postgres"] if args.db == "both" else [args.db]:
         if kind == "postgres" and not postgres_reachable():
             console.print(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -100,9 +99,9 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
+def settings(tmp_path: Path) -> Settings:
     """Development settings on a fresh data directory."""
-    yield make_settings(tmp_path)
+    return make_settings(tmp_path)
 
 
 
