@@ -12,6 +12,8 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	@# Byte-compile once: with PYTHONDONTWRITEBYTECODE set, every process would recompile.
+	$(PY) -m compileall -q -j 0 $(VENV)/lib src >/dev/null
 	touch $@
 
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
@@ -26,6 +28,7 @@ up: setup
 ## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
 ## and fail under CI=true).
 test: setup
+	@$(PY) -m compileall -q -j 0 src >/dev/null
 	$(PY) -m pytest -q
 
 test-fast: setup

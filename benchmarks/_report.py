@@ -134,12 +134,19 @@ def chain_of(outcomes: list[Outcome]) -> Outcome | None:
 
 def render(kind: str, outcomes: list[Outcome], console: Console, repeat: int) -> None:
     """One table per database: the workloads and dispatch latency, then where the time goes."""
+    for o in outcomes:
+        failed = [r for r in o.runs if r.status != "task_complete"]
+        for r in failed:
+            console.print(
+                f"[red]{o.work.key} task {r.task_id} ended with {r.status}: "
+                "its makespan does not measure a completed DAG.[/]"
+            )
     console.print(_main_table(kind, outcomes, repeat))
     console.print(_detail_table(kind, outcomes))
     console.print(
         "dispatch = result of the last dependency sent → execute_task received (both stamped "
         "in the worker process); worker time = execute_task received → result sent; CPU = "
-        "process CPU time per subtask, less sensitive than wall time to other load on the machine.\n",
+        "process CPU time per subtask (less sensitive than wall time to other load).\n",
         style="dim",
     )
 

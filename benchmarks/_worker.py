@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from shoal.config import Settings
 from shoal.protocol import ExecuteTask, TaskResult
 from shoal.tools.base import ToolOutcome, ToolRun
-from shoal.worker.agent import Worker
+from shoal.worker.agent import Worker, io_executor
 
 Records = dict[uuid.UUID, dict[str, Any]]
 
@@ -112,6 +112,7 @@ async def serve(args: argparse.Namespace) -> None:
         )
         for i, token in enumerate(tokens)
     ]
+    asyncio.get_running_loop().set_default_executor(io_executor(args.slots * len(workers)))
     async with asyncio.TaskGroup() as tg:
         for worker in workers:
             tg.create_task(worker.run())

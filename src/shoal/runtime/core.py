@@ -50,7 +50,7 @@ from shoal.store import workers as worker_rows
 from shoal.store.db import Database
 from shoal.store.events import append_events
 from shoal.store.models import utcnow
-from shoal.store.state import insert_task, load_task_states, renew_leases, write_decision
+from shoal.store.state import BatchWriter, insert_task, load_task_states, renew_leases
 
 log = structlog.get_logger(__name__)
 
@@ -205,10 +205,10 @@ class Runtime:
         await self._after_commit(batch, b, states, stored)
 
     async def _write(self, conn: AsyncConnection, b: Batch) -> dict[uuid.UUID, TaskState]:
-        states = {}
-        for tid, work in b.works.items():
-            if work.dirty:
-                states[tid] = await write_decision(conn, work.old, work.merged)
+        writer = BatchWriter()
+        states = {tid: writer.stage(work.old, work.merged)
+                  for tid, work in b.works.items() if work.dirty}
+        await writer.flush(conn)
         for step in b.sql:
             await step(conn)
         return states

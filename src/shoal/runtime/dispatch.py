@@ -40,6 +40,8 @@ async def upstream_results(
     for dep_id in _ancestors(state, sub):
         dep = state.subtasks[dep_id]
         output = dep.output or {}
+        if dep_id not in sub.dependencies and not output.get("files"):
+            continue  # an ancestor with no files has nothing for this subtask
         files: list[FilePayload] = []
         for entry in output.get("files", []):
             size = int(entry.get("size", 0))

@@ -6,6 +6,7 @@ another writer got there first, so a stale in-memory state can never overwrite a
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -65,31 +66,71 @@ async def load_task_states(
             for r in task_rows]
 
 
+class BatchWriter:
+    """Collects the row changes of many decisions and writes them with one statement per table.
+
+    Updates are optimistic: before writing, the versions the decisions were based on are
+    checked in one query per table (locking the rows on PostgreSQL); any mismatch raises
+    `Conflict` and the surrounding transaction rolls back.
+    """
+
+    def __init__(self) -> None:
+        self._inserts: dict[str, list[dict[str, Any]]] = {}
+        self._updates: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self._inserts = {"subtasks": [], "attempts": []}
+        self._updates = {"tasks": [], "subtasks": [], "attempts": []}
+
+    def stage(self, old: TaskState, d: Decision) -> TaskState:
+        """Queue what `d` changed relative to `old`; return the state with bumped versions."""
+        new = d.state
+        task = new.task
+        if d.task_changed:
+            self._updates["tasks"].append((task_values(task), old.task.version))
+            task = replace(task, version=old.task.version + 1)
+        subs = dict(new.subtasks)
+        self._inserts["subtasks"].extend(subtask_values(subs[i]) for i in d.new_subtasks)
+        for sid in d.changed_subtasks:
+            before = old.subtasks[sid].version
+            self._updates["subtasks"].append((subtask_values(subs[sid]), before))
+            subs[sid] = replace(subs[sid], version=before + 1)
+        live = dict(new.attempts)
+        for aid, att in d.changed_attempts.items():
+            if aid in d.new_attempts:
+                self._inserts["attempts"].append(attempt_values(att))
+                continue
+            self._updates["attempts"].append((attempt_values(att), att.version))
+            if aid in live:
+                live[aid] = replace(att, version=att.version + 1)
+        return TaskState(task=task, subtasks=subs, attempts=live)
+
+    async def flush(self, conn: AsyncConnection) -> None:
+        """Write everything staged (inserts first: attempts refer to new subtasks)."""
+        for name in ("subtasks", "attempts"):
+            if self._inserts[name]:
+                await conn.execute(sa.insert(_TABLES[name]), self._inserts[name])
+        for name in ("tasks", "subtasks", "attempts"):
+            rows = self._updates[name]
+            if not rows:
+                continue
+            if conn.dialect.name != "sqlite":  # asyncpg's executemany reports no row count
+                await _check_versions(conn, _TABLES[name], rows)
+            result = await conn.execute(_update_statement(name),
+                                        [_params(v, ver) for v, ver in rows])
+            if conn.dialect.name == "sqlite" and result.rowcount != len(rows):
+                raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
+                               code="stale_write")
+        self._reset()
+
+
 async def write_decision(conn: AsyncConnection, old: TaskState, d: Decision) -> TaskState:
-    """Persist what `d` changed relative to `old`; return the state with bumped versions."""
-    new = d.state
-    task = new.task
-    if d.task_changed:
-        await _update(conn, tasks, task_values(task), old.task.version)
-        task = replace(task, version=old.task.version + 1)
-    subs = dict(new.subtasks)
-    if d.new_subtasks:
-        await conn.execute(sa.insert(subtasks), [subtask_values(subs[i]) for i in d.new_subtasks])
-    for sid in d.changed_subtasks:
-        before = old.subtasks[sid]
-        await _update(conn, subtasks, subtask_values(subs[sid]), before.version)
-        subs[sid] = replace(subs[sid], version=before.version + 1)
-    live = dict(new.attempts)
-    fresh = [a for aid, a in d.changed_attempts.items() if aid in d.new_attempts]
-    if fresh:
-        await conn.execute(sa.insert(attempts), [attempt_values(a) for a in fresh])
-    for aid, att in d.changed_attempts.items():
-        if aid in d.new_attempts:
-            continue
-        await _update(conn, attempts, attempt_values(att), att.version)
-        if aid in live:
-            live[aid] = replace(att, version=att.version + 1)
-    return TaskState(task=task, subtasks=subs, attempts=live)
+    """Persist what `d` changed relative to `old` now; return the state with bumped versions."""
+    writer = BatchWriter()
+    state = writer.stage(old, d)
+    await writer.flush(conn)
+    return state
 
 
 async def renew_leases(
@@ -104,16 +145,40 @@ async def renew_leases(
         )
 
 
-async def _update(
-    conn: AsyncConnection, table: sa.Table, values: dict[str, Any], version: int
+_TABLES = {"tasks": tasks, "subtasks": subtasks, "attempts": attempts}
+
+
+@functools.cache
+def _update_statement(name: str) -> sa.Update:
+    """`UPDATE t SET every column WHERE id = :b_id AND version = :b_expected`, built once."""
+    table = _TABLES[name]
+    return (sa.update(table)
+            .where(table.c.id == sa.bindparam("b_id", type_=table.c.id.type),
+                   table.c.version == sa.bindparam("b_expected", type_=table.c.version.type))
+            .values({c.name: sa.bindparam(f"b_{c.name}", type_=c.type)
+                     for c in table.columns if c.name != "id"}))
+
+
+def _params(values: dict[str, Any], version: int) -> dict[str, Any]:
+    params = {f"b_{k}": v for k, v in values.items()}
+    params["b_version"] = version + 1
+    params["b_expected"] = version
+    return params
+
+
+async def _check_versions(
+    conn: AsyncConnection, table: sa.Table, rows: list[tuple[dict[str, Any], int]]
 ) -> None:
-    row_id = values.pop("id")
-    values["version"] = version + 1
-    result = await conn.execute(
-        sa.update(table).where(table.c.id == row_id, table.c.version == version).values(values)
-    )
-    if result.rowcount != 1:
+    expected = {v["id"]: version for v, version in rows}
+    if len(expected) != len(rows):
+        raise Conflict(f"One {table.name} row was staged twice in one batch.", code="stale_write")
+    q = sa.select(table.c.id, table.c.version).where(table.c.id.in_(list(expected)))
+    if conn.dialect.name == "postgresql":
+        q = q.with_for_update()
+    found = {r.id: r.version for r in (await conn.execute(q)).all()}
+    stale = [str(i) for i, v in expected.items() if found.get(i) != v]
+    if stale:
         raise Conflict(
-            f"{table.name} row {row_id} changed underneath this writer; reload and retry.",
-            code="stale_write",
+            f"{len(stale)} {table.name} row(s) changed underneath this writer; reload and retry.",
+            code="stale_write", details={"ids": stale[:10]},
         )

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -78,6 +79,24 @@ def websocket_url(server_url: str) -> str:
     if not path.endswith("/ws/worker"):
         path += "/ws/worker"
     return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+PRUNE_EVERY = 10
+
+
+def io_executor(slots: int) -> ThreadPoolExecutor:
+    """Threads for a worker process's file work (workspaces, outbox fsyncs), sized so that
+    many attempts finishing at once do not queue behind the default pool's few threads."""
+    return ThreadPoolExecutor(max_workers=max(8, min(64, 2 * slots + 4)),
+                              thread_name_prefix="shoal-worker-io")
+
+
+def _prepare(
+    root: Path, msg: ExecuteTask
+) -> tuple[Path, list[RejectedFile], dict[str, str]]:
+    """Make the attempt's workspace and fingerprint it (one thread hop instead of two)."""
+    workspace, skipped = prepare_workspace(root, msg)
+    return workspace, skipped, snapshot(workspace)
 
 
 @dataclass(slots=True)
@@ -207,6 +226,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._fatal: ShoalError | None = None
+        self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
 
     @property
     def running(self) -> list[uuid.UUID]:
@@ -455,8 +475,7 @@ class Worker:
             have = ", ".join(sorted(self.tools)) or "none"
             return _failed(attempt, f"This worker has no tool {msg.tool!r}; it has: {have}.")
         try:
-            workspace, skipped = await asyncio.to_thread(prepare_workspace, self.workspaces, msg)
-            before = await asyncio.to_thread(snapshot, workspace)
+            workspace, skipped, before = await asyncio.to_thread(_prepare, self.workspaces, msg)
         except OSError as exc:
             return _failed(attempt, f"Could not prepare the workspace: {exc}")
         stream = LogStream()
@@ -510,6 +529,9 @@ class Worker:
         await self._send(result)
 
     async def _prune_workspaces(self) -> None:
+        self._finished += 1
+        if self._finished % PRUNE_EVERY:
+            return
         protect = {str(a.message.task_id) for a in self._running.values()}
         try:
             await asyncio.to_thread(prune_workspaces, self.workspaces, keep=KEEP_WORKSPACES,
@@ -648,6 +670,7 @@ async def run_worker(
     worker = Worker(server_url, token, settings, tools=discover_tools(settings), name=name,
                     slots=slots)
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(io_executor(worker.slots))
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows, non-main thread
