@@ -63,11 +63,12 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
          "message": e.get("msg", "invalid"), "type": e.get("type")}
         for e in exc.errors()
     ]
-    fields = ", ".join(d["field"] for d in details[:5])
-    return JSONResponse(
-        error_body("validation_error", f"The request is not valid: check {fields}.", details),
-        status_code=422,
-    )
+    if any(d["type"] == "json_invalid" for d in details):
+        message = "The request body is not valid JSON."
+    else:
+        message = "The request is not valid: check " + ", ".join(
+            d["field"] for d in details[:5]) + "."
+    return JSONResponse(error_body("validation_error", message, details), status_code=422)
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -307,6 +307,8 @@ class Worker:
         """Register on a fresh connection, re-send buffered results, then handle messages."""
         registered = await self._register(conn)
         self._backoff.reset()
+        # Reconnect well within a lease, so a control-plane restart does not expire our attempts.
+        self._backoff.cap = min(self._backoff.cap, max(registered.lease_seconds / 3, 0.5))
         self._heartbeat_interval = max(registered.heartbeat_interval, 0.01)
         log.info("worker.registered", url=self.url, worker_id=str(registered.worker_id),
                  running=len(self._running), buffered=len(self._buffered))

@@ -70,7 +70,7 @@ def _user_plan(
     try:
         plan = planning.user_plan(items, max_subtasks=max_subtasks)
     except InvalidGraph as exc:
-        exc.details = {"field": "plan", **(exc.details or {})}
+        exc.details = {"field": "plan", "problem": exc.details}
         raise
     return plan, tuple(dict(p.options) for p in body.plan)
 
