@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 import sqlalchemy as sa
+from redis import asyncio as aioredis
 
 from shoal.config import Settings
 from shoal.store.db import Database
@@ -99,9 +100,34 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture
+async def redis_url() -> str:
+    """The test Redis URL; skips (or fails under CI=true) when Redis is not reachable."""
+    require_service(REDIS_URL, "Redis", "SHOAL_TEST_REDIS_URL")
+    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+    return REDIS_URL
+
+
+@pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Development settings on a fresh data directory."""
     return make_settings(tmp_path)
 
 
 
+
+
+def pytest_report_header() -> list[str]:
+    """Say up front whether the PostgreSQL and Redis tests will run, and how to enable them."""
+    lines = []
+    for name, url, env in (("PostgreSQL", POSTGRES_URL, "SHOAL_TEST_POSTGRES_URL"),
+                           ("Redis", REDIS_URL, "SHOAL_TEST_REDIS_URL")):
+        if _reachable(url):
+            lines.append(f"{name}: {url} (tests run)")
+        else:
+            lines.append(f"{name}: NOT reachable at {url}: its tests are skipped"
+                         f"{' (and fail under CI=true)' if IN_CI else ''}; start it or set {env}")
+    return lines

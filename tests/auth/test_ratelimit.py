@@ -6,13 +6,11 @@ The shared behaviour runs against both limiters; Redis ones need a real Redis
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from shoal.bus import keys
@@ -27,23 +25,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def redis_url() -> str:
-    """The test Redis URL; skips (or fails under CI=true) when Redis is not reachable."""
-    url = os.environ.get("SHOAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        reason = f"Redis is not reachable at {url} ({exc}); start it or set SHOAL_TEST_REDIS_URL"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    finally:
-        await client.aclose()
-    return url
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ tests are skipped with the reason shown, except under `CI=true`, where they fail
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from shoal.bus import keys
 from shoal.bus.base import EventBus, Lagged
@@ -24,23 +22,6 @@ from shoal.events import Event
 from tests.bus.conformance import TIMEOUT, BusConformance, MakeBus, drain, make_events, take
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-async def redis_url() -> str:
-    """The test Redis URL; skips (or fails under CI=true) when Redis is not reachable."""
-    url = os.environ.get("SHOAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        reason = f"Redis is not reachable at {url} ({exc}); start it or set SHOAL_TEST_REDIS_URL"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    finally:
-        await client.aclose()
-    return url
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from shoal.config import Settings
 from shoal.testing.server import RunningServer
 from shoal.tools.base import Tool
 from shoal.tools.echo import EchoTool
-from shoal.worker.agent import Backoff, Worker
+from shoal.worker.agent import Worker
+from shoal.worker.connection import Backoff
 
 DEADLINE = 20.0
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from shoal.config import Settings
 from shoal.testing.server import RunningServer, running_server
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
-from shoal.worker.agent import Backoff
+from shoal.worker.connection import Backoff
 from tests.conftest import make_settings
 from tests.runtime.harness import (
     DEADLINE,

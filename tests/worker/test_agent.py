@@ -34,7 +34,9 @@ from shoal.protocol import (
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.registry import discover_tools
-from shoal.worker.agent import Backoff, LogStream, Worker, run_worker, websocket_url
+from shoal.worker.agent import Worker, run_worker
+from shoal.worker.connection import Backoff, websocket_url
+from shoal.worker.logstream import LogStream
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id
 

@@ -13,17 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import signal
 import socket
 import time
 import uuid
-from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -52,6 +49,8 @@ from shoal.protocol import (
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.registry import discover_tools, tool_infos
+from shoal.worker.connection import Backoff, websocket_url
+from shoal.worker.logstream import LogStream
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
 from shoal.worker.workspace import collect_files, prepare_workspace, prune_workspaces, snapshot
@@ -61,24 +60,6 @@ log = structlog.get_logger()
 REGISTER_TIMEOUT = 30.0  # seconds to open the socket, and again to get `registered`
 SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
 KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
-LOG_BUFFER_LINES = 1000  # per attempt; beyond this, lines are counted and dropped
-MAX_LOG_LINE = 8000  # characters; longer lines are clipped
-MAX_LOG_MESSAGE = 64_000  # characters per `agent_log` (the protocol's limit)
-
-
-def websocket_url(server_url: str) -> str:
-    """The worker endpoint of the control plane at `server_url` (http(s):// or ws(s)://)."""
-    parts = urlsplit(server_url)
-    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
-    if scheme is None or not parts.netloc:
-        raise InvalidInput(
-            f"Server URL {server_url!r} is not an http(s) address. Pass the control plane's "
-            "URL, e.g. --server http://127.0.0.1:8000"
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith("/ws/worker"):
-        path += "/ws/worker"
-    return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
 PRUNE_EVERY = 10
@@ -97,81 +78,6 @@ def _prepare(
     """Make the attempt's workspace and fingerprint it (one thread hop instead of two)."""
     workspace, skipped = prepare_workspace(root, msg)
     return workspace, skipped, snapshot(workspace)
-
-
-@dataclass(slots=True)
-class Backoff:
-    """Exponential backoff with full jitter: wait n is uniform in [0, min(cap, base * 2**n)]."""
-
-    base: float = 0.5
-    cap: float = 30.0
-    failures: int = 0
-
-    def next_delay(self) -> float:
-        """How long to wait before the next try; each call counts one more failure."""
-        ceiling = min(self.cap, self.base * 2 ** min(self.failures, 32))
-        self.failures += 1
-        return random.uniform(0, ceiling)
-
-    def reset(self) -> None:
-        """Start over after a success."""
-        self.failures = 0
-
-
-class LogStream:
-    """One attempt's log lines on their way to the control plane, in a bounded buffer.
-
-    The tool calls `write` (from the event loop's thread); a forwarder iterates `batches()`,
-    which joins whatever piled up into as few `agent_log` messages as fit, so a flood of lines
-    costs few messages. Past `limit` buffered lines, new lines are counted and reported as
-    dropped instead of growing memory.
-    """
-
-    def __init__(self, limit: int = LOG_BUFFER_LINES) -> None:
-        self._lines: deque[str] = deque()
-        self._limit = limit
-        self._dropped = 0
-        self._closed = False
-        self._ready = asyncio.Event()
-
-    def write(self, line: str) -> None:
-        """Queue one line (clipped if very long); never blocks."""
-        if self._closed:
-            return
-        if len(self._lines) >= self._limit:
-            self._dropped += 1
-        else:
-            clipped = line if len(line) <= MAX_LOG_LINE else line[:MAX_LOG_LINE] + " …[clipped]"
-            self._lines.append(clipped)
-        self._ready.set()
-
-    def close(self) -> None:
-        """No more lines will come; `batches()` ends once the buffer is empty."""
-        self._closed = True
-        self._ready.set()
-
-    async def batches(self) -> AsyncIterator[str]:
-        """Coalesced chunks of text, each small enough for one `agent_log` message."""
-        while True:
-            await self._ready.wait()
-            self._ready.clear()
-            while chunk := self._take():
-                yield chunk
-            if self._closed:
-                return
-
-    def _take(self) -> str:
-        parts: list[str] = []
-        if self._dropped:
-            parts.append(f"[shoal] {self._dropped} log lines dropped: the tool wrote faster "
-                         "than they could be sent")
-            self._dropped = 0
-        size = sum(len(p) + 1 for p in parts)
-        while self._lines and size + len(self._lines[0]) + 1 <= MAX_LOG_MESSAGE:
-            line = self._lines.popleft()
-            parts.append(line)
-            size += len(line) + 1
-        return "\n".join(parts)
 
 
 @dataclass(slots=True)

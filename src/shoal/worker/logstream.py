@@ -1,0 +1,67 @@
+"""An attempt's log lines, buffered and coalesced on their way to the control plane."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+
+LOG_BUFFER_LINES = 1000  # per attempt; beyond this, lines are counted and dropped
+MAX_LOG_LINE = 8000  # characters; longer lines are clipped
+MAX_LOG_MESSAGE = 64_000  # characters per `agent_log` (the protocol's limit)
+
+
+class LogStream:
+    """One attempt's log lines on their way to the control plane, in a bounded buffer.
+
+    The tool calls `write` (from the event loop's thread); a forwarder iterates `batches()`,
+    which joins whatever piled up into as few `agent_log` messages as fit, so a flood of lines
+    costs few messages. Past `limit` buffered lines, new lines are counted and reported as
+    dropped instead of growing memory.
+    """
+
+    def __init__(self, limit: int = LOG_BUFFER_LINES) -> None:
+        self._lines: deque[str] = deque()
+        self._limit = limit
+        self._dropped = 0
+        self._closed = False
+        self._ready = asyncio.Event()
+
+    def write(self, line: str) -> None:
+        """Queue one line (clipped if very long); never blocks."""
+        if self._closed:
+            return
+        if len(self._lines) >= self._limit:
+            self._dropped += 1
+        else:
+            clipped = line if len(line) <= MAX_LOG_LINE else line[:MAX_LOG_LINE] + " …[clipped]"
+            self._lines.append(clipped)
+        self._ready.set()
+
+    def close(self) -> None:
+        """No more lines will come; `batches()` ends once the buffer is empty."""
+        self._closed = True
+        self._ready.set()
+
+    async def batches(self) -> AsyncIterator[str]:
+        """Coalesced chunks of text, each small enough for one `agent_log` message."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            while chunk := self._take():
+                yield chunk
+            if self._closed:
+                return
+
+    def _take(self) -> str:
+        parts: list[str] = []
+        if self._dropped:
+            parts.append(f"[shoal] {self._dropped} log lines dropped: the tool wrote faster "
+                         "than they could be sent")
+            self._dropped = 0
+        size = sum(len(p) + 1 for p in parts)
+        while self._lines and size + len(self._lines[0]) + 1 <= MAX_LOG_MESSAGE:
+            line = self._lines.popleft()
+            parts.append(line)
+            size += len(line) + 1
+        return "\n".join(parts)
