@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 import signal
 from pathlib import Path
@@ -83,13 +84,14 @@ async def _until_registered(runtime: Runtime, stop: asyncio.Event) -> None:
 
 
 def _banner(console: Console, url: str, link: str, model: str, data_dir: Path) -> None:
-    console.print(f"[bold green]Shoal is running[/] at {url}  (data: {data_dir.resolve()})")
-    console.print(f"Open this one-time login link: [bold]{link}[/]")
-    console.print(f"Model: {model}")
+    # soft_wrap: a link or a command broken across lines could not be copied or clicked
+    say = functools.partial(console.print, soft_wrap=True)
+    say(f"[bold green]Shoal is running[/] at {url}  (data: {data_dir.resolve()})")
+    say(f"Open this one-time login link: [bold]{link}[/]")
+    say(f"Model: {model}")
     if "DEMO" in model:
-        console.print(f"[dim]{REAL_MODEL_HINT}[/]")
-    console.print('Submit work from another terminal: shoal submit "…" --follow   '
-                  "Stop with Ctrl-C.")
+        say(f"[dim]{REAL_MODEL_HINT}[/]")
+    say('Submit work from another terminal: shoal submit "…" --follow   Stop with Ctrl-C.')
 
 
 async def _demo(settings: Settings, console: Console, description: str,
@@ -98,7 +100,7 @@ async def _demo(settings: Settings, console: Console, description: str,
     async with ShoalClient(creds) as client:
         created = await client.submit({"description": description})
         task_id = created["task_id"]
-        console.print(f"Submitted sample task {task_id}: {description!r}")
+        console.print(f"Submitted sample task {task_id}: {description!r}", soft_wrap=True)
         follower = asyncio.create_task(follow(client, task_id, console))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -114,5 +116,5 @@ async def _demo(settings: Settings, console: Console, description: str,
         detail = await client.task(task_id)
         console.print(f"Task {status}. Files: {zip_path}  "
                       f"(tokens: {detail['usage']['input_tokens']} in / "
-                      f"{detail['usage']['output_tokens']} out)")
+                      f"{detail['usage']['output_tokens']} out)", soft_wrap=True)
         return 0 if status == "completed" else 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import AsyncIterator
 
 import structlog
@@ -60,6 +62,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.services = services
         runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
         await _wait_ready(services.runtime, runner)
+        runner.add_done_callback(_stop_process_if_failed)
         log.info("control_plane.started", url=settings.base_url,
                  database=services.db.dialect, bus=type(services.bus).__name__)
         try:
@@ -79,6 +82,15 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router)
     _add_plain_routes(app)
     return app
+
+
+def _stop_process_if_failed(runner: asyncio.Task[None]) -> None:
+    """Without its runtime a control plane cannot make progress: stop it so the process
+    manager restarts it, and start-up recovery picks up where it left off (crash-only)."""
+    if runner.cancelled() or runner.exception() is None:
+        return
+    log.critical("control_plane.runtime_failed", error=str(runner.exception()))
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def _wait_ready(runtime: Runtime, runner: asyncio.Task[None]) -> None:

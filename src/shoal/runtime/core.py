@@ -224,6 +224,8 @@ class Runtime:
         for tid in b.works:  # memory may be ahead of the store now: reload from the store
             self._forget(tid)
             self._states.pop(tid, None)
+            # If even this read fails the store is gone: let the runtime (and the process)
+            # stop; start-up recovery rebuilds everything from the store.
             for st in await self._load(tid):
                 self._remember(st)
         if retry_alone:
@@ -501,8 +503,12 @@ class Runtime:
         state = self._states.get(att.task_id)
         if state is None:
             return
-        text = await execute_message(state, att, settings=self.settings,
-                                     artifacts=self.artifacts, tools=sorted(wc.tools))
+        try:
+            text = await execute_message(state, att, settings=self.settings,
+                                         artifacts=self.artifacts, tools=sorted(wc.tools))
+        except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
+            log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
+            return
         await _send(wc, text)
 
     def _remember(self, st: TaskState, work: TaskWork | None = None) -> None:

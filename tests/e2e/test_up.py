@@ -1,0 +1,56 @@
+"""`shoal up` as a person runs it: embedded server, login link, CLI submit, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.procs import CLI_SECONDS, SHOAL, cluster, free_port, wait_for, wait_healthy
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+LINK = re.compile(r"(http://127\.0\.0\.1:\d+/login\?token=(shl_[\w-]+))")
+
+
+async def test_up_serves_submits_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`shoal up` prints a working one-time link, runs a CLI task, and exits on SIGTERM."""
+    port = free_port()
+    async with cluster(tmp_path) as group:
+        data_dir = tmp_path / "up"
+        env = group.env(data_dir)
+        env.pop("SHOAL_SECRET_KEY")  # `shoal up` makes and keeps its own
+        proc = group.start("up", ["up", "--port", str(port)], env, data_dir)
+        url = f"http://127.0.0.1:{port}"
+        await wait_healthy(url, proc)
+
+        async def link() -> re.Match[str] | None:
+            return LINK.search(proc.output())
+
+        match = await wait_for(link, what="the login link", within=30, procs=[proc])
+        assert match is not None
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            page = await client.get("/login", params={"token": match.group(2)})
+            assert page.status_code == 200
+            pair = await client.post("/api/v1/auth/exchange", json={"token": match.group(2)})
+            assert pair.status_code == 200, pair.text
+            again = await client.post("/api/v1/auth/exchange", json={"token": match.group(2)})
+            assert again.status_code == 401  # one-time
+
+        def submit() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [SHOAL, "submit", "Build a CLI todo app with tests", "--follow"],
+                env=env, cwd=data_dir, capture_output=True, text=True, timeout=CLI_SECONDS,
+                check=False)
+
+        done = await asyncio.to_thread(submit)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "completed" in done.stdout
+
+        proc.popen.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.popen.wait, 30)
+        assert code == 0, proc.output()[-2000:]
