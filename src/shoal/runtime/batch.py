@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection as SyncConnection
 
-from shoal.engine.model import AttemptRecord, TaskState
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.workflow import Decision
 from shoal.events import NewEvent
 from shoal.runtime.fleet import Connection
@@ -64,7 +64,7 @@ class TaskWork:
         return bool(m.task_changed or m.new_subtasks or m.changed_subtasks or m.changed_attempts)
 
 
-SqlStep = Callable[[AsyncConnection], Awaitable[None]]
+SqlStep = Callable[[SyncConnection], None]
 
 
 @dataclass(slots=True)
@@ -72,6 +72,7 @@ class Batch:
     """Everything one transaction will write and, after commit, send and publish."""
 
     now: datetime
+    new_tasks: list[TaskRecord] = field(default_factory=list)
     works: dict[uuid.UUID, TaskWork] = field(default_factory=dict)
     events: list[NewEvent] = field(default_factory=list)  # in the order they were decided
     sql: list[SqlStep] = field(default_factory=list)

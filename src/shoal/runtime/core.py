@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import uuid
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from sqlalchemy import Connection as SyncConnection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.artifacts.store import ArtifactStore
@@ -48,9 +50,9 @@ from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database
-from shoal.store.events import append_events
+from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
-from shoal.store.state import BatchWriter, insert_task, load_task_states, renew_leases
+from shoal.store.state import BatchWriter, insert_task_sync, load_task_states, renew_leases
 
 log = structlog.get_logger(__name__)
 
@@ -193,25 +195,15 @@ class Runtime:
         ctx = Context(now=b.now, retry=self._retry, rand=self._rand(),
                       max_subtasks=self.settings.max_subtasks)
         try:
-            async with self.db.begin() as conn:
+            async with self.db.connection() as reader:  # only for what memory does not hold
                 for job in batch:
-                    await self._handle(conn, b, job, ctx)
-                self._schedule(b, ctx)
-                states = await self._write(conn, b)
-                stored = await append_events(conn, b.events, b.now)
+                    await self._handle(reader, b, job, ctx)
+            self._schedule(b, ctx)
+            states, stored = await self.db.run_write(lambda conn: _write(conn, b))
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone)
             return
         await self._after_commit(batch, b, states, stored)
-
-    async def _write(self, conn: AsyncConnection, b: Batch) -> dict[uuid.UUID, TaskState]:
-        writer = BatchWriter()
-        states = {tid: writer.stage(work.old, work.merged)
-                  for tid, work in b.works.items() if work.dirty}
-        await writer.flush(conn)
-        for step in b.sql:
-            await step(conn)
-        return states
 
     async def _rollback(
         self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool
@@ -272,7 +264,7 @@ class Runtime:
 
     async def _on_submit(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
         task, plan, options = job.payload
-        await insert_task(conn, task)
+        b.new_tasks.append(task)
         work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
         b.events.append(NewEvent(
             EventType.TASK_CREATED, {"task_id": str(task.id), "description": task.description,
@@ -291,7 +283,10 @@ class Runtime:
 
     async def _on_register(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
         msg, token_id, send, close = job.payload
-        worker_id = await worker_rows.upsert_worker(conn, msg, token_id=token_id, now=b.now)
+        known = await worker_rows.find_worker_id(conn, msg.machine_id)
+        worker_id = known or uuid.uuid4()
+        b.sql.append(functools.partial(worker_rows.save_worker, worker_id=worker_id, msg=msg,
+                                       exists=known is not None, token_id=token_id, now=b.now))
         wc = Connection(worker_id=worker_id, machine_id=msg.machine_id, name=msg.machine_name,
                         tools={t.name: t.local for t in msg.tools}, slots=msg.slots,
                         send=send, close=close)
@@ -330,7 +325,8 @@ class Runtime:
     ) -> None:
         wc: Connection = job.payload
         if self.fleet.remove(wc):
-            await worker_rows.set_worker_status(conn, wc.worker_id, "offline")
+            b.sql.append(functools.partial(worker_rows.set_worker_status,
+                                           worker_id=wc.worker_id, status="offline"))
             b.events.append(_worker_event(wc, "offline"))
 
     async def _on_heartbeat(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
@@ -342,10 +338,10 @@ class Runtime:
         for aid in mine:
             self._leases[aid] = lease
         status = "busy" if len(wc.running) >= wc.slots else "online"
-        await renew_leases(conn, mine, lease)
-        await worker_rows.record_heartbeat(conn, wc.worker_id, cpu=hb.cpu_percent,
-                                           memory=hb.memory_percent, disk=hb.disk_percent,
-                                           status=status, now=b.now)
+        b.sql.append(functools.partial(renew_leases, attempt_ids=mine, expires_at=lease))
+        b.sql.append(functools.partial(
+            worker_rows.record_heartbeat, worker_id=wc.worker_id, cpu=hb.cpu_percent,
+            memory=hb.memory_percent, disk=hb.disk_percent, status=status, now=b.now))
         b.events.append(_worker_event(wc, status))
 
     async def _on_accepted(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
@@ -389,9 +385,9 @@ class Runtime:
             job.result = lambda: (False, reason)
             return
         if msg.status == "succeeded" and manifest:
-            b.sql.append(lambda c: file_rows.insert_manifest(
-                c, task_id=tid, subtask_id=att.subtask_id, attempt_id=att.id,
-                entries=manifest, now=b.now))
+            b.sql.append(functools.partial(
+                file_rows.insert_manifest, task_id=tid, subtask_id=att.subtask_id,
+                attempt_id=att.id, entries=manifest, now=b.now))
         job.result = lambda: (True, None)
 
     async def _on_tick(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
@@ -551,6 +547,19 @@ class Runtime:
         """Small numbers for health and metrics."""
         return {"active_tasks": len(self._states), "queued": len(self._queued),
                 "live_attempts": len(self._attempt_task), "workers": len(self.fleet)}
+
+
+def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
+    """Everything a batch changed, in one transaction (runs on the store's writer)."""
+    for task in b.new_tasks:
+        insert_task_sync(conn, task)
+    writer = BatchWriter()
+    states = {tid: writer.stage(work.old, work.merged)
+              for tid, work in b.works.items() if work.dirty}
+    writer.flush(conn)
+    for step in b.sql:
+        step(conn)
+    return states, append_events_sync(conn, b.events, b.now)
 
 
 async def _send(wc: Connection, text: str) -> None:

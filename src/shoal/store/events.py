@@ -21,32 +21,32 @@ events = table_of(EventRow)
 _EVENT_LOCK_KEY = 0x5_E0A1
 
 
-async def append_events(
-    conn: AsyncConnection, new: Sequence[NewEvent], now: datetime
-) -> list[Event]:
+def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: datetime) -> list[Event]:
     """Insert `new` in order and return them with their sequence numbers."""
     if not new:
         return []
-    if conn.dialect.name == "postgresql":
-        await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
     rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
              "data": e.data, "created_at": now} for e in new]
     if conn.dialect.name == "sqlite":
-        seqs = await _append_sqlite(conn, rows)
+        # One executemany; SQLite holds the write lock, so the new rowids are the last n.
+        conn.execute(sa.insert(events), rows)
+        last = int(conn.execute(sa.select(sa.func.max(events.c.seq))).scalar() or 0)
+        seqs = list(range(last - len(rows) + 1, last + 1))
     else:
-        result = await conn.execute(
-            sa.insert(events).returning(events.c.seq, sort_by_parameter_order=True), rows
-        )
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
+        result = conn.execute(
+            sa.insert(events).returning(events.c.seq, sort_by_parameter_order=True), rows)
         seqs = [r.seq for r in result.all()]
     return [Event(seq=s, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
                   user_id=e.user_id) for s, e in zip(seqs, new, strict=True)]
 
 
-async def _append_sqlite(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[int]:
-    """One executemany; SQLite holds the write lock, so the new rowids are the last n."""
-    await conn.execute(sa.insert(events), rows)
-    last = int((await conn.execute(sa.select(sa.func.max(events.c.seq)))).scalar() or 0)
-    return list(range(last - len(rows) + 1, last + 1))
+async def append_events(
+    conn: AsyncConnection, new: Sequence[NewEvent], now: datetime
+) -> list[Event]:
+    """`append_events_sync` on an async connection."""
+    result: list[Event] = await conn.run_sync(append_events_sync, new, now)
+    return result
 
 
 async def events_since(

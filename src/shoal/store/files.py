@@ -15,13 +15,13 @@ from shoal.store.models import Artifact, Subtask, table_of
 artifacts = table_of(Artifact)
 
 
-async def insert_manifest(
-    conn: AsyncConnection, *, task_id: uuid.UUID, subtask_id: uuid.UUID,
+def insert_manifest(
+    conn: sa.Connection, *, task_id: uuid.UUID, subtask_id: uuid.UUID,
     attempt_id: uuid.UUID, entries: Sequence[Mapping[str, Any]], now: datetime,
 ) -> None:
     """Record the files of an accepted attempt."""
     if entries:
-        await conn.execute(sa.insert(artifacts), [
+        conn.execute(sa.insert(artifacts), [
             {"id": uuid.uuid4(), "task_id": task_id, "subtask_id": subtask_id,
              "attempt_id": attempt_id, "path": e["path"], "size": e["size"],
              "sha256": e["sha256"], "created_at": now} for e in entries

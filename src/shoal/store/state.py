@@ -34,9 +34,14 @@ from shoal.store.convert import (
 _LIVE = [s.value for s in LIVE_ATTEMPT]
 
 
-async def insert_task(conn: AsyncConnection, task: TaskRecord) -> None:
+def insert_task_sync(conn: sa.Connection, task: TaskRecord) -> None:
     """Store a new task."""
-    await conn.execute(sa.insert(tasks).values(task_values(task)))
+    conn.execute(sa.insert(tasks).values(task_values(task)))
+
+
+async def insert_task(conn: AsyncConnection, task: TaskRecord) -> None:
+    """Store a new task (async connection)."""
+    await conn.run_sync(insert_task_sync, task)
 
 
 async def load_task_states(
@@ -106,19 +111,18 @@ class BatchWriter:
                 live[aid] = replace(att, version=att.version + 1)
         return TaskState(task=task, subtasks=subs, attempts=live)
 
-    async def flush(self, conn: AsyncConnection) -> None:
+    def flush(self, conn: sa.Connection) -> None:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
         for name in ("subtasks", "attempts"):
             if self._inserts[name]:
-                await conn.execute(sa.insert(_TABLES[name]), self._inserts[name])
+                conn.execute(sa.insert(_TABLES[name]), self._inserts[name])
         for name in ("tasks", "subtasks", "attempts"):
             rows = self._updates[name]
             if not rows:
                 continue
             if conn.dialect.name != "sqlite":  # asyncpg's executemany reports no row count
-                await _check_versions(conn, _TABLES[name], rows)
-            result = await conn.execute(_update_statement(name),
-                                        [_params(v, ver) for v, ver in rows])
+                _check_versions(conn, _TABLES[name], rows)
+            result = conn.execute(_update_statement(name), [_params(v, ver) for v, ver in rows])
             if conn.dialect.name == "sqlite" and result.rowcount != len(rows):
                 raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
                                code="stale_write")
@@ -129,16 +133,14 @@ async def write_decision(conn: AsyncConnection, old: TaskState, d: Decision) -> 
     """Persist what `d` changed relative to `old` now; return the state with bumped versions."""
     writer = BatchWriter()
     state = writer.stage(old, d)
-    await writer.flush(conn)
+    await conn.run_sync(writer.flush)
     return state
 
 
-async def renew_leases(
-    conn: AsyncConnection, attempt_ids: Sequence[uuid.UUID], expires_at: Any
-) -> None:
+def renew_leases(conn: sa.Connection, attempt_ids: Sequence[uuid.UUID], expires_at: Any) -> None:
     """Push out the lease of live attempts (heartbeat)."""
     if attempt_ids:
-        await conn.execute(
+        conn.execute(
             sa.update(attempts)
             .where(attempts.c.id.in_(list(attempt_ids)), attempts.c.status.in_(_LIVE))
             .values(lease_expires_at=expires_at)
@@ -166,8 +168,8 @@ def _params(values: dict[str, Any], version: int) -> dict[str, Any]:
     return params
 
 
-async def _check_versions(
-    conn: AsyncConnection, table: sa.Table, rows: list[tuple[dict[str, Any], int]]
+def _check_versions(
+    conn: sa.Connection, table: sa.Table, rows: list[tuple[dict[str, Any], int]]
 ) -> None:
     expected = {v["id"]: version for v, version in rows}
     if len(expected) != len(rows):
@@ -175,7 +177,7 @@ async def _check_versions(
     q = sa.select(table.c.id, table.c.version).where(table.c.id.in_(list(expected)))
     if conn.dialect.name == "postgresql":
         q = q.with_for_update()
-    found = {r.id: r.version for r in (await conn.execute(q)).all()}
+    found = {r.id: r.version for r in conn.execute(q).all()}
     stale = [str(i) for i, v in expected.items() if found.get(i) != v]
     if stale:
         raise Conflict(

@@ -15,39 +15,41 @@ from shoal.store.models import Attempt, Subtask, Worker, table_of
 workers = table_of(Worker)
 
 
-async def upsert_worker(
-    conn: AsyncConnection, msg: WorkerRegister, *, token_id: uuid.UUID | None, now: datetime
-) -> uuid.UUID:
-    """Register a worker (or re-register the same machine) and return its id."""
+async def find_worker_id(conn: AsyncConnection, machine_id: str) -> uuid.UUID | None:
+    """The id of the worker registered from `machine_id`, if any."""
+    found = (await conn.execute(
+        sa.select(workers.c.id).where(workers.c.machine_id == machine_id))).scalar()
+    return uuid.UUID(str(found)) if found is not None else None
+
+
+def save_worker(
+    conn: sa.Connection, worker_id: uuid.UUID, msg: WorkerRegister, *, exists: bool,
+    token_id: uuid.UUID | None, now: datetime,
+) -> None:
+    """Register a worker, or re-register the same machine under its existing id."""
     values: dict[str, Any] = {
         "machine_name": msg.machine_name, "status": "online", "system_info": msg.system_info,
         "tools": [t.model_dump() for t in msg.tools], "slots": msg.slots, "token_id": token_id,
         "version_string": msg.version, "last_heartbeat": now,
     }
-    existing = (await conn.execute(
-        sa.select(workers.c.id).where(workers.c.machine_id == msg.machine_id)
-    )).scalar()
-    if existing is not None:
-        await conn.execute(sa.update(workers).where(workers.c.id == existing).values(values))
-        return uuid.UUID(str(existing))
-    worker_id = uuid.uuid4()
-    await conn.execute(sa.insert(workers).values(
-        id=worker_id, machine_id=msg.machine_id, registered_at=now, **values
-    ))
-    return worker_id
+    if exists:
+        conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(values))
+    else:
+        conn.execute(sa.insert(workers).values(
+            id=worker_id, machine_id=msg.machine_id, registered_at=now, **values))
 
 
-async def set_worker_status(conn: AsyncConnection, worker_id: uuid.UUID, status: str) -> None:
+def set_worker_status(conn: sa.Connection, worker_id: uuid.UUID, status: str) -> None:
     """Mark one worker online, busy or offline."""
-    await conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(status=status))
+    conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(status=status))
 
 
-async def record_heartbeat(
-    conn: AsyncConnection, worker_id: uuid.UUID, *, cpu: float, memory: float, disk: float,
+def record_heartbeat(
+    conn: sa.Connection, worker_id: uuid.UUID, *, cpu: float, memory: float, disk: float,
     status: str, now: datetime,
 ) -> None:
     """Store a worker's latest load."""
-    await conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(
+    conn.execute(sa.update(workers).where(workers.c.id == worker_id).values(
         cpu_percent=cpu, memory_percent=memory, disk_percent=disk, last_heartbeat=now,
         status=status,
     ))
