@@ -38,9 +38,14 @@ class Progress:
             self.progress = data.get("progress", self.progress)
             for sub in data.get("plan", []):
                 self.rows.setdefault(sub["subtask_id"], {}).update(sub)
+            if data.get("plan"):
+                for row in self.rows.values():
+                    if row.get("role") == "planner":
+                        row["log"] = (f"planned {len(data['plan'])} subtasks "
+                                      f"({data.get('plan_source', 'planner')})")
         elif kind == "subtask_update":
             self.rows.setdefault(data["subtask_id"], {}).update(data)
-        elif kind == "agent_log" and data.get("subtask_id"):
+        elif kind == "agent_log" and data.get("subtask_id") and not self._is_planner(data):
             lines = [ln for ln in data["message"].splitlines() if ln.strip()] or [""]
             self.rows.setdefault(data["subtask_id"], {})["log"] = lines[-1].strip()[:120]
         elif kind == "notice":
@@ -48,6 +53,9 @@ class Progress:
         elif kind in ENDINGS:
             self.ending = ENDINGS[kind]
             self.error = data.get("error") or data.get("reason")
+
+    def _is_planner(self, data: dict[str, Any]) -> bool:
+        return bool(self.rows.get(data["subtask_id"], {}).get("role") == "planner")
 
     def render(self) -> Group:
         """The current picture."""
