@@ -231,7 +231,8 @@ def _expand(
     )
 
 
-def _planner_done(step: _Step, planner: SubtaskRecord, text: str | None, why: str) -> None:
+def _planner_done(step: _Step, text: str | None, why: str) -> None:
+    """Expand the graph from the planner's output, or from a fallback when it gave none."""
     plan = planning.decompose(text, step.task.description, dict(step.task.meta),
                               max_subtasks=min(step.ctx.max_subtasks, 50))
     if text is None:
@@ -293,7 +294,7 @@ def _finished(step: _Step, inp: Finished) -> None:
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                                error=error, completed_at=step.ctx.now)
         _emit_subtask(step, sub)
-        _planner_done(step, sub, None, f"The planner did not produce a plan ({error}).")
+        _planner_done(step, None, f"The planner did not produce a plan ({error}).")
         return
     _retry_or_fail(step, sub, error, backoff=True)
 
@@ -328,7 +329,7 @@ def _complete_subtask(step: _Step, sub: SubtaskRecord, inp: Finished) -> None:
                            output=output, progress=100, completed_at=step.ctx.now, error=None)
     _emit_subtask(step, sub)
     if sub.kind == "expand":
-        _planner_done(step, sub, inp.output, "")
+        _planner_done(step, inp.output, "")
         return
     _queue_ready_dependents(step, sub)
     _update_progress(step)
