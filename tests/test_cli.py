@@ -72,6 +72,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "user": start(base / "user", *USER_CREATE),
         "upgrade": start(base / "upgrade", "db", "upgrade"),
         "serve": start(base / "serve", "serve", "--port", "0", SHOAL_MODE="production"),
+        "unreachable": start(base / "unreachable", "tasks", SHOAL_SERVER="http://127.0.0.1:9",
+                             SHOAL_TOKEN="not-a-token"),
+        "no_credentials": start(base / "no_credentials", "submit", "Build a thing"),
     }
     done = {"user": finish(started.pop("user"))}
     again = start(base / "user", *USER_CREATE)
@@ -120,4 +123,20 @@ def test_serve_refuses_production_without_secret(runs: dict[str, Run]) -> None:
     result = runs["serve"]
     assert result.returncode == 2
     assert "SHOAL_SECRET_KEY" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_unreachable_server_fails_clearly(runs: dict[str, Run]) -> None:
+    """A client command against a server that is not there exits 1 and says what to do."""
+    result = runs["unreachable"]
+    assert result.returncode == 1
+    assert "Cannot reach the control plane" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_submit_without_credentials_says_how_to_sign_in(runs: dict[str, Run]) -> None:
+    """`shoal submit` with no session exits 1 and names the ways to get one."""
+    result = runs["no_credentials"]
+    assert result.returncode == 1
+    assert "shoal up" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -49,10 +49,17 @@ def settings_from_env(**overrides: Any) -> Settings:
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
     """Run an async command; Shoal errors become one red line and exit code 1."""
+    import httpx
+
     try:
         return asyncio.run(coro_fn())  # type: ignore[arg-type]
     except ShoalError as exc:
         err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from exc
+    except httpx.TransportError as exc:
+        where = exc.request.url if exc.request else "the server"
+        err.print(f"[red]Cannot reach the control plane ({where}): {exc}. Is it running? "
+                  "Start one with `shoal up`, or pass --server.[/]")
         raise typer.Exit(1) from exc
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
