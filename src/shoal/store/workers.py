@@ -60,6 +60,13 @@ async def mark_all_offline(conn: AsyncConnection) -> None:
     await conn.execute(sa.update(workers).values(status="offline"))
 
 
+async def any_online(conn: AsyncConnection, *, since: datetime) -> bool:
+    """Whether any worker is online (or busy) and heartbeated after `since`."""
+    q = sa.select(workers.c.id).where(workers.c.status.in_(["online", "busy"]),
+                                      workers.c.last_heartbeat >= since).limit(1)
+    return (await conn.execute(q)).first() is not None
+
+
 async def list_workers(conn: AsyncConnection, *, status: str | None = None) -> list[sa.Row[Any]]:
     """Every known worker, newest registration first."""
     q = sa.select(workers).order_by(workers.c.registered_at.desc())

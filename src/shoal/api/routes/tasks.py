@@ -6,6 +6,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +35,7 @@ from shoal.ids import parse_id
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
 from shoal.store import queries
+from shoal.store import workers as worker_rows
 from shoal.store.models import utcnow
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
@@ -43,7 +45,7 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) -> TaskCreated:
     """Submit a task: stored and started at once; planning runs on a worker."""
     plan, options = _user_plan(body, services.settings.max_subtasks)
-    if not len(services.runtime.fleet):
+    if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
             "No workers are currently online. Start one with: shoal worker --server "
             f"{services.settings.base_url} --token <token>", code="no_workers_available",
@@ -59,6 +61,13 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     message = ("Task submitted successfully. Running your plan..." if plan else
                "Task submitted successfully. Decomposing into subtasks...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
+
+
+async def _worker_online_elsewhere(services: ServicesDep) -> bool:
+    """Whether a worker connected to another control-plane copy heartbeated within a lease."""
+    since = utcnow() - timedelta(seconds=services.settings.lease_seconds)
+    async with services.db.connection() as conn:
+        return await worker_rows.any_online(conn, since=since)
 
 
 def _user_plan(
