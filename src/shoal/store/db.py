@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 T = TypeVar("T")
@@ -129,8 +129,3 @@ def _upgrade(sync_conn: sa.Connection) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = sync_conn
     command.upgrade(cfg, "head")
-
-
-async def run_sync(conn: AsyncConnection, fn: Any) -> Any:
-    """Run a sync callable against an async connection (Alembic, inspection)."""
-    return await conn.run_sync(fn)
