@@ -148,6 +148,12 @@ async def sse_events(
     return seen
 
 
+async def attempt_statuses(client: httpx.AsyncClient, detail: dict[str, Any]) -> list[list[str]]:
+    """The status of every attempt of every subtask of a task detail, in order."""
+    return [[a["status"] for a in (await subtask_detail(client, s["subtask_id"]))
+             ["attempt_history"]] for s in detail["subtasks"]]
+
+
 def by_name(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A task detail's subtasks by name."""
     return {s["name"]: s for s in detail["subtasks"]}
