@@ -74,6 +74,22 @@ async def drop_postgres(url: str, admin_url: str) -> None:
     await db.dispose()
 
 
+CLI_DIR = Path(os.environ.get("SHOAL_TEST_CLI_DIR",
+                              Path(__file__).resolve().parent.parent / ".tools/node_modules/.bin"))
+
+
+def require_cli(name: str) -> str:
+    """The path of an AI CLI installed by `make clis`; skip (or, under CI, fail) without it."""
+    path = CLI_DIR / name
+    if path.is_file() and os.access(path, os.X_OK):
+        return str(path)
+    message = (f"The {name!r} CLI is not installed in {CLI_DIR}. Run `make clis` (npm installs "
+               "the pinned Claude Code, Gemini and Codex CLIs there) to run these tests.")
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A fresh, empty database of each kind."""
@@ -130,4 +146,10 @@ def pytest_report_header() -> list[str]:
         else:
             lines.append(f"{name}: NOT reachable at {url}: its tests are skipped"
                          f"{' (and fail under CI=true)' if IN_CI else ''}; start it or set {env}")
+    missing = [n for n in ("claude", "gemini", "codex") if not (CLI_DIR / n).is_file()]
+    if missing:
+        lines.append(f"AI CLIs: {', '.join(missing)} NOT in {CLI_DIR}: their tests are skipped"
+                     f"{' (and fail under CI=true)' if IN_CI else ''}; run `make clis`")
+    else:
+        lines.append(f"AI CLIs: claude, gemini, codex in {CLI_DIR} (tests run)")
     return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET = "shoal-dev-secret-change-me"
@@ -19,7 +19,8 @@ class Settings(BaseSettings):
     """Everything Shoal can be configured with. Defaults run the embedded mode."""
 
     model_config = SettingsConfigDict(
-        env_prefix="SHOAL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="SHOAL_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        populate_by_name=True,
     )
 
     mode: Literal["dev", "production"] = "production"
@@ -63,6 +64,38 @@ class Settings(BaseSettings):
     openai_compat_model: str = "shoal-demo"
     agent_max_turns: int = Field(24, ge=1)
     command_timeout: float = Field(120.0, gt=0)
+    tools: list[str] | None = None  # offer only these tools (default: every one found)
+    tool_path: str | None = None  # extra folders (os.pathsep-separated) to find AI CLIs in
+
+    # AI tools. Keys and base URLs are also read from the vendors' own variables.
+    anthropic_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"))
+    anthropic_model: str = "claude-sonnet-4-5"
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+    openai_model: str = "gpt-5"
+    gemini_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_GEMINI_API_KEY", "GEMINI_API_KEY",
+                                            "GOOGLE_API_KEY"))
+    gemini_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("SHOAL_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"))
+    gemini_model: str = "gemini-2.5-pro"
+    ollama_host: str = Field(
+        "http://127.0.0.1:11434", validation_alias=AliasChoices("SHOAL_OLLAMA_HOST",
+                                                                "OLLAMA_HOST"))
+    ollama_model: str = "llama3.1"
+    claude_binary: str = "claude"
+    claude_model: str | None = None  # default: the CLI's own
+    gemini_binary: str = "gemini"
+    codex_binary: str = "codex"
+    codex_model: str = "gpt-5-codex"
+    model_max_retries: int = Field(4, ge=0, le=10)  # per model API call, on 429/5xx/network
+    model_retry_base: float = Field(1.0, ge=0)  # seconds; doubles per retry, with jitter
+    model_retry_cap: float = Field(60.0, ge=0)
 
     @field_validator("retry_delays")
     @classmethod

@@ -22,6 +22,7 @@ from shoal.testing.demo_model import (
     running_demo_model,
     task_description,
 )
+from shoal.testing.fake.openai_chat import decode
 from shoal.worker.process import run_command
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
@@ -156,7 +157,8 @@ async def test_requests_are_recorded() -> None:
 
 def test_invalid_plan_marker_answers_prose() -> None:
     """[demo:invalid-plan] makes the planner answer text that is not JSON."""
-    reply = decide_reply(chat(PLANNER, "Task: a todo app [demo:invalid-plan]"))
+    reply = decide_reply(
+        decode({"messages": chat(PLANNER, "Task: a todo app [demo:invalid-plan]")}))
     assert reply.text.startswith("[demo model]")
     with pytest.raises(json.JSONDecodeError):
         json.loads(reply.text)
@@ -164,7 +166,7 @@ def test_invalid_plan_marker_answers_prose() -> None:
 
 def test_cyclic_plan_marker_answers_a_cycle() -> None:
     """[demo:cyclic-plan] makes the planner answer two steps that depend on each other."""
-    reply = decide_reply(chat(PLANNER, "Task: anything [demo:cyclic-plan]"))
+    reply = decide_reply(decode({"messages": chat(PLANNER, "Task: anything [demo:cyclic-plan]")}))
     assert [step["dependencies"] for step in json.loads(reply.text)] == [[1], [0]]
 
 
@@ -176,7 +178,7 @@ def test_worker_script_ends_with_a_labelled_summary() -> None:
          "function": {"name": "write_file", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "Wrote notes.md (10 bytes)."},
     ]
-    reply = decide_reply(messages)
+    reply = decide_reply(decode({"messages": messages}))
     assert reply.tool_calls == ()
     assert reply.text.startswith("[demo model] Wrote notes.md (")
 

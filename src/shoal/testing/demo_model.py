@@ -1,44 +1,43 @@
-"""The demo model: a scripted, deterministic model server that speaks OpenAI Chat Completions.
+"""The demo model: the script behind the fake model server, scripted and deterministic.
 
-It is what Shoal runs against when no real model is configured, and what the tests use. It
-serves `POST /v1/chat/completions` (JSON, or `text/event-stream` with tool-call deltas and a
-usage chunk) and `GET /v1/models`, records every request on `app.state.requests`, and decides
-each answer from the conversation alone:
+It is what Shoal runs against when no real model is configured, and what the tests use. The
+server (`shoal.testing.fake`) speaks OpenAI Chat Completions and Responses, Anthropic
+Messages, Gemini and Ollama; whichever protocol a request came in, this module decides the
+answer from the conversation alone:
 
-- a system prompt with "Role: planner" gets a JSON array plan for the text after "Task:"
-  (a todo app gets a four-step plan, anything else Design notes → Implementation → Tests);
+- "Role: planner" (in the system prompt or the prompt) gets a JSON array plan for the text
+  after "Task:" (a todo app gets a four-step plan, anything else Design notes →
+  Implementation → Tests);
 - any other role gets one `write_file` call with real content chosen from the instructions
   ("Write todo.py: …"), then — for a test file — a `run_command` that compiles it, then a
   short summary starting with "[demo model]".
 
-Markers in the last user message steer it: `[demo:fail]` (HTTP 500), `[demo:slow=<seconds>]`,
-`[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
-workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the file
-named by "Read <file>", else README.md).
+Markers in the last user message steer it:
+- `[demo:fail]` (HTTP 500, not to be retried), `[demo:slow=<seconds>]` (before answering),
+  `[demo:pace=<seconds>]` (between stream events);
+- `[demo:status=429,retry-after=1,times=2]` (an HTTP error; `retry-after` sets the header,
+  `times` limits it to the first requests of the conversation), `[demo:malformed]` (a body or
+  stream event that is not JSON), `[demo:stall]` (a stream that stops after its first event),
+  each with an optional `,times=N`;
+- `[demo:long=<characters>]` (a final answer that long);
+- `[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
+  workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the
+  file named by "Read <file>", else README.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
-import logging
 import re
 import shlex
-import socket
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
-from shoal.errors import Unavailable
 from shoal.testing.demo_files import (
     GENERIC_MODULE,
     GENERIC_TEST,
@@ -46,29 +45,20 @@ from shoal.testing.demo_files import (
     SIGNATURE,
     TODO_FILES,
 )
+from shoal.testing.fake.server import (
+    DEMO_MODEL,
+    LABEL,
+    create_fake_app,
+    recorded_requests,
+    running_fake_server,
+    serve_fake_server,
+)
+from shoal.testing.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall
 
-DEMO_MODEL = "shoal-demo"
-LABEL = "[demo model]"
-_PIECE = 48  # characters per streamed delta, so clients really reassemble
+__all__ = ["DEMO_MODEL", "LABEL", "create_demo_model_app", "decide_reply", "recorded_requests",
+           "running_demo_model", "serve_demo_model", "task_description"]
+
 _MAX_DELAY = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class DemoToolCall:
-    """A tool call the demo model makes."""
-
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class DemoReply:
-    """What the demo model answers to one request."""
-
-    text: str = ""
-    tool_calls: tuple[DemoToolCall, ...] = ()
-    error: str | None = None  # answered as HTTP 500
-    delay: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,43 +73,68 @@ class _Turn:
 
 # ---- the script (pure) ------------------------------------------------------------------
 
+_FAULT = re.compile(r"\[demo:(status=(?P<status>[0-9]{3})|malformed|stall)"
+                    r"(?P<options>(?:,[a-z-]+=[0-9.]+)*)\]")
 
-def decide_reply(messages: Sequence[Mapping[str, Any]]) -> DemoReply:
-    """Decide the demo model's answer to a conversation. Pure and deterministic."""
-    turn = _read_turn(messages)
+
+def decide_reply(conversation: Conversation) -> Reply:
+    """Decide the demo model's answer to a conversation. Pure and deterministic.
+
+    The reply's tool calls are the neutral ones (`write_file`, `read_file`, `list_files`,
+    `run_command`); the server fits them to the tools the client offered.
+    """
+    turn = _read_turn(conversation)
     text = turn.instructions
-    slow = re.search(r"\[demo:slow=([0-9]+(?:\.[0-9]+)?)\]", text)
-    delay = min(float(slow.group(1)), _MAX_DELAY) if slow else 0.0
+    delay = _number(text, "slow")
+    pace = _number(text, "pace")
     if "[demo:fail]" in text:
-        return DemoReply(error=f"{LABEL} Scripted failure: the instructions contain "
-                         "[demo:fail]. Remove that marker to get an answer.", delay=delay)
+        return Reply(fault=Fault("status", 500, f"{LABEL} Scripted failure: the instructions "
+                                 "contain [demo:fail]. Remove that marker to get an answer."),
+                     delay=delay)
     reply = _plan_reply(text) if turn.planner else _worker_reply(turn)
-    return DemoReply(reply.text, reply.tool_calls, delay=delay)
+    if not reply.tool_calls and (long := re.search(r"\[demo:long=([0-9]+)\]", text)):
+        size = min(int(long.group(1)), 5_000_000)
+        filler = " ".join(itertools.repeat("lorem", size // 6 + 1))
+        reply = Reply(text=(reply.text + "\n" + filler)[:max(size, 1)])
+    return Reply(reply.text, reply.tool_calls, fault=_fault(text), delay=delay, pace=pace)
 
 
-def _read_turn(messages: Sequence[Mapping[str, Any]]) -> _Turn:
-    users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    systems = [_text(m.get("content")) for m in messages
-               if m.get("role") in ("system", "developer")]
+def _number(text: str, name: str) -> float:
+    found = re.search(rf"\[demo:{name}=([0-9]+(?:\.[0-9]+)?)\]", text)
+    return min(float(found.group(1)), _MAX_DELAY) if found else 0.0
+
+
+def _fault(text: str) -> Fault | None:
+    found = _FAULT.search(text)
+    if found is None:
+        return None
+    options = dict(item.split("=", 1) for item in found.group("options").split(",") if item)
+    times = int(float(options["times"])) if "times" in options else None
+    retry_after = float(options["retry-after"]) if "retry-after" in options else None
+    if found.group("status"):
+        status = int(found.group("status"))
+        return Fault("status", status, f"{LABEL} Scripted HTTP {status} ({found.group(0)}).",
+                     retry_after=retry_after, times=times)
+    kind: FaultKind = "malformed" if found.group(1) == "malformed" else "stall"
+    return Fault(kind, message=f"{LABEL} Scripted {kind} answer.", times=times)
+
+
+def _read_turn(conversation: Conversation) -> _Turn:
+    users = conversation.texts("user")
+    systems = conversation.texts("system")
+    instructions = users[-1] if users else ""
     return _Turn(
-        instructions=users[-1] if users else "",
-        planner=any("Role: planner" in s for s in systems),
-        done_steps=sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls")),
-        tool_results=[_text(m.get("content")) for m in messages if m.get("role") == "tool"],
+        instructions=instructions,
+        planner=any("Role: planner" in s for s in [*systems, instructions]),
+        done_steps=sum(1 for m in conversation.messages
+                       if m.role == "assistant" and m.tool_calls),
+        tool_results=conversation.texts("tool"),
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": …}, …]
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def _plan_reply(instructions: str) -> DemoReply:
+def _plan_reply(instructions: str) -> Reply:
     if "[demo:invalid-plan]" in instructions:
-        return DemoReply(text=f"{LABEL} A plan, in prose on purpose ([demo:invalid-plan]): "
+        return Reply(text=f"{LABEL} A plan, in prose on purpose ([demo:invalid-plan]): "
                          "first design it, then build it, then test it.")
     task = task_description(instructions)
     if "[demo:cyclic-plan]" in instructions:
@@ -128,7 +143,7 @@ def _plan_reply(instructions: str) -> DemoReply:
         plan = _TODO_PLAN
     else:
         plan = _generic_plan(task)
-    return DemoReply(text=json.dumps(plan, indent=2))
+    return Reply(text=json.dumps(plan, indent=2))
 
 
 def task_description(prompt: str) -> str:
@@ -180,26 +195,26 @@ def _slug(text: str) -> str:
     return "_".join(words[:3]) or "project"
 
 
-def _worker_reply(turn: _Turn) -> DemoReply:
+def _worker_reply(turn: _Turn) -> Reply:
     steps = _worker_steps(turn.instructions)
     if turn.done_steps < len(steps):
-        return DemoReply(tool_calls=(steps[turn.done_steps],))
-    return DemoReply(text=_summary(steps, turn.tool_results))
+        return Reply(tool_calls=(steps[turn.done_steps],))
+    return Reply(text=_summary(steps, turn.tool_results))
 
 
-def _worker_steps(instructions: str) -> list[DemoToolCall]:
+def _worker_steps(instructions: str) -> list[ToolCall]:
     if "[demo:escape]" in instructions:
-        return [DemoToolCall("write_file", {"path": "../escape.txt", "content": "escaped\n"}),
-                DemoToolCall("read_file", {"path": "/etc/passwd"})]
+        return [ToolCall("write_file", {"path": "../escape.txt", "content": "escaped\n"}),
+                ToolCall("read_file", {"path": "/etc/passwd"})]
     if "[demo:explore]" in instructions:
         named = re.search(r"\bread\s+`?([\w./-]+\.[A-Za-z0-9]+)", instructions, re.IGNORECASE)
-        return [DemoToolCall("list_files", {"path": "."}),
-                DemoToolCall("read_file", {"path": named.group(1) if named else "README.md"})]
+        return [ToolCall("list_files", {"path": "."}),
+                ToolCall("read_file", {"path": named.group(1) if named else "README.md"})]
     path = _target_file(instructions)
-    steps = [DemoToolCall("write_file", {"path": path, "content": _content(path, instructions)})]
+    steps = [ToolCall("write_file", {"path": path, "content": _content(path, instructions)})]
     if path.endswith(".py") and path.rsplit("/", 1)[-1].startswith("test_"):
         code = f"compile(open({path!r}).read(), {path!r}, 'exec'); print({path!r}, 'compiles')"
-        steps.append(DemoToolCall("run_command", {"command": f"python3 -c {shlex.quote(code)}"}))
+        steps.append(ToolCall("run_command", {"command": f"python3 -c {shlex.quote(code)}"}))
     return steps
 
 
@@ -235,7 +250,7 @@ def _content(path: str, instructions: str) -> str:
     return f"# {stem.replace('_', ' ').title()}\n\n{instructions.strip()}\n\n_{SIGNATURE}_\n"
 
 
-def _summary(steps: list[DemoToolCall], results: list[str]) -> str:
+def _summary(steps: list[ToolCall], results: list[str]) -> str:
     if steps[0].name != "write_file" or steps[0].arguments["path"] == "../escape.txt":
         return f"{LABEL} The tools answered: " + " | ".join(
             r.strip().split("\n", 1)[0] for r in results)
@@ -251,216 +266,27 @@ def _summary(steps: list[DemoToolCall], results: list[str]) -> str:
     return text
 
 
-# ---- the HTTP server --------------------------------------------------------------------
+# ---- the HTTP server (compatibility names; the server lives in shoal.testing.fake) ---------
 
 
 def create_demo_model_app() -> Starlette:
-    """The demo model as an ASGI app; `app.state.requests` holds every request body."""
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
-        Route("/v1/models", _models, methods=["GET"]),
-    ])
-    app.state.requests = []
-    app.state.ids = itertools.count(1)
-    return app
-
-
-def recorded_requests(app: Starlette) -> list[dict[str, Any]]:
-    """The chat-completion request bodies `app` has received, oldest first."""
-    requests: list[dict[str, Any]] = app.state.requests
-    return requests
-
-
-async def _models(request: Request) -> Response:
-    return JSONResponse({"object": "list", "data": [
-        {"id": DEMO_MODEL, "object": "model", "created": 0, "owned_by": "shoal"}]})
-
-
-async def _chat_completions(request: Request) -> Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        return _error(400, "The request body is not JSON. Send a Chat Completions request.")
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        return _error(400, "`messages` must be a list of chat messages.")
-    recorded_requests(request.app).append(body)
-    reply = decide_reply([m for m in body["messages"] if isinstance(m, dict)])
-    if reply.delay and await _client_left_during(request, reply.delay):
-        return Response(status_code=499)  # nobody is listening any more
-    if reply.error is not None:
-        return _error(500, reply.error, kind="server_error", code="demo_failure")
-    number = next(request.app.state.ids)
-    usage = _usage(body["messages"], reply)
-    if body.get("stream"):
-        options = body.get("stream_options") or {}
-        chunks = _chunks(reply, number, usage if options.get("include_usage") else None)
-        return StreamingResponse(chunks, media_type="text/event-stream")
-    return JSONResponse(_completion(reply, number, usage))
-
-
-async def _client_left_during(request: Request, seconds: float) -> bool:
-    """Wait `seconds`, unless the client hangs up first (then say so).
-
-    The body has been read, so the next ASGI message can only be the disconnect.
-    """
-    try:
-        async with asyncio.timeout(seconds):
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-    except TimeoutError:
-        return False
-    return True
-
-
-def _error(status: int, message: str, *, kind: str = "invalid_request_error",
-           code: str | None = None) -> Response:
-    # `x-should-retry: false` stops the OpenAI SDKs from retrying a scripted failure.
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": code}},
-        status_code=status, headers={"x-should-retry": "false"})
-
-
-def _usage(messages: list[Any], reply: DemoReply) -> dict[str, int]:
-    prompt = max(1, len(json.dumps(messages)) // 4)
-    answer = reply.text + "".join(json.dumps(c.arguments) for c in reply.tool_calls)
-    completion = max(1, len(answer) // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
-
-
-def _wire_calls(reply: DemoReply, number: int) -> list[dict[str, Any]]:
-    return [{"id": f"call_demo_{number}_{i}", "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for i, c in enumerate(reply.tool_calls)]
-
-
-def _completion(reply: DemoReply, number: int, usage: dict[str, int]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reply.tool_calls:
-        message["tool_calls"] = _wire_calls(reply, number)
-    return {
-        "id": f"chatcmpl-demo-{number}", "object": "chat.completion", "created": int(time.time()),
-        "model": DEMO_MODEL, "system_fingerprint": "shoal-demo",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-        "usage": usage,
-    }
-
-
-async def _chunks(
-    reply: DemoReply, number: int, usage: dict[str, int] | None
-) -> AsyncIterator[str]:
-    base = {"id": f"chatcmpl-demo-{number}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": DEMO_MODEL}
-
-    def event(delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n"
-
-    yield event({"role": "assistant", "content": ""})
-    for piece in _pieces(reply.text):
-        yield event({"content": piece})
-    for index, call in enumerate(_wire_calls(reply, number)):
-        yield event({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                     "function": {"name": call["function"]["name"],
-                                                  "arguments": ""}}]})
-        for piece in _pieces(call["function"]["arguments"]):
-            yield event({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    yield event({}, "tool_calls" if reply.tool_calls else "stop")
-    if usage is not None:
-        yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
-    yield "data: [DONE]\n\n"
-
-
-def _pieces(text: str) -> Iterator[str]:
-    for start in range(0, len(text), _PIECE):
-        yield text[start:start + _PIECE]
-
-
-# ---- running it -------------------------------------------------------------------------
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, plus an event for "listening" and optional signal handling."""
-
-    def __init__(self, config: uvicorn.Config, *, handle_signals: bool) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-        self._handle_signals = handle_signals
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if not self._handle_signals:  # in-process use (tests): leave the host's handlers alone
-            yield
-            return
-        with super().capture_signals():
-            yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(
-            f"The demo model cannot listen on {host}:{port}: {exc.strerror or exc}. Pick "
-            "another port (or 0 for any free one), or stop what is using this one.",
-            details={"host": host, "port": port},
-        ) from exc
-    return sock
-
-
-@contextlib.asynccontextmanager
-async def _serving(
-    app: Starlette, sock: socket.socket, *, handle_signals: bool, log_level: str
-) -> AsyncIterator[tuple[str, asyncio.Task[None]]]:
-    host, port = sock.getsockname()[:2]
-    url_host = f"[{host}]" if ":" in host else host
-    config = uvicorn.Config(app, log_level=log_level, log_config=None, lifespan="off",
-                            ws="none", access_log=False, timeout_graceful_shutdown=5)
-    server = _Server(config, handle_signals=handle_signals)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    serving.add_done_callback(lambda _: server.ready.set())
-    try:
-        await server.ready.wait()
-        if serving.done():
-            serving.result()  # re-raises a startup error
-            raise Unavailable("The demo model stopped while starting. See the log above.")
-        yield f"http://{url_host}:{port}/v1", serving
-    finally:
-        server.should_exit = True
-        await serving
+    """The demo model as an ASGI app: the fake model server with every protocol."""
+    return create_fake_app()
 
 
 @contextlib.asynccontextmanager
 async def running_demo_model(
     app: Starlette | None = None, *, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[str]:
-    """Run the demo model in this process (port 0: any free port); yield its base URL.
+    """Run the demo model in this process (port 0: any free port); yield its OpenAI base URL.
 
     The URL ends in `/v1`, ready for `openai.AsyncOpenAI(base_url=…)`. Pass your own `app`
     (from `create_demo_model_app`) to read its recorded requests.
     """
-    with _bind(host, port) as sock:
-        async with _serving(app or create_demo_model_app(), sock, handle_signals=False,
-                            log_level="warning") as (base_url, _):
-            yield base_url
+    async with running_fake_server(app, host=host, port=port) as root:
+        yield f"{root}/v1"
 
 
 async def serve_demo_model(host: str, port: int) -> None:
     """Serve the demo model on `host:port` until cancelled or interrupted (Ctrl-C)."""
-    with _bind(host, port) as sock:
-        async with _serving(create_demo_model_app(), sock, handle_signals=True,
-                            log_level="info") as (base_url, serving):
-            logging.getLogger("shoal.demo_model").info(
-                "Demo model (scripted, not a real model) at %s — model name %r.",
-                base_url, DEMO_MODEL)
-            await asyncio.shield(serving)  # shielded: a cancellation shuts down gracefully
+    await serve_fake_server(host, port)

@@ -54,3 +54,19 @@ class Tool(Protocol):
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Run one attempt in `run.workspace` and report how it ended."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What discovery found out about one tool on this machine.
+
+    Each adapter module has `async def probe(settings) -> Probe` (fast, no model call) and
+    `def create(settings, probe) -> Tool`; `shoal worker --check` prints the probes.
+    """
+
+    name: str
+    available: bool
+    version: str | None = None
+    local: bool = False  # no data leaves the machine (Ollama on this host, a local server)
+    detail: str = ""  # where it was found, or why it was not
+    enable: str = ""  # when not available: how to enable it, one line

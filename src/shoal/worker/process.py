@@ -16,7 +16,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,16 +108,25 @@ async def run_command(
     max_output: int = 200_000,
     interrupt_grace: float = 2.0,
     terminate_grace: float = 2.0,
+    on_start: Callable[[asyncio.StreamWriter], None] | None = None,
+    interrupt: Callable[[], Awaitable[None]] | None = None,
 ) -> CommandResult:
     """Run a command in `cwd` for at most `timeout` seconds and return how it ended.
 
     `env`, when given, is the child's whole environment (as in `subprocess`). Output lines of
     both streams go to `on_line` as they arrive; each stream keeps its last `max_output`
     characters. Raises `ToolError` if the command cannot be started.
+
+    With `on_start`, the child's stdin is a pipe handed to `on_start` (for tools that take
+    requests on stdin); otherwise stdin is /dev/null. `interrupt`, when given, is the tool's
+    own protocol interrupt: the ladder awaits it first and gives the child `interrupt_grace`
+    seconds to stop before it sends any signal.
     """
     started = time.monotonic()
-    child = await _start(argv, cwd=cwd, env=env, shell=shell)
+    child = await _start(argv, cwd=cwd, env=env, shell=shell, stdin=on_start is not None)
     proc = child.process
+    if on_start is not None and proc.stdin is not None:
+        on_start(proc.stdin)
     out, err = _Capture(max_output, on_line), _Capture(max_output, on_line)
     timed_out = False
     async with asyncio.TaskGroup() as tg:
@@ -129,7 +138,7 @@ async def run_command(
             timed_out = True
         finally:
             await _stop_safely(child, interrupt_grace=interrupt_grace,
-                               terminate_grace=terminate_grace)
+                               terminate_grace=terminate_grace, interrupt=interrupt)
             await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
             for reader in readers:
                 reader.cancel()
@@ -165,12 +174,14 @@ class _Child:
 
 
 async def _start(
-    argv: Sequence[str] | str, *, cwd: Path, env: Mapping[str, str] | None, shell: bool
+    argv: Sequence[str] | str, *, cwd: Path, env: Mapping[str, str] | None, shell: bool,
+    stdin: bool = False,
 ) -> _Child:
     loop = asyncio.get_running_loop()
     protocol = _ExitAwareProtocol(loop)
     options: dict[str, Any] = {"cwd": cwd, "env": dict(env) if env is not None else None,
-                               "start_new_session": True, "stdin": subprocess.DEVNULL,
+                               "start_new_session": True,
+                               "stdin": subprocess.PIPE if stdin else subprocess.DEVNULL,
                                "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     try:
         if shell:
@@ -198,12 +209,19 @@ async def _start(
 
 
 async def _stop_safely(
-    child: _Child, *, interrupt_grace: float, terminate_grace: float
+    child: _Child, *, interrupt_grace: float, terminate_grace: float,
+    interrupt: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run the cancel ladder; if this cleanup is itself cancelled, kill everything at once."""
     proc = child.process
     tracked: dict[int, psutil.Process] = {}
     try:
+        if interrupt is not None and proc.returncode is None:
+            _track(proc.pid, tracked)
+            with contextlib.suppress(Exception):  # a broken pipe: go on to the signals
+                async with asyncio.timeout(interrupt_grace):
+                    await interrupt()
+            await _wait_gone(proc, tracked, interrupt_grace)
         await _stop_tree(child, tracked, interrupt_grace=interrupt_grace,
                          terminate_grace=terminate_grace)
     except asyncio.CancelledError:
