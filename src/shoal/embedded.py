@@ -39,7 +39,7 @@ async def run_embedded(
             model_label = f"DEMO model (scripted answers, not a real model) at {url}"
         srv = await stack.enter_async_context(running_server(settings, port=settings.port))
         token, link = await _bootstrap(srv.services.db, settings, srv.url)
-        worker = Worker(srv.url, token, settings, tools=discover_tools(settings), name="local",
+        worker = Worker(srv.url, token, settings, tools=await discover_tools(settings), name="local",
                         slots=slots)
         stop = asyncio.Event()
         _on_signals(stop.set)

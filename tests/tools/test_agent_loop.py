@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import json
 import socket
 import sys
@@ -184,3 +185,87 @@ async def test_list_and_read_files(app: Starlette, base_url: str, tmp_path: Path
     assert tool_results == ["docs/notes.txt (18 bytes)", "remember the milk\n"]
     assert "list_files ." in logs
     assert "read_file docs/notes.txt (18 bytes)" in logs
+
+
+async def test_rate_limit_is_retried_after_the_servers_wait(
+    app: Starlette, base_url: str, tmp_path: Path
+) -> None:
+    """Two 429s with Retry-After, then success: the loop waits as asked and finishes."""
+    logs: list[str] = []
+    started = time.monotonic()
+    outcome = await make_tool(base_url, max_retries=3).run(make_run(
+        tmp_path, "Write a.md: notes [demo:status=429,retry-after=0.3,times=2]", logs=logs))
+    assert outcome.status == "succeeded", outcome.error
+    assert time.monotonic() - started >= 0.6  # waited Retry-After twice
+    retries = [line for line in logs if line.startswith("model call failed")]
+    assert len(retries) == 2
+    assert "HTTP 429" in retries[0]
+    assert (tmp_path / "a.md").is_file()
+    # two refused requests + the write turn + the summary turn
+    assert len(recorded_requests(app)) == 4
+
+
+async def test_retries_run_out_with_a_clear_error(base_url: str, tmp_path: Path) -> None:
+    """A server that keeps answering 503 fails the run after the configured retries."""
+    logs: list[str] = []
+    outcome = await make_tool(base_url, max_retries=1).run(make_run(
+        tmp_path, "Write a.md [demo:status=503,retry-after=0]", logs=logs))
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert "HTTP 503" in outcome.error
+    assert sum(line.startswith("model call failed") for line in logs) == 1
+
+
+async def test_journal_replays_calls_of_an_earlier_attempt(
+    app: Starlette, base_url: str, tmp_path: Path
+) -> None:
+    """A second attempt of a subtask replays the model calls the first one paid for."""
+    journal = tmp_path / "journal"
+    subtask = uuid.uuid4()
+    instructions = "Write test_todo.py: tests for todo.py."
+
+    def attempt(workspace: Path, logs: list[str]) -> ToolRun:
+        workspace.mkdir()
+        return ToolRun(attempt_id=uuid.uuid4(), task_id=uuid.uuid4(), subtask_id=subtask,
+                       role="coder", name="tests", instructions=instructions,
+                       workspace=workspace, timeout=60, log=logs.append)
+
+    first_logs: list[str] = []
+    first = await make_tool(base_url, max_turns=1, journal_dir=journal).run(
+        attempt(tmp_path / "one", first_logs))
+    assert first.status == "failed"  # ran out of turns after paying for one call
+    assert len(recorded_requests(app)) == 1
+    second_logs: list[str] = []
+    second = await make_tool(base_url, journal_dir=journal).run(
+        attempt(tmp_path / "two", second_logs))
+    assert second.status == "succeeded", second.error
+    assert (tmp_path / "two" / "test_todo.py").is_file()  # the replayed call ran for real
+    assert len(recorded_requests(app)) == 3  # the first call was not sent again
+    assert any("1 model call(s) replayed" in line for line in second_logs)
+    assert second.usage.input_tokens < first.usage.input_tokens + second.usage.input_tokens
+    assert not list(journal.iterdir())  # a success discards the journal
+
+
+async def test_denied_command_is_reported(app: Starlette, base_url: str, tmp_path: Path) -> None:
+    """With commands denied, run_command is refused, told to the model and reported."""
+    logs: list[str] = []
+    run = make_run(tmp_path / "ws", "Write test_todo.py: tests for todo.py.", logs=logs)
+    run = dataclasses.replace(run, options={"permissions": {"commands": "deny"}})
+    outcome = await make_tool(base_url).run(run)
+    assert outcome.status == "succeeded", outcome.error
+    assert "Permission denials:" in outcome.output
+    assert "run_command" in outcome.output
+    tool_results = [m["content"] for m in recorded_requests(app)[-1]["messages"]
+                    if m["role"] == "tool"]
+    assert tool_results[-1].startswith("Error: permission denied")
+    assert any("denied" in line for line in logs)
+
+
+async def test_bad_permission_options_fail_clearly(base_url: str, tmp_path: Path) -> None:
+    """An unknown permission value fails the run with the field named."""
+    run = make_run(tmp_path, "Write a.md")
+    run = dataclasses.replace(run, options={"permissions": {"commands": "maybe"}})
+    outcome = await make_tool(base_url).run(run)
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert "permissions.commands" in outcome.error

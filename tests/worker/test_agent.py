@@ -281,7 +281,7 @@ async def test_echo_tool_files_reach_control_plane(plane: FakeControlPlane,
                                                    tmp_path: Path) -> None:
     """With the discovered tools, the real echo tool's file comes back in the result."""
     settings = Settings(mode="dev", data_dir=tmp_path)
-    worker = Worker(plane.url, plane.token, settings, tools=discover_tools(settings),
+    worker = Worker(plane.url, plane.token, settings, tools=await discover_tools(settings),
                     name="test-worker")
     async with running(worker):
         register = await plane.expect(WorkerRegister)

@@ -1,10 +1,19 @@
-"""Shoal's own agent loop over the OpenAI Chat Completions protocol.
+"""Shoal's own agent loop: any model API, four workspace tools, retries and a journal.
 
-`OpenAICompatTool` talks to any OpenAI-compatible server (OpenAI, vLLM, Ollama's `/v1`,
-llama.cpp, the bundled demo model) through the official `openai` SDK. It streams each answer,
-offers four workspace tools (`read_file`, `write_file`, `list_files`, `run_command`), runs the
-calls the model makes, and loops until the model answers without a tool call. Every path the
-model gives is checked with `resolve_inside`: a bad one comes back to the model as an error.
+`AgentLoopTool` converses with a model through a `ModelClient` (OpenAI Chat Completions —
+OpenAI itself and any OpenAI-compatible server —, Anthropic, Gemini, Ollama; see
+`shoal.tools.models`). It streams each answer, offers four workspace tools (`read_file`,
+`write_file`, `list_files`, `run_command`), runs the calls the model makes, and loops until
+the model answers without a tool call.
+
+- Every path the model gives is checked with `resolve_inside`, and every edit and command
+  with the task's `PermissionPolicy`: a refusal comes back to the model as an error and is
+  reported in the log and the outcome.
+- Model calls that fail with 429, 5xx, a time-out or a dropped connection are retried with
+  exponential backoff and full jitter, waiting at least what `Retry-After` asks.
+- Each model call is journalled on the worker's disk (request hash → answer, usage). A later
+  attempt of the same subtask that sends the same request gets the journalled answer instead
+  of paying for it again; its tools still run for real, so the workspace is rebuilt.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,18 +30,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import openai
-from openai.types.chat import (
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageParam,
-)
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
-from openai.types.completion_usage import CompletionUsage
 
 from shoal.artifacts.paths import resolve_inside
-from shoal.errors import ToolError, UnsafePath
+from shoal.errors import ShoalError, ToolError, UnsafePath
 from shoal.protocol import Usage
 from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.tools.journal import Journal
+from shoal.tools.models.base import ModelAnswer, ModelClient, ModelError, ToolDef, Turn
+from shoal.tools.permissions import Denial, PermissionPolicy
 from shoal.worker.process import run_command
 
 MAX_READ_BYTES = 200_000
@@ -57,15 +63,14 @@ summary of what you did. That answer is your result."""
 
 
 def _function(name: str, description: str, properties: dict[str, Any],
-              required: list[str]) -> ChatCompletionFunctionToolParam:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}}}
+              required: list[str]) -> ToolDef:
+    return ToolDef(name, description, {
+        "type": "object", "properties": properties, "required": required,
+        "additionalProperties": False})
 
 
 _PATH = {"type": "string", "description": "A path relative to the workspace."}
-TOOLS: list[ChatCompletionFunctionToolParam] = [
+TOOLS: list[ToolDef] = [
     _function("read_file", "Read a text file of the workspace.", {"path": _PATH}, ["path"]),
     _function("write_file", "Create or replace a file of the workspace with this content.",
               {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
@@ -76,32 +81,32 @@ TOOLS: list[ChatCompletionFunctionToolParam] = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How model calls are retried: `max_retries` more tries, backoff doubling from `base`
+    up to `cap` seconds with full jitter, never sooner than the server's `Retry-After`."""
+
+    max_retries: int = 4
+    base: float = 1.0
+    cap: float = 60.0
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        backoff = random.uniform(0, min(self.cap, self.base * 2 ** (retry - 1)))
+        return max(backoff, retry_after or 0.0)
+
+
 @dataclass
 class _Tokens:
     input: int = 0
     output: int = 0
+    replayed: int = 0
 
-    def add(self, usage: CompletionUsage) -> None:
-        self.input += usage.prompt_tokens or 0
-        self.output += usage.completion_tokens or 0
+    def add(self, usage: Usage) -> None:
+        self.input += usage.input_tokens
+        self.output += usage.output_tokens
 
     def usage(self) -> Usage:
         return Usage(input_tokens=self.input, output_tokens=self.output)
-
-
-@dataclass
-class _Call:
-    """One tool call, assembled from the pieces a stream delivers."""
-
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    text: str
-    calls: list[_Call]
 
 
 class _LineLog:
@@ -129,6 +134,14 @@ class _BadArguments(Exception):
     """The model called a tool with arguments it cannot use."""
 
 
+class _Refused(Exception):
+    """The permission policy refused a call."""
+
+    def __init__(self, denial: Denial) -> None:
+        super().__init__(denial.reason)
+        self.denial = denial
+
+
 def is_local_url(base_url: str) -> bool:
     """True when `base_url` names this machine or a private-network address."""
     host = urlsplit(base_url).hostname or ""
@@ -141,149 +154,176 @@ def is_local_url(base_url: str) -> bool:
     return address.is_loopback or address.is_private
 
 
-class OpenAICompatTool:
-    """An agent loop against any OpenAI-compatible Chat Completions server."""
+@dataclass
+class _Conversation:
+    run: ToolRun
+    client: ModelClient
+    journal: Journal
+    policy: PermissionPolicy
+    tokens: _Tokens = field(default_factory=_Tokens)
+    turns: list[Turn] = field(default_factory=list)
+    denials: list[Denial] = field(default_factory=list)
+
+
+class AgentLoopTool:
+    """Shoal's agent loop over one model API."""
 
     def __init__(
         self,
         *,
-        base_url: str,
-        api_key: str,
-        model: str,
-        name: str = "openai_compat",
-        local: bool | None = None,
+        name: str,
+        client: Callable[[], ModelClient],
+        local: bool,
+        version: str | None = None,
         max_turns: int = 24,
         command_timeout: float = 120.0,
-        version: str | None = None,
-        max_retries: int = 2,
-        request_timeout: float = 600.0,
+        retry: RetryPolicy | None = None,
+        journal_dir: Path | None = None,
     ) -> None:
-        self.base_url = base_url
-        self.api_key = api_key
-        self.model = model
         self.name = name
-        self.local = is_local_url(base_url) if local is None else local
+        self.local = local
+        self.version = version
         self.max_turns = max_turns
         self.command_timeout = command_timeout
-        self.version = version or f"openai-python {openai.__version__}"
-        self.max_retries = max_retries
-        self.request_timeout = request_timeout
-        self._handlers: dict[str, Callable[[ToolRun, dict[str, Any]], Awaitable[str]]] = {
+        self.retry = retry or RetryPolicy()
+        self.journal_dir = journal_dir
+        self._client = client
+        self._handlers: dict[str, Callable[[_Conversation, dict[str, Any]],
+                                           Awaitable[str]]] = {
             "read_file": self._read_file, "write_file": self._write_file,
             "list_files": self._list_files, "run_command": self._run_command,
         }
 
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Converse with the model until it answers without a tool call, or turns run out."""
-        tokens = _Tokens()
         try:
-            async with openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self.api_key or "none",  # local servers often need none; the SDK does
-                max_retries=self.max_retries,
-                timeout=self.request_timeout,
-            ) as client:
-                return await self._converse(client, run, tokens)
-        except openai.OpenAIError as exc:
-            error = self.describe_error(exc)
-            run.log(f"error: {error}")
-            return ToolOutcome(status="failed", usage=tokens.usage(), error=error)
+            policy = PermissionPolicy.from_options(run.options)
+        except ShoalError as exc:
+            return ToolOutcome(status="failed", error=exc.message)
+        client = self._client()
+        chat = _Conversation(run, client, Journal.open(self.journal_dir, run.subtask_id),
+                             policy)
+        try:
+            outcome = await self._converse(chat)
+        except ModelError as exc:
+            run.log(f"error: {exc.message}")
+            outcome = ToolOutcome(status="failed", usage=chat.tokens.usage(),
+                                  error=exc.message)
+        finally:
+            await client.aclose()
+        if chat.tokens.replayed:
+            run.log(f"journal: {chat.tokens.replayed} model call(s) replayed from an earlier "
+                    "attempt, not paid for again")
+        if outcome.status == "succeeded":
+            chat.journal.discard()
+        return _with_denials(outcome, chat.denials)
 
-    async def _converse(
-        self, client: openai.AsyncOpenAI, run: ToolRun, tokens: _Tokens
-    ) -> ToolOutcome:
+    async def _converse(self, chat: _Conversation) -> ToolOutcome:
+        run = chat.run
         system = SYSTEM_PROMPT.format(role=run.role, timeout=self.command_timeout)
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": run.instructions},
-        ]
-        reply = _Reply("", [])
+        chat.turns.append(Turn("user", run.instructions))
+        answer = ModelAnswer("")
         for turn in range(1, self.max_turns + 1):
-            reply = await self._complete(client, messages, run, tokens, turn=turn)
-            messages.append(_assistant_message(reply))
-            if not reply.calls:
-                return ToolOutcome(status="succeeded", output=reply.text, usage=tokens.usage())
-            for call in reply.calls:
-                result = await self._call_tool(run, call)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            answer = await self._ask(chat, system, turn)
+            chat.turns.append(Turn("assistant", answer.text, answer.calls))
+            if not answer.calls:
+                return ToolOutcome(status="succeeded", output=answer.text,
+                                   usage=chat.tokens.usage())
+            for call in answer.calls:
+                result = await self._call_tool(chat, call.name, call.arguments)
+                chat.turns.append(Turn("tool", result, call_id=call.id, name=call.name))
+        client = chat.client
         return ToolOutcome(
-            status="failed", output=reply.text, usage=tokens.usage(),
-            error=f"The agent ({self.model} at {self.base_url}) was still calling tools after "
-                  f"{self.max_turns} turns, so Shoal stopped it. Split the subtask into smaller "
-                  "ones, or raise the limit with SHOAL_AGENT_MAX_TURNS.",
+            status="failed", output=answer.text, usage=chat.tokens.usage(),
+            error=f"The agent ({client.model} at {client.endpoint}) was still calling tools "
+                  f"after {self.max_turns} turns, so Shoal stopped it. Split the subtask into "
+                  "smaller ones, or raise the limit with SHOAL_AGENT_MAX_TURNS.",
         )
 
-    async def _complete(
-        self,
-        client: openai.AsyncOpenAI,
-        messages: list[ChatCompletionMessageParam],
-        run: ToolRun,
-        tokens: _Tokens,
-        *,
-        turn: int,
-    ) -> _Reply:
-        """Stream one answer: log its text line by line and assemble its tool calls."""
-        stream = await client.chat.completions.create(
-            model=self.model, messages=messages, tools=TOOLS, stream=True,
-            stream_options={"include_usage": True},
-        )
-        text: list[str] = []
-        calls: dict[int, _Call] = {}
-        lines = _LineLog(run.log)
-        async with stream:
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    tokens.add(chunk.usage)
-                for choice in chunk.choices:
-                    if choice.delta.content:
-                        text.append(choice.delta.content)
-                        lines.feed(choice.delta.content)
-                    _absorb_tool_calls(calls, choice.delta.tool_calls or [])
-        lines.flush()
-        ordered = [calls[index] for index in sorted(calls)]
-        for index, call in enumerate(ordered):
-            call.id = call.id or f"call_{turn}_{index}"
-        return _Reply("".join(text), ordered)
+    async def _ask(self, chat: _Conversation, system: str, turn: int) -> ModelAnswer:
+        """One model call: from the journal if an earlier attempt made it, else for real."""
+        client = chat.client
+        key = chat.journal.key(client.provider, client.model, system, chat.turns, TOOLS)
+        if (known := chat.journal.get(key)) is not None:
+            chat.tokens.replayed += 1
+            if known.text:
+                chat.run.log(known.text)
+            return _numbered(known, turn)
+        answer = await self._complete(chat, system)
+        chat.tokens.add(answer.usage)
+        answer = _numbered(answer, turn)
+        chat.journal.put(key, answer)
+        return answer
 
-    async def _call_tool(self, run: ToolRun, call: _Call) -> str:
+    async def _complete(self, chat: _Conversation, system: str) -> ModelAnswer:
+        """Call the model, retrying what can be retried; stream its text to the log."""
+        retry = 0
+        while True:
+            lines = _LineLog(chat.run.log)
+            try:
+                answer = await chat.client.complete(system, chat.turns, TOOLS, lines.feed)
+            except ModelError as exc:
+                lines.flush()
+                retry += 1
+                if not exc.retryable or retry > self.retry.max_retries:
+                    raise
+                wait = self.retry.delay(retry, exc.retry_after)
+                chat.run.log(f"model call failed: {exc.message} Retrying in {wait:.1f} s "
+                             f"({retry}/{self.retry.max_retries}).")
+                await asyncio.sleep(wait)
+                continue
+            lines.flush()
+            return answer
+
+    async def _call_tool(self, chat: _Conversation, name: str, raw: str) -> str:
         """Run one tool call; whatever goes wrong is told to the model, not raised."""
-        handler = self._handlers.get(call.name)
+        run = chat.run
+        handler = self._handlers.get(name)
         if handler is None:
-            run.log(f"{call.name or '(unnamed)'}: no such tool")
-            return (f"Error: there is no tool named {call.name!r}. "
+            run.log(f"{name or '(unnamed)'}: no such tool")
+            return (f"Error: there is no tool named {name!r}. "
                     f"Use one of: {', '.join(self._handlers)}.")
         try:
-            arguments = _parse_arguments("".join(call.arguments))
-            return await handler(run, arguments)
+            return await handler(chat, _parse_arguments(raw))
         except _BadArguments as exc:
-            run.log(f"{call.name}: bad arguments ({exc})")
-            return f"Error: {call.name} was called with bad arguments: {exc}"
+            run.log(f"{name}: bad arguments ({exc})")
+            return f"Error: {name} was called with bad arguments: {exc}"
+        except _Refused as exc:
+            chat.denials.append(exc.denial)
+            run.log(f"{name} {exc.denial.target!r} denied: {exc.denial.reason}")
+            return f"Error: permission denied: {exc.denial.reason} Nothing was changed."
         except UnsafePath as exc:
             path = exc.details.get("path") if isinstance(exc.details, dict) else None
-            run.log(f"{call.name} {path!r} refused: {exc.message}")
+            run.log(f"{name} {path!r} refused: {exc.message}")
             return (f"Error: the path {path!r} was refused: {exc.message} Use a path relative "
                     "to the workspace, without '..'. Nothing was read or written.")
         except (ToolError, OSError) as exc:
             message = exc.message if isinstance(exc, ToolError) else _os_message(exc)
-            run.log(f"{call.name} failed: {message}")
-            return f"Error: {call.name} failed: {message}"
+            run.log(f"{name} failed: {message}")
+            return f"Error: {name} failed: {message}"
 
-    async def _read_file(self, run: ToolRun, args: dict[str, Any]) -> str:
+    async def _read_file(self, chat: _Conversation, args: dict[str, Any]) -> str:
+        run = chat.run
         path = _text_argument(args, "path")
         target = resolve_inside(run.workspace, path)
         size, text = await asyncio.to_thread(_read_text, target)
         run.log(f"read_file {path} ({size} bytes)")
         return text
 
-    async def _write_file(self, run: ToolRun, args: dict[str, Any]) -> str:
+    async def _write_file(self, chat: _Conversation, args: dict[str, Any]) -> str:
+        run = chat.run
         path = _text_argument(args, "path")
         data = _text_argument(args, "content", allow_empty=True).encode("utf-8")
         target = resolve_inside(run.workspace, path)
+        decision = chat.policy.edit(str(target), run.workspace)
+        if not decision.allowed:
+            raise _Refused(Denial("write_file", path, decision.reason, decision.needs_human))
         await asyncio.to_thread(_write_bytes, target, data)
         run.log(f"write_file {path} ({len(data)} bytes)")
         return f"Wrote {path} ({len(data)} bytes)."
 
-    async def _list_files(self, run: ToolRun, args: dict[str, Any]) -> str:
+    async def _list_files(self, chat: _Conversation, args: dict[str, Any]) -> str:
+        run = chat.run
         path = str(args.get("path") or ".").strip()
         root = run.workspace.resolve()
         folder = root if path in ("", ".", "./") else resolve_inside(run.workspace, path)
@@ -291,8 +331,13 @@ class OpenAICompatTool:
         run.log(f"list_files {path}")
         return listing
 
-    async def _run_command(self, run: ToolRun, args: dict[str, Any]) -> str:
+    async def _run_command(self, chat: _Conversation, args: dict[str, Any]) -> str:
+        run = chat.run
         command = _text_argument(args, "command")
+        decision = chat.policy.command(command)
+        if not decision.allowed:
+            raise _Refused(Denial("run_command", command, decision.reason,
+                                  decision.needs_human))
         run.log(f"run_command {command}")
         result = await run_command(
             command, cwd=run.workspace, timeout=self.command_timeout, shell=True,
@@ -307,60 +352,59 @@ class OpenAICompatTool:
         run.log(f"  → {head}")
         return f"{head}\n--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
 
-    def describe_error(self, exc: openai.OpenAIError) -> str:
-        """Say what went wrong talking to the model server, and what to do about it."""
-        server = f"The model server at {self.base_url}"
-        if isinstance(exc, openai.APITimeoutError):
-            return (f"{server} did not answer within {self.request_timeout:g} s. Check that it "
-                    f"is not overloaded, or use a faster model than {self.model!r}.")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-            return (f"{server} cannot be reached{cause}. Start that server (the bundled demo: "
-                    "`shoal demo-model`) or point SHOAL_OPENAI_COMPAT_BASE_URL at one that runs.")
-        if not isinstance(exc, openai.APIStatusError):
-            return (f"{server} sent an answer Shoal could not use: {exc}. Check that it speaks "
-                    "the OpenAI Chat Completions protocol with streaming.")
-        said = f"HTTP {exc.status_code}: {_server_message(exc)}"
-        if exc.status_code in (401, 403):
-            return (f"{server} refused the API key ({said}). Set SHOAL_OPENAI_COMPAT_API_KEY "
-                    "to a key it accepts.")
-        if exc.status_code == 404:
-            return (f"{server} does not know model {self.model!r} or the path ({said}). Check "
-                    "SHOAL_OPENAI_COMPAT_MODEL, and that the base URL ends in /v1.")
-        if exc.status_code == 429:
-            return (f"{server} is rate limiting ({said}). Wait and retry, or run fewer "
-                    "attempts at once.")
-        if exc.status_code >= 500:
-            return (f"{server} failed ({said}). This is a server-side error: check that "
-                    "server's logs, then retry.")
-        return (f"{server} rejected the request ({said}). Check that model {self.model!r} "
-                "supports streaming and tool (function) calls.")
+
+class OpenAICompatTool(AgentLoopTool):
+    """The agent loop against an OpenAI-compatible Chat Completions server."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        name: str = "openai_compat",
+        local: bool | None = None,
+        max_turns: int = 24,
+        command_timeout: float = 120.0,
+        version: str | None = None,
+        max_retries: int = 2,
+        request_timeout: float = 600.0,
+        journal_dir: Path | None = None,
+        key_hint: str = "SHOAL_OPENAI_COMPAT_API_KEY",
+    ) -> None:
+        from shoal.tools.models.openai_chat import OpenAIChatClient
+
+        self.base_url = base_url
+        self.model = model
+
+        def client() -> ModelClient:
+            return OpenAIChatClient(base_url=base_url, api_key=api_key, model=model,
+                                    provider=name, key_hint=key_hint,
+                                    request_timeout=request_timeout)
+
+        super().__init__(
+            name=name, client=client,
+            local=is_local_url(base_url) if local is None else local,
+            version=version or f"openai-python {openai.__version__}",
+            max_turns=max_turns, command_timeout=command_timeout,
+            retry=RetryPolicy(max_retries=max_retries), journal_dir=journal_dir)
 
 
-def _absorb_tool_calls(calls: dict[int, _Call], deltas: list[ChoiceDeltaToolCall]) -> None:
-    """Merge streamed tool-call pieces: the id and name come once, arguments in parts."""
-    for delta in deltas:
-        call = calls.setdefault(delta.index, _Call())
-        if delta.id and not call.id:
-            call.id = delta.id
-        if delta.function is None:
-            continue
-        if delta.function.name and not call.name:
-            call.name = delta.function.name
-        if delta.function.arguments:
-            call.arguments.append(delta.function.arguments)
+def _numbered(answer: ModelAnswer, turn: int) -> ModelAnswer:
+    """Give calls without an id one (`call_<turn>_<index>`), so results can refer to them."""
+    if all(c.id for c in answer.calls):
+        return answer
+    calls = tuple(c if c.id else type(c)(f"call_{turn}_{i}", c.name, c.arguments)
+                  for i, c in enumerate(answer.calls))
+    return ModelAnswer(answer.text, calls, answer.usage)
 
 
-def _assistant_message(reply: _Reply) -> ChatCompletionAssistantMessageParam:
-    message: ChatCompletionAssistantMessageParam = {
-        "role": "assistant", "content": reply.text or None}
-    if reply.calls:
-        message["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": call.name, "arguments": "".join(call.arguments) or "{}"}}
-            for call in reply.calls
-        ]
-    return message
+def _with_denials(outcome: ToolOutcome, denials: list[Denial]) -> ToolOutcome:
+    if not denials:
+        return outcome
+    listed = "\n".join(f"- {d.tool} {d.target}: {d.reason}" for d in denials)
+    return ToolOutcome(status=outcome.status, usage=outcome.usage, error=outcome.error,
+                       output=f"{outcome.output}\n\nPermission denials:\n{listed}".strip())
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -423,13 +467,6 @@ def _command_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items()
             if not key.startswith("SHOAL_")
             and not any(marker in key.upper() for marker in _SECRET_MARKERS)}
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return exc.message
 
 
 def _os_message(exc: OSError) -> str:

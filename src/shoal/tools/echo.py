@@ -13,7 +13,8 @@ from typing import Any
 
 from shoal.artifacts.paths import resolve_inside
 from shoal.errors import UnsafePath
-from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.config import Settings
+from shoal.tools.base import Probe, ToolOutcome, ToolRun
 
 
 class EchoTool:
@@ -57,3 +58,13 @@ def _write_files(workspace: Path, files: Mapping[Any, Any]) -> list[tuple[str, i
         target.write_bytes(data)
         written.append((path, len(data)))
     return written
+
+
+async def probe(settings: Settings) -> Probe:
+    """The echo tool is always there."""
+    return Probe("echo", True, version=EchoTool.version, local=True,
+                 detail="built in (tests and benchmarks)")
+
+
+def create(settings: Settings, probe: Probe) -> EchoTool:
+    return EchoTool()

@@ -48,7 +48,7 @@ from shoal.protocol import (
     parse_server_message,
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
-from shoal.tools.registry import discover_tools, tool_infos
+from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.worker.connection import Backoff, websocket_url
 from shoal.worker.logstream import LogStream
 from shoal.worker.outbox import Outbox
@@ -575,8 +575,16 @@ async def run_worker(
     slots: int | None = None,
 ) -> None:
     """Discover this machine's tools and run a worker until SIGINT/SIGTERM."""
-    worker = Worker(server_url, token, settings, tools=discover_tools(settings), name=name,
-                    slots=slots)
+    probes = await probe_tools(settings)
+    for probe in probes:
+        if probe.available:
+            log.info("worker.tool_found", tool=probe.name, version=probe.version,
+                     detail=probe.detail)
+        else:
+            log.info("worker.tool_missing", tool=probe.name, reason=probe.detail,
+                     enable=probe.enable)
+    worker = Worker(server_url, token, settings, tools=create_tools(settings, probes),
+                    name=name, slots=slots)
     loop = asyncio.get_running_loop()
     loop.set_default_executor(io_executor(worker.slots))
     signals = (signal.SIGINT, signal.SIGTERM)

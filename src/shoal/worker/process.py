@@ -45,9 +45,11 @@ class CommandResult:
 class _Capture:
     """Keeps the last `limit` characters of one stream and hands complete lines on."""
 
-    def __init__(self, limit: int, on_line: Callable[[str], None] | None) -> None:
+    def __init__(self, limit: int, on_line: Callable[[str], None] | None,
+                 max_line: int = _MAX_LINE) -> None:
         self._limit = limit
         self._on_line = on_line
+        self._max_line = max_line
         self._chunks: list[str] = []
         self._size = 0
         self._cut = 0
@@ -65,9 +67,9 @@ class _Capture:
         if final and self._partial:
             lines.append(self._partial)
             self._partial = ""
-        while len(self._partial) > _MAX_LINE:
-            lines.append(self._partial[:_MAX_LINE])
-            self._partial = self._partial[_MAX_LINE:]
+        while len(self._partial) > self._max_line:
+            lines.append(self._partial[:self._max_line])
+            self._partial = self._partial[self._max_line:]
         for line in lines:
             self._on_line(line.removesuffix("\r"))
 
@@ -110,6 +112,7 @@ async def run_command(
     terminate_grace: float = 2.0,
     on_start: Callable[[asyncio.StreamWriter], None] | None = None,
     interrupt: Callable[[], Awaitable[None]] | None = None,
+    max_line: int = _MAX_LINE,
 ) -> CommandResult:
     """Run a command in `cwd` for at most `timeout` seconds and return how it ended.
 
@@ -120,14 +123,15 @@ async def run_command(
     With `on_start`, the child's stdin is a pipe handed to `on_start` (for tools that take
     requests on stdin); otherwise stdin is /dev/null. `interrupt`, when given, is the tool's
     own protocol interrupt: the ladder awaits it first and gives the child `interrupt_grace`
-    seconds to stop before it sends any signal.
+    seconds to stop before it sends any signal. A line longer than `max_line` characters
+    reaches `on_line` in pieces (raise it for JSONL output whose events can be large).
     """
     started = time.monotonic()
     child = await _start(argv, cwd=cwd, env=env, shell=shell, stdin=on_start is not None)
     proc = child.process
     if on_start is not None and proc.stdin is not None:
         on_start(proc.stdin)
-    out, err = _Capture(max_output, on_line), _Capture(max_output, on_line)
+    out, err = _Capture(max_output, on_line, max_line), _Capture(max_output, on_line, max_line)
     timed_out = False
     async with asyncio.TaskGroup() as tg:
         readers = [tg.create_task(_pump(proc.stdout, out)), tg.create_task(_pump(proc.stderr, err))]

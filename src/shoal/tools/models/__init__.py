@@ -1,0 +1,1 @@
+"""Model API clients for Shoal's agent loop, one per vendor."""
