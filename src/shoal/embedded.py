@@ -39,8 +39,8 @@ async def run_embedded(
             model_label = f"DEMO model (scripted answers, not a real model) at {url}"
         srv = await stack.enter_async_context(running_server(settings, port=settings.port))
         token, link = await _bootstrap(srv.services.db, settings, srv.url)
-        worker = Worker(srv.url, token, settings, tools=await discover_tools(settings), name="local",
-                        slots=slots)
+        tools = await discover_tools(settings)
+        worker = Worker(srv.url, token, settings, tools=tools, name="local", slots=slots)
         stop = asyncio.Event()
         _on_signals(stop.set)
         async with asyncio.TaskGroup() as tg:

@@ -144,6 +144,8 @@ async def test_unknown_enum_values_are_422(server: Server) -> None:
         ("tool_preferences", ["nope"]),
         ("checkpoint_frequency", "often"),
         ("workflow", "magic"),
+        ("permissions", {"commands": "maybe"}),
+        ("permissions", {"network": "allow"}),
     ]
     async with server.client() as client:
         for field_name, value in cases:

@@ -34,3 +34,28 @@ async def test_explicit_plan_runs_to_completion(server: RunningServer, settings:
         files = (await client.get(f"/api/v1/subtasks/{sub_a}/files")).json()["files"]
         assert [f["path"] for f in files] == ["a.txt"]
     await client.aclose()
+
+
+async def test_task_permissions_reach_the_agent(server: RunningServer, settings: Settings) -> None:
+    """A task's permission policy travels to the worker: a denied command is reported."""
+    from shoal.testing.demo_model import running_demo_model
+    from shoal.tools.agent_loop import OpenAICompatTool
+
+    client = await login(server, settings)
+    async with running_demo_model() as url:
+        tool = OpenAICompatTool(base_url=url, api_key="sk-test", model="shoal-demo")
+        async with echo_worker(server, settings, tools={"openai_compat": tool}):
+            body = {"description": "Tests", "permissions": {"commands": "deny"},
+                    "plan": [{"name": "t", "tool": "openai_compat",
+                              "description": "Write test_todo.py: tests for todo.py."}]}
+            resp = await client.post("/api/v1/tasks", json=body)
+            assert resp.status_code == 201, resp.text
+            task_id = resp.json()["task_id"]
+            events = await sse_events(client, task_id, until={"task_complete", "task_failed"})
+            assert events[-1]["type"] == "task_complete"
+            detail = await task_detail(client, task_id)
+            sub = (await client.get(
+                f"/api/v1/subtasks/{detail['subtasks'][0]['subtask_id']}")).json()
+    assert "Permission denials:" in str(sub["output"])
+    assert "run_command" in str(sub["output"])
+    await client.aclose()

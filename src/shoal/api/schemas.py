@@ -31,6 +31,13 @@ class PlanItem(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class Permissions(_Strict):
+    """What agents of a task may do without asking (edits outside the workspace: never)."""
+
+    edits: Literal["allow", "deny", "ask"] = "allow"
+    commands: Literal["allow", "deny", "ask"] = "allow"
+
+
 class TaskCreate(_Strict):
     """`POST /api/v1/tasks`."""
 
@@ -41,6 +48,7 @@ class TaskCreate(_Strict):
     workflow: Literal["dag"] = "dag"
     requirements: dict[str, Any] | None = None
     plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
+    permissions: Permissions | None = None
 
     @field_validator("description")
     @classmethod

@@ -136,7 +136,7 @@ def planner_instructions(
     return f"""Decompose the following software development task into atomic subtasks.
 
 Task: {description}
-Requirements: {json.dumps(dict(requirements or {}), indent=2, default=str)}
+Requirements: {json.dumps(_user_requirements(requirements), indent=2, default=str)}
 
 For each subtask, provide:
 1. "name": a concise, action-oriented name, unique within the plan
@@ -370,6 +370,11 @@ def _item_error(at: int, field: str | None, problem: str) -> InvalidGraph:
 # ---- rule templates ----------------------------------------------------------------------
 
 _Row = tuple[str, str, tuple[int, ...], int]  # name, description, dependency indices, complexity
+
+
+def _user_requirements(requirements: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's requirements, without Shoal's own keys (`shoal.*`) kept beside them."""
+    return {k: v for k, v in (requirements or {}).items() if not str(k).startswith("shoal.")}
 
 
 def template_plan(description: str, requirements: Mapping[str, Any] | None = None) -> Plan | None:

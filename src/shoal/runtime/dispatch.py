@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
 from shoal.protocol import CancelTask, ExecuteTask, FilePayload, UpstreamResult
 from shoal.workflows.dag import instructions_for
+
+PERMISSIONS_KEY = "shoal.permissions"  # in the task's metadata: its permission policy
 
 
 async def execute_message(
@@ -20,7 +23,10 @@ async def execute_message(
     """The `execute_task` message for a freshly dispatched attempt, as JSON."""
     sub = state.subtasks[att.subtask_id]
     timeout = settings.planner_timeout if sub.kind == "expand" else settings.subtask_timeout
-    options = {"privacy_level": state.task.privacy_level, **dict(sub.options)}
+    options: dict[str, Any] = {"privacy_level": state.task.privacy_level}
+    if PERMISSIONS_KEY in state.task.meta:
+        options["permissions"] = state.task.meta[PERMISSIONS_KEY]
+    options.update(sub.options)
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,

@@ -32,6 +32,7 @@ from shoal.engine import planning
 from shoal.engine.model import TaskRecord
 from shoal.errors import InvalidGraph, NotFound, Unavailable
 from shoal.ids import parse_id
+from shoal.runtime.dispatch import PERMISSIONS_KEY
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
 from shoal.store import queries
@@ -55,12 +56,21 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         id=uuid.uuid4(), user_id=user.user_id, description=body.description,
         status=TaskStatus.PENDING, created_at=now, updated_at=now, workflow=body.workflow,
         checkpoint_frequency=body.checkpoint_frequency, privacy_level=body.privacy_level,
-        tool_preferences=tuple(body.tool_preferences or ()), meta=body.requirements or {},
+        tool_preferences=tuple(body.tool_preferences or ()), meta=_meta(body),
     )
     stored = await services.runtime.submit(task, plan, options)
     message = ("Task submitted successfully. Running your plan..." if plan else
                "Task submitted successfully. Decomposing into subtasks...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
+
+
+def _meta(body: TaskCreate) -> dict[str, Any]:
+    """The task's stored metadata: its requirements, and its permission policy if given."""
+    meta = dict(body.requirements or {})
+    meta.pop(PERMISSIONS_KEY, None)
+    if body.permissions is not None:
+        meta[PERMISSIONS_KEY] = body.permissions.model_dump()
+    return meta
 
 
 async def _worker_online_elsewhere(services: ServicesDep) -> bool:
