@@ -4,7 +4,10 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
-.PHONY: setup run up test test-fast lint fmt bench clean
+.PHONY: setup clis run up test test-fast lint fmt bench clean
+
+# The AI CLIs the tests drive for real, pinned (installed by npm into .tools/, not in git).
+CLI_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.169.0
 
 setup: $(VENV)/.installed
 
@@ -15,6 +18,18 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	@# Byte-compile once: with PYTHONDONTWRITEBYTECODE set, every process would recompile.
 	$(PY) -m compileall -q -j 0 $(VENV)/lib src >/dev/null
 	touch $@
+
+## Install the pinned AI CLIs into .tools/ (skipped, with a notice, when npm is missing).
+clis: .tools/.installed-clis
+
+.tools/.installed-clis: Makefile
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "Installing AI CLIs for the tests: $(CLI_PACKAGES)"; \
+		mkdir -p .tools && npm install --prefix .tools --no-audit --no-fund --loglevel=error \
+			$(CLI_PACKAGES) && touch $@; \
+	else \
+		echo "NOTICE: npm not found: the Claude Code, Gemini and Codex CLI tests will be skipped."; \
+	fi
 
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
 ## worker; submits a sample task, follows it live, and exits when it ends.
@@ -27,7 +42,7 @@ up: setup
 
 ## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
 ## and fail under CI=true).
-test: setup
+test: setup clis
 	@$(PY) -m compileall -q -j 0 src >/dev/null
 	$(PY) -m pytest -q
 
@@ -47,4 +62,4 @@ bench: setup
 	$(PY) benchmarks/bench_dag.py --db both
 
 clean:
-	rm -rf $(VENV) .shoal .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .shoal .tools .pytest_cache .mypy_cache .ruff_cache
