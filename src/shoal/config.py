@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     max_files_per_result: int = Field(500, ge=1)
     batch_max: int = Field(256, ge=1)  # decisions per group commit
 
+    # Quality loop: when no other worker can review a subtask, skip the review, run it on
+    # the author's worker, or ask a person.
+    review_without_peer: Literal["skip", "same_worker", "checkpoint"] = "skip"
+
     # Auth.
     bcrypt_rounds: int = Field(12, ge=4, le=16)
     access_token_minutes: int = Field(24 * 60, ge=1)

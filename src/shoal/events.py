@@ -21,6 +21,9 @@ class EventType(StrEnum):
     SUBTASK_UPDATE = "subtask_update"
     WORKER_UPDATE = "worker_update"
     CHECKPOINT_READY = "checkpoint_ready"
+    CHECKPOINT_DECIDED = "checkpoint_decided"
+    EVALUATION = "evaluation"  # a subtask's output was scored
+    REVIEW = "review"  # a peer review's verdict
     TASK_COMPLETE = "task_complete"
     TASK_FAILED = "task_failed"
     TASK_CANCELLED = "task_cancelled"

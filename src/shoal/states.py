@@ -18,7 +18,7 @@ class TaskStatus(StrEnum):
     PENDING = "pending"
     INITIALIZING = "initializing"  # the planner is running
     IN_PROGRESS = "in_progress"
-    CHECKPOINT = "checkpoint"  # waiting for a person (quality-loop issue)
+    CHECKPOINT = "checkpoint_pending"  # waiting for a person to decide a checkpoint
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -31,10 +31,11 @@ class SubtaskStatus(StrEnum):
     PENDING = "pending"  # dependencies not met yet
     QUEUED = "queued"  # ready; waiting for a worker (or for its retry time)
     IN_PROGRESS = "in_progress"  # an attempt holds it
+    VERIFYING = "verifying"  # produced; being evaluated and reviewed (dependents wait)
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    CORRECTING = "correcting"  # re-running with guidance (quality-loop issue)
+    CORRECTING = "correcting"  # a correction of its output runs (review or a person asked)
 
 
 class AttemptStatus(StrEnum):
@@ -85,12 +86,16 @@ _SUBTASK: dict[SubtaskStatus, frozenset[SubtaskStatus]] = {
         {SubtaskStatus.IN_PROGRESS, SubtaskStatus.FAILED, SubtaskStatus.CANCELLED}
     ),
     SubtaskStatus.IN_PROGRESS: frozenset(
-        {SubtaskStatus.COMPLETED, SubtaskStatus.QUEUED, SubtaskStatus.FAILED,
+        {SubtaskStatus.COMPLETED, SubtaskStatus.VERIFYING, SubtaskStatus.QUEUED,
+         SubtaskStatus.FAILED, SubtaskStatus.CANCELLED}
+    ),
+    SubtaskStatus.VERIFYING: frozenset(
+        {SubtaskStatus.COMPLETED, SubtaskStatus.CORRECTING, SubtaskStatus.FAILED,
          SubtaskStatus.CANCELLED}
     ),
     SubtaskStatus.COMPLETED: frozenset({SubtaskStatus.CORRECTING}),
     SubtaskStatus.CORRECTING: frozenset(
-        {SubtaskStatus.IN_PROGRESS, SubtaskStatus.COMPLETED, SubtaskStatus.FAILED,
+        {SubtaskStatus.VERIFYING, SubtaskStatus.COMPLETED, SubtaskStatus.FAILED,
          SubtaskStatus.CANCELLED}
     ),
     SubtaskStatus.FAILED: frozenset(),

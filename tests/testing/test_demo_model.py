@@ -13,6 +13,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from shoal.engine.answers import AnswerError, parse_judge, parse_review
 from shoal.testing.demo_files import TODO_FILES
 from shoal.testing.demo_model import (
     DEMO_MODEL,
@@ -27,6 +28,8 @@ from shoal.worker.process import run_command
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 CODER = "You are Shoal's coder agent. Role: coder."
+JUDGE = "You are Shoal's judge."
+REVIEWER = "You are Shoal's peer reviewer."
 
 
 def chat(system: str, user: str) -> list[ChatCompletionMessageParam]:
@@ -198,3 +201,136 @@ async def test_todo_files_pass_their_own_tests(tmp_path: Path) -> None:
                                cwd=tmp_path, timeout=60)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "7 passed" in result.stdout
+
+
+# ---- the judge and the reviewer -----------------------------------------------------------
+
+
+def judge_prompt(markers: str = "", *, repair: bool = False) -> str:
+    return ("Role: judge\nSubtask: Write todo.py: a TodoList class. " + markers + "\n"
+            "Output: Wrote todo.py.\nFiles:\n--- todo.py\nclass TodoList: ...\n"
+            + ("Your previous answer was not valid JSON.\n" if repair else "")
+            + "Answer with exactly {\"completeness\": {...}, \"architecture\": {...}}.")
+
+
+def review_prompt(markers: str = "", cycle: int = 1) -> str:
+    return (f"Role: reviewer\nReview cycle: {cycle}\nSubtask: Write todo.py: a TodoList class. "
+            f"{markers}\nFiles:\n--- todo.py\nclass TodoList: ...\nOutput: Wrote todo.py.")
+
+
+def ask(system: str, user: str) -> str:
+    reply = decide_reply(decode({"messages": chat(system, user)}))
+    assert reply.tool_calls == ()
+    assert reply.fault is None
+    return reply.text
+
+
+def test_judge_answers_default_scores() -> None:
+    """A judge gets completeness 9.0 and architecture 8.5, one labelled suggestion each."""
+    text = ask(JUDGE, judge_prompt())
+    result = parse_judge(text)
+    assert json.loads(text)["completeness"]["score"] == 9.0
+    assert (result.completeness.score, result.architecture.score) == (9.0, 8.5)
+    assert len(result.completeness.suggestions) == len(result.architecture.suggestions) == 1
+    assert result.completeness.suggestions[0].startswith("[demo model]")
+    assert result.completeness.issues == result.architecture.issues == ()
+
+
+def test_judge_role_is_read_from_the_system_prompt() -> None:
+    """"Role: judge" in the system prompt makes any user message a judge's request."""
+    assert parse_judge(ask(f"{JUDGE} Role: judge", "Score this.")).architecture.score == 8.5
+
+
+def test_score_marker_sets_both_scores() -> None:
+    """[demo:score=N] scores both dimensions N, with an issue saying it was scripted."""
+    result = parse_judge(ask(JUDGE, judge_prompt("[demo:score=4.5]")))
+    assert (result.completeness.score, result.architecture.score) == (4.5, 4.5)
+    assert "[demo:score=4.5]" in result.completeness.issues[0]
+    assert result.architecture.issues[0].startswith("[demo model]")
+
+
+def test_score_marker_out_of_range_is_clamped_by_the_parser() -> None:
+    """A scripted score above 10 is sent as is and clamped when parsed."""
+    text = ask(JUDGE, judge_prompt("[demo:score=12]"))
+    assert json.loads(text)["architecture"]["score"] == 12.0
+    assert parse_judge(text).architecture.score == 10.0
+
+
+def test_chatty_judge_wraps_json_in_prose_and_a_fence() -> None:
+    """[demo:judge=chatty] answers prose around a ```json block that still parses."""
+    text = ask(JUDGE, judge_prompt("[demo:judge=chatty]"))
+    assert "```json" in text
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    assert parse_judge(text).completeness.score == 9.0
+
+
+def test_broken_judge_answers_text_that_is_not_json() -> None:
+    """[demo:judge=broken] answers labelled prose that the parser refuses."""
+    text = ask(JUDGE, judge_prompt("[demo:judge=broken]"))
+    assert text.startswith("[demo model]")
+    with pytest.raises(AnswerError, match="no valid JSON"):
+        parse_judge(text)
+
+
+def test_broken_judge_answers_json_on_the_repair_retry() -> None:
+    """With the repair line in the prompt, [demo:judge=broken] answers valid JSON."""
+    text = ask(JUDGE, judge_prompt("[demo:judge=broken]", repair=True))
+    assert parse_judge(text).architecture.score == 8.5
+
+
+def test_repair_line_may_come_in_a_later_message() -> None:
+    """The repair line counts in a follow-up message after the broken answer too."""
+    messages: list[Mapping[str, Any]] = [
+        *chat(JUDGE, judge_prompt("[demo:judge=broken]")),
+        {"role": "assistant", "content": "Looks fine."},
+        {"role": "user", "content": "Your previous answer was not valid JSON. Try again."},
+    ]
+    text = decide_reply(decode({"messages": messages})).text
+    assert parse_judge(text).completeness.score == 9.0
+
+
+def test_reviewer_approves_by_default() -> None:
+    """A reviewer gets the seed's review JSON: approved, 9.0, no issues, labelled summary."""
+    text = ask(REVIEWER, review_prompt())
+    result = parse_review(text)
+    assert set(json.loads(text)) == {"review_score", "issues", "summary", "decision",
+                                     "auto_fix_possible", "auto_fix_instructions"}
+    assert (result.decision, result.score, result.issues) == ("approved", 9.0, ())
+    assert result.auto_fix_possible is False
+    assert result.summary.startswith("[demo model]")
+
+
+def test_review_fix_marker_asks_for_a_fix_then_approves() -> None:
+    """[demo:review=fix] needs a revision at cycle 1 and approves from cycle 2."""
+    first = parse_review(ask(REVIEWER, review_prompt("[demo:review=fix]", cycle=1)))
+    assert (first.decision, first.score, first.auto_fix_possible) == ("needs_revision", 6.5,
+                                                                      True)
+    assert first.severity_counts() == {"critical": 0, "high": 1, "medium": 0, "low": 0}
+    assert first.issues[0].file == "todo.py"
+    assert first.issues[0].description.startswith("[demo model]")
+    assert first.auto_fix_instructions
+    second = parse_review(ask(REVIEWER, review_prompt("[demo:review=fix]", cycle=2)))
+    assert (second.decision, second.score, second.issues) == ("approved", 9.0, ())
+
+
+def test_review_fail_marker_never_approves() -> None:
+    """[demo:review=fail] needs a revision, auto-fixable, at every cycle."""
+    for cycle in (1, 2, 5):
+        result = parse_review(ask(REVIEWER, review_prompt("[demo:review=fail]", cycle=cycle)))
+        assert (result.decision, result.score, result.auto_fix_possible) == (
+            "needs_revision", 6.5, True)
+
+
+def test_review_reject_marker_finds_a_critical_issue() -> None:
+    """[demo:review=reject] scores 3.0 with a critical issue that cannot be auto-fixed."""
+    result = parse_review(ask(REVIEWER, review_prompt("[demo:review=reject]")))
+    assert (result.decision, result.score, result.auto_fix_possible) == (
+        "needs_revision", 3.0, False)
+    assert result.severity_counts()["critical"] == 1
+
+
+def test_judge_and_reviewer_ignore_the_long_marker() -> None:
+    """[demo:long] pads worker answers only; the judge's and reviewer's JSON stay whole."""
+    assert json.loads(ask(JUDGE, judge_prompt("[demo:long=5000]")))["completeness"]
+    assert json.loads(ask(REVIEWER, review_prompt("[demo:long=5000]")))["decision"]

@@ -17,7 +17,7 @@ from shoal import __version__
 from shoal.api import client_ws, worker_ws
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
-from shoal.api.routes import auth, subtasks, tasks, workers
+from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from shoal.bus.base import EventBus
@@ -77,8 +77,8 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,
                   description="Multi-agent task orchestration across many machines.")
     install_error_handlers(app)
-    for router in (auth.router, tasks.router, subtasks.router, workers.router,
-                   client_ws.router, worker_ws.router):
+    for router in (auth.router, tasks.router, subtasks.router, checkpoints.router,
+                   workers.router, client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)
     return app

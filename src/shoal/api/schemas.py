@@ -38,6 +38,13 @@ class Permissions(_Strict):
     commands: Literal["allow", "deny", "ask"] = "allow"
 
 
+class CheckpointDeadline(_Strict):
+    """How long a checkpoint may wait for a person, and what happens then."""
+
+    seconds: float = Field(gt=0, le=30 * 24 * 3600)
+    action: Literal["escalate", "approve", "reject"] = "escalate"
+
+
 class TaskCreate(_Strict):
     """`POST /api/v1/tasks`."""
 
@@ -49,6 +56,8 @@ class TaskCreate(_Strict):
     requirements: dict[str, Any] | None = None
     plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
     permissions: Permissions | None = None
+    quality: Literal["on", "off"] = "on"  # evaluation, peer review and checkpoints
+    checkpoint_deadline: CheckpointDeadline | None = None
 
     @field_validator("description")
     @classmethod
@@ -84,6 +93,11 @@ class SubtaskSummary(BaseModel):
     error: str | None
     started_at: datetime | None
     completed_at: datetime | None
+    kind: str = "agent"  # agent | expand | evaluate | judge | review | correct
+    target_id: uuid.UUID | None = None  # quality steps: the subtask they serve
+    evaluation: dict[str, Any] | None = None
+    review: dict[str, Any] | None = None
+    review_cycles: int = 0
 
 
 class SubtaskDetail(SubtaskSummary):
@@ -261,3 +275,80 @@ class WorkerList(BaseModel):
     """`GET /api/v1/workers`."""
 
     workers: list[WorkerPublic]
+
+
+class CheckpointOut(BaseModel):
+    """`GET /api/v1/checkpoints/{id}` (seed 004 §4.1.3, plus why and what was decided)."""
+
+    checkpoint_id: uuid.UUID
+    task_id: uuid.UUID
+    task_description: str
+    status: str
+    reason: str
+    message: str | None
+    triggered_at: datetime
+    subtask_id: uuid.UUID | None
+    subtask: dict[str, Any] | None
+    subtasks_completed: list[dict[str, Any]]
+    evaluation_scores: dict[str, Any] | None
+    overall_score: float | None
+    average_score: float | None
+    next_subtasks: list[dict[str, Any]]
+    deadline_at: datetime | None
+    deadline_action: str | None
+    decision: str | None
+    decided_by: uuid.UUID | None
+    decided_at: datetime | None
+    notes: str | None
+    corrections: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class CheckpointPage(BaseModel):
+    """`GET /api/v1/checkpoints`."""
+
+    checkpoints: list[CheckpointOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class CheckpointDecided(BaseModel):
+    """Answer to approve / reject."""
+
+    checkpoint_id: uuid.UUID
+    status: str
+    message: str
+
+
+class RejectBody(_Strict):
+    """`POST /api/v1/checkpoints/{id}/reject`."""
+
+    reason: str = Field("", max_length=5000)
+
+
+class CorrectBody(_Strict):
+    """`POST /api/v1/checkpoints/{id}/correct`."""
+
+    subtask_id: uuid.UUID | None = None
+    correction_type: Literal["wrong_approach", "incomplete", "bug", "style", "missing_feature",
+                             "other"]
+    guidance: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
+    reference_files: list[str] = Field(default_factory=list, max_length=50)
+    apply_to_future: bool = False
+
+    @field_validator("guidance")
+    @classmethod
+    def _guidance_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("guidance must not be blank")
+        return value.strip()
+
+
+class CorrectionStarted(BaseModel):
+    """Answer to correct."""
+
+    checkpoint_id: uuid.UUID
+    correction_id: uuid.UUID | None
+    correction_subtask_id: uuid.UUID | None
+    status: str
+    message: str

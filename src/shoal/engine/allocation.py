@@ -25,6 +25,8 @@ DEFAULT_MATCH = 0.5
 ANY_MATCH = 0.25
 
 ECHO_TOOL = "echo"  # the test tool: never chosen unless some request names it
+NON_AGENT_TOOLS = frozenset({ECHO_TOOL, "evaluator"})  # chosen only when a request names them
+PREFERRED_WORKER_BONUS = 0.3  # a correction prefers the author's worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class SubtaskDemand:
     sensitive: bool  # privacy level "sensitive": only local tools are eligible
     exclude_workers: frozenset[uuid.UUID] = frozenset()  # e.g. a reviewer is not the author
     default_tool: str | None = None  # the deployment's default, when nothing else matches
+    pinned_worker: uuid.UUID | None = None  # only this worker (an automatic fix by its author)
+    prefer_worker: uuid.UUID | None = None  # this worker if it can (a person's correction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ def choose_tool(demand: SubtaskDemand, worker: WorkerView) -> tuple[str, float] 
     """
     if worker.worker_id in demand.exclude_workers:
         return None
+    if demand.pinned_worker is not None and worker.worker_id != demand.pinned_worker:
+        return None
     eligible = [name for name, local in worker.tools.items() if local or not demand.sensitive]
     if demand.pinned_tool is not None:
         return (demand.pinned_tool, PINNED_MATCH) if demand.pinned_tool in eligible else None
@@ -90,7 +96,7 @@ def choose_tool(demand: SubtaskDemand, worker: WorkerView) -> tuple[str, float] 
             return name, PREFERRED_MATCH
     if demand.default_tool in eligible:
         return demand.default_tool, DEFAULT_MATCH
-    fallback = next((name for name in eligible if name != ECHO_TOOL), None)
+    fallback = next((name for name in eligible if name not in NON_AGENT_TOOLS), None)
     return None if fallback is None else (fallback, ANY_MATCH)
 
 
@@ -130,6 +136,8 @@ def score(demand: SubtaskDemand, worker: WorkerView) -> tuple[str, float] | None
         + RESOURCE_WEIGHT * resource_score(worker)
         + PRIVACY_WEIGHT * privacy_score(demand, worker.tools[tool])
     )
+    if demand.prefer_worker is not None and worker.worker_id == demand.prefer_worker:
+        total += PREFERRED_WORKER_BONUS
     return tool, total
 
 
@@ -159,6 +167,10 @@ def unplaceable_reason(demand: SubtaskDemand, workers: Sequence[WorkerView]) -> 
         return None
     if not workers:
         return "No worker is online. Start one with: shoal worker --server URL --token TOKEN"
+    if demand.pinned_worker is not None and all(
+            w.worker_id != demand.pinned_worker for w in workers):
+        return ("This subtask must run on the worker that wrote the work it fixes, and that "
+                "worker is offline. It runs when the worker reconnects.")
     usable = [w for w in workers if w.worker_id not in demand.exclude_workers]
     if not usable:
         return (

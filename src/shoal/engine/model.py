@@ -57,7 +57,7 @@ class SubtaskRecord:
     description: str
     status: SubtaskStatus
     created_at: datetime
-    kind: str = "agent"  # agent | expand
+    kind: str = "agent"  # agent | expand | evaluate | judge | review | correct
     progress: int = 0
     dependencies: tuple[uuid.UUID, ...] = ()
     recommended_tool: str | None = None
@@ -74,7 +74,39 @@ class SubtaskRecord:
     error: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    target_id: uuid.UUID | None = None  # quality steps: the agent subtask they serve
+    evaluation: Mapping[str, Any] | None = None  # agent subtasks: the latest scores
+    review: Mapping[str, Any] | None = None  # agent subtasks: the latest peer review
+    review_cycles: int = 0  # peer reviews done on this subtask
     version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """A pause for a person: why, about what, and what they decided."""
+
+    id: uuid.UUID
+    task_id: uuid.UUID
+    reason: str  # frequency | low_score | review_escalation | approval_request
+    status: str  # pending_review | approved | rejected | corrected
+    created_at: datetime
+    subtask_id: uuid.UUID | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    deadline_at: datetime | None = None
+    deadline_action: str | None = None  # escalate | approve | reject
+    decided_by: uuid.UUID | None = None
+    decided_at: datetime | None = None
+    decision: str | None = None  # approve | reject | correct | expired:<action>
+    notes: str | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A row a decision adds beside the state (corrections, guidance, audit entries)."""
+
+    table: str
+    values: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +136,4 @@ class TaskState:
     task: TaskRecord
     subtasks: Mapping[uuid.UUID, SubtaskRecord]
     attempts: Mapping[uuid.UUID, AttemptRecord]
+    checkpoints: Mapping[uuid.UUID, CheckpointRecord] = field(default_factory=dict)  # pending

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from shoal.engine.answers import find_json
 from shoal.engine.dag import validate_dag
 from shoal.errors import InvalidGraph, InvalidInput
 
@@ -23,7 +24,6 @@ PlanSource = Literal["planner", "template", "simple", "user"]
 DEFAULT_COMPLEXITY = 3
 MAX_NAME_LENGTH = 200
 MAX_SIMPLE_CLAUSES = 8
-MAX_JSON_STARTS = 200  # bounds the search for JSON inside chatty planner output
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,31 +156,13 @@ recommended_tool and complexity. No prose before or after it.
 
 # ---- finding the JSON --------------------------------------------------------------------
 
-_JSON_START = re.compile(r"[\[{]")
-
 
 def _extract_json(text: str) -> Any:
     """The first JSON array of objects (or object with "subtasks") in `text`."""
-    decoder = json.JSONDecoder()
-    fallback: tuple[Any] | None = None  # the first JSON value found, if none looks like a plan
-    first_error: str | None = None
-    match = _JSON_START.search(text)
-    for _ in range(MAX_JSON_STARTS):
-        if match is None:
-            break
-        try:
-            value, end = decoder.raw_decode(text, match.start())
-        except (ValueError, RecursionError) as exc:
-            first_error = first_error or str(exc)
-            match = _JSON_START.search(text, match.start() + 1)
-            continue
-        if _looks_like_plan(value):
-            return value
-        fallback = fallback or (value,)
-        match = _JSON_START.search(text, end)
-    if fallback is not None:
-        return fallback[0]
-    raise InvalidGraph(_no_json_message(first_error), details={"field": "planner_output"})
+    found = find_json(text, prefer=_looks_like_plan)
+    if not found.found or not isinstance(found.value, list | dict):
+        raise InvalidGraph(_no_json_message(found.error), details={"field": "planner_output"})
+    return found.value
 
 
 def _no_json_message(error: str | None) -> str:

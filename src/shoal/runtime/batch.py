@@ -56,12 +56,16 @@ class TaskWork:
         m.changed_attempts.update(d.changed_attempts)
         m.new_attempts.update(d.new_attempts)
         m.cancels.extend(d.cancels)
+        m.new_checkpoints.extend(d.new_checkpoints)
+        m.changed_checkpoints.update(d.changed_checkpoints)
+        m.records.extend(d.records)
 
     @property
     def dirty(self) -> bool:
         """Whether anything needs writing."""
         m = self.merged
-        return bool(m.task_changed or m.new_subtasks or m.changed_subtasks or m.changed_attempts)
+        return bool(m.task_changed or m.new_subtasks or m.changed_subtasks or m.changed_attempts
+                    or m.changed_checkpoints or m.records)
 
 
 SqlStep = Callable[[SyncConnection], None]

@@ -15,6 +15,7 @@ import functools
 import random
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +31,10 @@ from shoal.engine.allocation import SubtaskDemand, allocate, unplaceable_reason
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
 from shoal.engine.workflow import (
+    QUALITY_KINDS,
     CancelRequested,
+    CheckpointDecision,
+    CheckpointExpired,
     Context,
     Dispatched,
     EngineInput,
@@ -38,6 +42,7 @@ from shoal.engine.workflow import (
     Finished,
     Start,
     Started,
+    Unplaceable,
     decide,
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
@@ -46,8 +51,9 @@ from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRe
 from shoal.runtime.batch import Batch, Job, TaskWork
 from shoal.runtime.dispatch import cancel_message, execute_message
 from shoal.runtime.fleet import Connection, Fleet
-from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus
+from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import files as file_rows
+from shoal.store import queries
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database
 from shoal.store.events import append_events_sync
@@ -80,6 +86,7 @@ class Runtime:
         self._leases: dict[uuid.UUID, datetime] = {}
         self._queued: dict[uuid.UUID, uuid.UUID] = {}  # subtask → task
         self._warned: set[uuid.UUID] = set()
+        self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
 
@@ -125,6 +132,12 @@ class Runtime:
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
         """Cancel a task of `user_id`; its running attempts are told to stop."""
         result: TaskRecord = await self._call("cancel", (task_id, user_id))
+        return result
+
+    async def decide_checkpoint(self, task_id: uuid.UUID, user_id: uuid.UUID,
+                                decision: CheckpointDecision) -> TaskRecord:
+        """Apply a person's decision on a pending checkpoint of `user_id`'s task."""
+        result: TaskRecord = await self._call("checkpoint", (task_id, user_id, decision))
         return result
 
     # ---- worker-facing ----------------------------------------------------------------------
@@ -193,7 +206,8 @@ class Runtime:
     async def _process(self, batch: list[Job], *, retry_alone: bool) -> None:
         b = Batch(now=self._clock())
         ctx = Context(now=b.now, retry=self._retry, rand=self._rand(),
-                      max_subtasks=self.settings.max_subtasks)
+                      max_subtasks=self.settings.max_subtasks,
+                      review_without_peer=self.settings.review_without_peer)
         try:
             async with self.db.connection() as reader:  # only for what memory does not hold
                 for job in batch:
@@ -279,6 +293,16 @@ class Runtime:
         if work.state.task.user_id != user_id:
             raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
         self._decide(b, work, CancelRequested(), ctx)
+        job.result = lambda: work.state.task
+
+    async def _on_checkpoint(
+        self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context
+    ) -> None:
+        task_id, user_id, decision = job.payload
+        work = await self._work(conn, b, task_id)
+        if work.state.task.user_id != user_id:
+            raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
+        self._decide(b, work, decision, ctx)
         job.result = lambda: work.state.task
 
     async def _on_register(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
@@ -397,6 +421,12 @@ class Runtime:
                 continue
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(conn, b, tid), Expired(aid), ctx)
+        for tid, state in list(self._states.items()):
+            for cp in list(state.checkpoints.values()):
+                if cp.deadline_at is not None and cp.deadline_at <= b.now:
+                    work = await self._work(conn, b, tid)
+                    if cp.id in work.state.checkpoints:
+                        self._decide(b, work, CheckpointExpired(cp.id), ctx)
 
     # ---- scheduling -------------------------------------------------------------------------
 
@@ -407,7 +437,7 @@ class Runtime:
         if not demands:
             return
         if not free:
-            self._warn_unplaceable(b, demands, where)
+            self._warn_unplaceable(b, demands, where, ctx)
             return
         by_worker = {c.worker_id: c for c in free}
         for a in allocate(demands, [c.view() for c in free]):
@@ -425,7 +455,7 @@ class Runtime:
             b.reserved.append((wc, att.id))
             b.dispatches.append((wc, att))
         placed = {att.subtask_id for _, att in b.dispatches}
-        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where)
+        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
 
     def _demands(self, b: Batch) -> tuple[list[SubtaskDemand], dict[uuid.UUID, uuid.UUID]]:
         candidates = dict(self._queued)
@@ -441,16 +471,22 @@ class Runtime:
                 continue
             if state.task.status in TERMINAL_TASK or (sub.not_before and sub.not_before > b.now):
                 continue
+            if state.task.status is TaskStatus.CHECKPOINT:
+                continue  # paused for a person: nothing new starts
             where[sid] = tid
             demands.append(SubtaskDemand(
                 subtask_id=sid, priority=sub.priority, pinned_tool=sub.pinned_tool,
                 recommended_tool=sub.recommended_tool,
                 tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
-                default_tool=self.settings.default_tool))
+                default_tool=self.settings.default_tool,
+                exclude_workers=frozenset(_ids(sub.options.get("exclude_workers"))),
+                pinned_worker=next(iter(_ids([sub.options.get("pinned_worker")])), None),
+                prefer_worker=next(iter(_ids([sub.options.get("prefer_worker")])), None)))
         return demands, where
 
     def _warn_unplaceable(
-        self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID]
+        self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID],
+        ctx: Context,
     ) -> None:
         views = [c.view() for c in self.fleet.connections()]
         for d in demands:
@@ -461,8 +497,15 @@ class Runtime:
                       f"{self.settings.base_url} --token <token from `shoal token create`>")
             if reason is None:
                 continue
+            tid = where[d.subtask_id]
+            state = b.works[tid].state if tid in b.works else self._states[tid]
+            sub = state.subtasks[d.subtask_id]
+            if views and sub.kind in QUALITY_KINDS:  # a quality step must not stall the task
+                peer = unplaceable_reason(replace(d, exclude_workers=frozenset()), views) is None
+                work = b.works.get(tid) or b.works.setdefault(tid, TaskWork(self._states[tid]))
+                self._decide(b, work, Unplaceable(d.subtask_id, peer=peer), ctx)
+                continue
             self._warned.add(d.subtask_id)
-            state = self._states.get(where[d.subtask_id]) or b.works[where[d.subtask_id]].state
             b.events.append(NewEvent(EventType.NOTICE, {
                 "task_id": str(state.task.id), "subtask_id": str(d.subtask_id),
                 "level": "warning", "message": reason}, task_id=state.task.id,
@@ -475,6 +518,9 @@ class Runtime:
     ) -> None:
         for tid, st in states.items():
             self._remember(st, b.works[tid])
+            for record in b.works[tid].merged.records:
+                if record.table == "guidance":
+                    self._guidance.pop(st.task.user_id, None)
         for job in batch:
             job.settle()
         for old in b.closes:
@@ -500,12 +546,23 @@ class Runtime:
         if state is None:
             return
         try:
+            guidance = await self._user_guidance(state.task.user_id)
             text = await execute_message(state, att, settings=self.settings,
-                                         artifacts=self.artifacts, tools=sorted(wc.tools))
+                                         artifacts=self.artifacts, tools=sorted(wc.tools),
+                                         guidance=guidance)
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
             return
         await _send(wc, text)
+
+    async def _user_guidance(self, user_id: uuid.UUID) -> list[str]:
+        """The guidance `user_id` asked to apply to future subtasks (cached)."""
+        known = self._guidance.get(user_id)
+        if known is None:
+            async with self.db.connection() as conn:
+                known = await queries.active_guidance(conn, user_id)
+            self._guidance[user_id] = known
+        return known
 
     def _remember(self, st: TaskState, work: TaskWork | None = None) -> None:
         """Install a committed state in memory and keep the indexes in step."""
@@ -547,6 +604,15 @@ class Runtime:
         """Small numbers for health and metrics."""
         return {"active_tasks": len(self._states), "queued": len(self._queued),
                 "live_attempts": len(self._attempt_task), "workers": len(self.fleet)}
+
+
+def _ids(values: Any) -> list[uuid.UUID]:
+    """The UUIDs in a list of strings (from subtask options); others are skipped."""
+    found = []
+    for value in values or ():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            found.append(uuid.UUID(str(value)) if value else None)
+    return [v for v in found if v is not None]
 
 
 def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:

@@ -18,10 +18,13 @@ PERMISSIONS_KEY = "shoal.permissions"  # in the task's metadata: its permission 
 
 async def execute_message(
     state: TaskState, att: AttemptRecord, *, settings: Settings, artifacts: ArtifactStore,
-    tools: Sequence[str],
+    tools: Sequence[str], guidance: Sequence[str] = (),
 ) -> str:
     """The `execute_task` message for a freshly dispatched attempt, as JSON."""
     sub = state.subtasks[att.subtask_id]
+    target = state.subtasks.get(sub.target_id) if sub.target_id else None
+    files = (await _texts(target, artifacts) if target is not None
+             and sub.kind in ("judge", "review") else None)
     timeout = settings.planner_timeout if sub.kind == "expand" else settings.subtask_timeout
     options: dict[str, Any] = {"privacy_level": state.task.privacy_level}
     if PERMISSIONS_KEY in state.task.meta:
@@ -30,7 +33,8 @@ async def execute_message(
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
-        instructions=instructions_for(state.task, sub, tools),
+        instructions=instructions_for(state.task, sub, tools, target=target, files=files,
+                                      guidance=guidance if sub.role == "coder" else ()),
         upstream=await upstream_results(state, sub, artifacts=artifacts,
                                         budget=settings.max_result_bytes),
         timeout=float(options.pop("timeout", timeout)), options=options,
@@ -60,6 +64,18 @@ async def upstream_results(
         text = str(output.get("text", "")) if dep_id in sub.dependencies else ""
         out.append(UpstreamResult(subtask_id=dep.id, name=dep.name, output=text, files=files))
     return out
+
+
+async def _texts(target: SubtaskRecord, artifacts: ArtifactStore) -> dict[str, str]:
+    """The text of `target`'s files (binary files are named, not shown)."""
+    texts: dict[str, str] = {}
+    for entry in (target.output or {}).get("files", [])[:50]:
+        data = await artifacts.read(entry["sha256"])
+        try:
+            texts[str(entry["path"])] = data[:200_000].decode("utf-8")
+        except UnicodeDecodeError:
+            texts[str(entry["path"])] = f"(binary file, {len(data)} bytes)"
+    return texts
 
 
 def _ancestors(state: TaskState, sub: SubtaskRecord) -> list[uuid.UUID]:

@@ -7,13 +7,26 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord
+from shoal.engine.model import AttemptRecord, CheckpointRecord, SubtaskRecord, TaskRecord
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
-from shoal.store.models import Attempt, Subtask, Task, table_of
+from shoal.store.models import (
+    Attempt,
+    AuditEntry,
+    Checkpoint,
+    Correction,
+    Guidance,
+    Review,
+    Subtask,
+    Task,
+    table_of,
+)
 
 tasks = table_of(Task)
 subtasks = table_of(Subtask)
 attempts = table_of(Attempt)
+checkpoints = table_of(Checkpoint)
+RECORD_TABLES = {t.name: t for t in (table_of(Correction), table_of(Guidance), table_of(Review),
+                                     table_of(AuditEntry))}
 
 
 def task_from_row(row: sa.Row[Any]) -> TaskRecord:
@@ -58,6 +71,8 @@ def subtask_from_row(row: sa.Row[Any]) -> SubtaskRecord:
         not_before=m["not_before"], current_attempt_id=m["current_attempt_id"],
         options=m["options"] or {}, output=m["output"], error=m["error"],
         started_at=m["started_at"], completed_at=m["completed_at"], version=m["version"],
+        target_id=m["target_id"], evaluation=m["evaluation"], review=m["review"],
+        review_cycles=m["review_cycles"] or 0,
     )
 
 
@@ -73,8 +88,31 @@ def subtask_values(s: SubtaskRecord) -> dict[str, Any]:
         "not_before": s.not_before, "current_attempt_id": s.current_attempt_id,
         "options": dict(s.options), "output": dict(s.output) if s.output is not None else None,
         "error": s.error, "created_at": s.created_at, "started_at": s.started_at,
-        "completed_at": s.completed_at, "version": s.version,
+        "completed_at": s.completed_at, "version": s.version, "target_id": s.target_id,
+        "evaluation": dict(s.evaluation) if s.evaluation is not None else None,
+        "review": dict(s.review) if s.review is not None else None,
+        "review_cycles": s.review_cycles,
     }
+
+
+def checkpoint_from_row(row: sa.Row[Any]) -> CheckpointRecord:
+    """A checkpoint record from a `checkpoints` row."""
+    m = row._mapping
+    return CheckpointRecord(
+        id=m["id"], task_id=m["task_id"], reason=m["reason"], status=m["status"],
+        created_at=m["created_at"], subtask_id=m["subtask_id"], data=m["data"] or {},
+        deadline_at=m["deadline_at"], deadline_action=m["deadline_action"],
+        decided_by=m["decided_by"], decided_at=m["decided_at"], decision=m["decision"],
+        notes=m["notes"], version=m["version"])
+
+
+def checkpoint_values(c: CheckpointRecord) -> dict[str, Any]:
+    """Column values for a checkpoint record."""
+    return {"id": c.id, "task_id": c.task_id, "reason": c.reason, "status": c.status,
+            "created_at": c.created_at, "subtask_id": c.subtask_id, "data": dict(c.data),
+            "deadline_at": c.deadline_at, "deadline_action": c.deadline_action,
+            "decided_by": c.decided_by, "decided_at": c.decided_at, "decision": c.decision,
+            "notes": c.notes, "version": c.version}
 
 
 def attempt_from_row(row: sa.Row[Any]) -> AttemptRecord:

@@ -169,7 +169,101 @@ class Subtask(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    target_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    evaluation: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    review: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    review_cycles: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
     version: Mapped[int] = mapped_column(sa.Integer, default=1)
+
+
+class Checkpoint(Base):
+    """A pause for a person (seed 004 §3.7, §4.1.3)."""
+
+    __tablename__ = "checkpoints"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+    )
+    subtask_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    reason: Mapped[str] = mapped_column(sa.String(40))
+    status: Mapped[str] = mapped_column(sa.String(20), index=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    deadline_action: Mapped[str | None] = mapped_column(sa.String(20))
+    decided_by: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decision: Mapped[str | None] = mapped_column(sa.String(30))
+    notes: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    version: Mapped[int] = mapped_column(sa.Integer, default=1)
+
+
+class Correction(Base):
+    """A person's correction of a subtask at a checkpoint."""
+
+    __tablename__ = "corrections"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    checkpoint_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True
+    )
+    subtask_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, index=True)
+    correction_subtask_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    correction_type: Mapped[str] = mapped_column(sa.String(20))
+    guidance: Mapped[str] = mapped_column(sa.Text)
+    reference_files: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    apply_to_future: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Guidance(Base):
+    """Guidance a user asked to apply to their future subtasks (`apply_to_future`)."""
+
+    __tablename__ = "guidance"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    correction_type: Mapped[str] = mapped_column(sa.String(20))
+    guidance: Mapped[str] = mapped_column(sa.Text)
+    checkpoint_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    active: Mapped[bool] = mapped_column(sa.Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Review(Base):
+    """One peer review of a subtask (seed 004 §3.5.2)."""
+
+    __tablename__ = "reviews"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+    )
+    subtask_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, index=True)
+    review_subtask_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    reviewer_worker_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    author_worker_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    cycle: Mapped[int] = mapped_column(sa.Integer)
+    score: Mapped[float] = mapped_column(sa.Float)
+    decision: Mapped[str] = mapped_column(sa.String(20))
+    outcome: Mapped[str] = mapped_column(sa.String(20))
+    issues: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    severity_counts: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AuditEntry(Base):
+    """Who did what, when: every checkpoint decision and other decisions that matter."""
+
+    __tablename__ = "audit_log"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    task_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    action: Mapped[str] = mapped_column(sa.String(40))
+    object_type: Mapped[str] = mapped_column(sa.String(20))
+    object_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Attempt(Base):

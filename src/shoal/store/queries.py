@@ -8,7 +8,18 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.store.models import Attempt, Subtask, Task, Worker, table_of
+from shoal.store.models import (
+    Attempt,
+    AuditEntry,
+    Checkpoint,
+    Correction,
+    Guidance,
+    Review,
+    Subtask,
+    Task,
+    Worker,
+    table_of,
+)
 
 tasks = table_of(Task)
 subtasks = table_of(Subtask)
@@ -71,3 +82,75 @@ async def current_attempts(conn: AsyncConnection) -> dict[uuid.UUID, Any]:
          .join(subtasks, subtasks.c.id == attempts.c.subtask_id)
          .where(attempts.c.status.in_(["dispatched", "running"])))
     return {r.worker_id: r for r in (await conn.execute(q)).all()}
+
+
+# ---- the quality loop -------------------------------------------------------------------------
+
+checkpoints = table_of(Checkpoint)
+corrections = table_of(Correction)
+guidance_rows = table_of(Guidance)
+reviews = table_of(Review)
+audit = table_of(AuditEntry)
+
+
+async def active_guidance(conn: AsyncConnection, user_id: uuid.UUID) -> list[str]:
+    """The guidance `user_id` asked to apply to their future subtasks, oldest first."""
+    q = (sa.select(guidance_rows.c.correction_type, guidance_rows.c.guidance)
+         .where(guidance_rows.c.user_id == user_id, guidance_rows.c.active.is_(True))
+         .order_by(guidance_rows.c.created_at).limit(50))
+    return [f"({row.correction_type}) {row.guidance}" for row in (await conn.execute(q)).all()]
+
+
+async def list_checkpoints(
+    conn: AsyncConnection, *, user_id: uuid.UUID, task_id: uuid.UUID | None,
+    status: str | None, limit: int, offset: int,
+) -> tuple[list[sa.Row[Any]], int]:
+    """A page of the user's checkpoints, newest first, and how many there are."""
+    where = [tasks.c.user_id == user_id]
+    if task_id is not None:
+        where.append(checkpoints.c.task_id == task_id)
+    if status:
+        where.append(checkpoints.c.status == status)
+    joined = checkpoints.join(tasks, tasks.c.id == checkpoints.c.task_id)
+    total = await conn.execute(sa.select(sa.func.count()).select_from(joined).where(*where))
+    rows = await conn.execute(
+        sa.select(checkpoints, tasks.c.description.label("task_description"))
+        .select_from(joined).where(*where)
+        .order_by(checkpoints.c.created_at.desc(), checkpoints.c.id).limit(limit).offset(offset))
+    return list(rows.all()), int(total.scalar() or 0)
+
+
+async def get_checkpoint(
+    conn: AsyncConnection, checkpoint_id: uuid.UUID, *, user_id: uuid.UUID
+) -> sa.Row[Any] | None:
+    """One checkpoint of one of the user's tasks; None for a missing id or another's."""
+    q = (sa.select(checkpoints, tasks.c.description.label("task_description"))
+         .join(tasks, tasks.c.id == checkpoints.c.task_id)
+         .where(checkpoints.c.id == checkpoint_id, tasks.c.user_id == user_id))
+    return (await conn.execute(q)).first()
+
+
+async def checkpoint_corrections(
+    conn: AsyncConnection, checkpoint_id: uuid.UUID
+) -> list[sa.Row[Any]]:
+    q = (sa.select(corrections).where(corrections.c.checkpoint_id == checkpoint_id)
+         .order_by(corrections.c.created_at))
+    return list((await conn.execute(q)).all())
+
+
+async def subtask_reviews(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa.Row[Any]]:
+    q = sa.select(reviews).where(reviews.c.subtask_id == subtask_id).order_by(reviews.c.cycle)
+    return list((await conn.execute(q)).all())
+
+
+async def audit_entries(
+    conn: AsyncConnection, *, object_id: uuid.UUID | None = None,
+    task_id: uuid.UUID | None = None,
+) -> list[sa.Row[Any]]:
+    where = []
+    if object_id is not None:
+        where.append(audit.c.object_id == object_id)
+    if task_id is not None:
+        where.append(audit.c.task_id == task_id)
+    q = sa.select(audit).where(*where).order_by(audit.c.created_at)
+    return list((await conn.execute(q)).all())

@@ -15,14 +15,24 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.model import (
+    AttemptRecord,
+    CheckpointRecord,
+    SubtaskRecord,
+    TaskRecord,
+    TaskState,
+)
 from shoal.engine.workflow import Decision
 from shoal.errors import Conflict
 from shoal.states import LIVE_ATTEMPT, TERMINAL_TASK
 from shoal.store.convert import (
+    RECORD_TABLES,
     attempt_from_row,
     attempt_values,
     attempts,
+    checkpoint_from_row,
+    checkpoint_values,
+    checkpoints,
     subtask_from_row,
     subtask_values,
     subtasks,
@@ -67,7 +77,14 @@ async def load_task_states(
         sa.select(attempts).where(attempts.c.task_id.in_(ids), attempts.c.status.in_(_LIVE))
     )).all():
         atts[row.task_id][row.id] = attempt_from_row(row)
-    return [TaskState(task=task_from_row(r), subtasks=subs[r.id], attempts=atts[r.id])
+    cps: dict[uuid.UUID, dict[uuid.UUID, CheckpointRecord]] = {i: {} for i in ids}
+    for row in (await conn.execute(
+        sa.select(checkpoints).where(checkpoints.c.task_id.in_(ids),
+                                     checkpoints.c.status == "pending_review")
+    )).all():
+        cps[row.task_id][row.id] = checkpoint_from_row(row)
+    return [TaskState(task=task_from_row(r), subtasks=subs[r.id], attempts=atts[r.id],
+                      checkpoints=cps[r.id])
             for r in task_rows]
 
 
@@ -85,8 +102,9 @@ class BatchWriter:
         self._reset()
 
     def _reset(self) -> None:
-        self._inserts = {"subtasks": [], "attempts": []}
-        self._updates = {"tasks": [], "subtasks": [], "attempts": []}
+        self._inserts = {"subtasks": [], "attempts": [], "checkpoints": []}
+        self._updates = {"tasks": [], "subtasks": [], "attempts": [], "checkpoints": []}
+        self._records: dict[str, list[dict[str, Any]]] = {}
 
     def stage(self, old: TaskState, d: Decision) -> TaskState:
         """Queue what `d` changed relative to `old`; return the state with bumped versions."""
@@ -109,14 +127,26 @@ class BatchWriter:
             self._updates["attempts"].append((attempt_values(att), att.version))
             if aid in live:
                 live[aid] = replace(att, version=att.version + 1)
-        return TaskState(task=task, subtasks=subs, attempts=live)
+        pending = dict(new.checkpoints)
+        for cid, cp in d.changed_checkpoints.items():
+            if cid in d.new_checkpoints:
+                self._inserts["checkpoints"].append(checkpoint_values(cp))
+                continue
+            self._updates["checkpoints"].append((checkpoint_values(cp), cp.version))
+            if cid in pending:
+                pending[cid] = replace(cp, version=cp.version + 1)
+        for record in d.records:
+            self._records.setdefault(record.table, []).append(dict(record.values))
+        return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending)
 
     def flush(self, conn: sa.Connection) -> None:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
-        for name in ("subtasks", "attempts"):
+        for name in ("subtasks", "attempts", "checkpoints"):
             if self._inserts[name]:
                 conn.execute(sa.insert(_TABLES[name]), self._inserts[name])
-        for name in ("tasks", "subtasks", "attempts"):
+        for table_name, values in self._records.items():
+            conn.execute(sa.insert(RECORD_TABLES[table_name]), values)
+        for name in ("tasks", "subtasks", "attempts", "checkpoints"):
             rows = self._updates[name]
             if not rows:
                 continue
@@ -147,7 +177,8 @@ def renew_leases(conn: sa.Connection, attempt_ids: Sequence[uuid.UUID], expires_
         )
 
 
-_TABLES = {"tasks": tasks, "subtasks": subtasks, "attempts": attempts}
+_TABLES = {"tasks": tasks, "subtasks": subtasks, "attempts": attempts,
+           "checkpoints": checkpoints}
 
 
 @functools.cache

@@ -8,6 +8,9 @@ answer from the conversation alone:
 - "Role: planner" (in the system prompt or the prompt) gets a JSON array plan for the text
   after "Task:" (a todo app gets a four-step plan, anything else Design notes →
   Implementation → Tests);
+- "Role: judge" gets the judge's JSON: completeness 9.0 and architecture 8.5, one suggestion
+  each;
+- "Role: reviewer" gets the review JSON (seed §3.5): approved, score 9.0, no issues;
 - any other role gets one `write_file` call with real content chosen from the instructions
   ("Write todo.py: …"), then — for a test file — a `run_command` that compiles it, then a
   short summary starting with "[demo model]".
@@ -19,10 +22,22 @@ Markers in the last user message steer it:
   `times` limits it to the first requests of the conversation), `[demo:malformed]` (a body or
   stream event that is not JSON), `[demo:stall]` (a stream that stops after its first event),
   each with an optional `,times=N`;
-- `[demo:long=<characters>]` (a final answer that long);
+- `[demo:long=<characters>]` (a final answer that long; not for the judge or reviewer);
 - `[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
   workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the
   file named by "Read <file>", else README.md).
+
+The judge and the reviewer read their markers anywhere in the system and user messages (they
+come with the subtask's description), and their answers are plain text, labelled as the demo
+model's only inside the JSON's texts:
+- `[demo:score=<N>]`: the judge scores both dimensions N (unclamped), with an issue saying so;
+- `[demo:judge=chatty]`: the judge's JSON in a ```json fence among prose;
+- `[demo:judge=broken]`: a judge's answer that is not JSON, unless the prompt holds the repair
+  line "Your previous answer was not valid JSON.";
+- `[demo:review=fix]`: at "Review cycle: 1" (or with no cycle line) needs_revision, 6.5, one
+  high issue, auto-fixable; at cycle 2 and later approved, 9.0;
+- `[demo:review=fail]`: always needs_revision, 6.5, auto-fixable;
+- `[demo:review=reject]`: needs_revision, 3.0, one critical issue, not auto-fixable.
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ import re
 import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 
@@ -59,6 +74,9 @@ __all__ = ["DEMO_MODEL", "LABEL", "create_demo_model_app", "decide_reply", "reco
            "running_demo_model", "serve_demo_model", "task_description"]
 
 _MAX_DELAY = 600.0
+REPAIR_LINE = "Your previous answer was not valid JSON."
+
+_Role = Literal["planner", "judge", "reviewer", "worker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +84,10 @@ class _Turn:
     """The parts of a conversation the script looks at."""
 
     instructions: str
-    planner: bool
+    role: _Role
     done_steps: int
     tool_results: list[str] = field(default_factory=list)
+    prompt: str = ""  # every system and user text: where judge and reviewer markers are read
 
 
 # ---- the script (pure) ------------------------------------------------------------------
@@ -91,8 +110,9 @@ def decide_reply(conversation: Conversation) -> Reply:
         return Reply(fault=Fault("status", 500, f"{LABEL} Scripted failure: the instructions "
                                  "contain [demo:fail]. Remove that marker to get an answer."),
                      delay=delay)
-    reply = _plan_reply(text) if turn.planner else _worker_reply(turn)
-    if not reply.tool_calls and (long := re.search(r"\[demo:long=([0-9]+)\]", text)):
+    reply = _role_reply(turn)
+    long = re.search(r"\[demo:long=([0-9]+)\]", text)
+    if long and not reply.tool_calls and turn.role in ("planner", "worker"):
         size = min(int(long.group(1)), 5_000_000)
         filler = " ".join(itertools.repeat("lorem", size // 6 + 1))
         reply = Reply(text=(reply.text + "\n" + filler)[:max(size, 1)])
@@ -119,17 +139,40 @@ def _fault(text: str) -> Fault | None:
     return Fault(kind, message=f"{LABEL} Scripted {kind} answer.", times=times)
 
 
+_ROLE = re.compile(r"Role:[ \t]*(planner|judge|reviewer)\b")
+
+
 def _read_turn(conversation: Conversation) -> _Turn:
     users = conversation.texts("user")
     systems = conversation.texts("system")
     instructions = users[-1] if users else ""
     return _Turn(
         instructions=instructions,
-        planner=any("Role: planner" in s for s in [*systems, instructions]),
+        role=_role([*systems, *reversed(users)]),
         done_steps=sum(1 for m in conversation.messages
                        if m.role == "assistant" and m.tool_calls),
         tool_results=conversation.texts("tool"),
+        prompt="\n".join([*systems, *users]),
     )
+
+
+def _role(texts: list[str]) -> _Role:
+    """The first "Role: …" the script answers for: system prompts, then the latest prompt."""
+    for text in texts:
+        if found := _ROLE.search(text):
+            role: _Role = found.group(1)  # type: ignore[assignment]  # the pattern's choices
+            return role
+    return "worker"
+
+
+def _role_reply(turn: _Turn) -> Reply:
+    if turn.role == "planner":
+        return _plan_reply(turn.instructions)
+    if turn.role == "judge":
+        return _judge_reply(turn.prompt)
+    if turn.role == "reviewer":
+        return _review_reply(turn.prompt)
+    return _worker_reply(turn)
 
 
 def _plan_reply(instructions: str) -> Reply:
@@ -195,6 +238,76 @@ def _slug(text: str) -> str:
     return "_".join(words[:3]) or "project"
 
 
+# ---- the judge and the reviewer -----------------------------------------------------------
+
+_SCORE = re.compile(r"\[demo:score=(-?[0-9]{1,6}(?:\.[0-9]{1,6})?)\]")
+_CYCLE = re.compile(r"Review cycle:[ \t]*([0-9]{1,6})")
+
+
+def _judge_reply(prompt: str) -> Reply:
+    answer = json.dumps(_judgement(prompt), indent=2)
+    if "[demo:judge=broken]" in prompt and REPAIR_LINE not in prompt:
+        return Reply(text=f"{LABEL} The work looks complete and well structured, about 9 out "
+                          "of 10 (not JSON, on purpose: [demo:judge=broken]).")
+    if "[demo:judge=chatty]" in prompt:
+        return Reply(text=f"Here is my assessment {{as asked}}, scores [0 to 10] below:\n\n"
+                          f"```json\n{answer}\n```\n\nTell me if you want more detail.")
+    return Reply(text=answer)
+
+
+def _judgement(prompt: str) -> dict[str, Any]:
+    completeness: dict[str, Any] = {
+        "score": 9.0, "issues": [],
+        "suggestions": [f"{LABEL} Add a short usage example for what was built."]}
+    architecture: dict[str, Any] = {
+        "score": 8.5, "issues": [],
+        "suggestions": [f"{LABEL} Keep each module to one concept as it grows."]}
+    if scripted := _SCORE.search(prompt):
+        score = float(scripted.group(1))
+        for part in (completeness, architecture):
+            part["score"] = score
+            part["issues"] = [f"{LABEL} Scored {score:g} on purpose: the prompt carries "
+                              f"{scripted.group(0)}."]
+    return {"completeness": completeness, "architecture": architecture}
+
+
+def _review_reply(prompt: str) -> Reply:
+    cycles = _CYCLE.findall(prompt)
+    cycle = int(cycles[-1]) if cycles else 1
+    path = _named_file(prompt) or ""
+    if "[demo:review=reject]" in prompt:
+        review = _review(3.0, [_issue("critical", path, None, "The work does not do what the "
+                                      "subtask asks ([demo:review=reject]).",
+                                      "Redo the subtask from its description.")], fix="")
+    elif "[demo:review=fail]" in prompt or ("[demo:review=fix]" in prompt and cycle < 2):
+        marker = "fail" if "[demo:review=fail]" in prompt else "fix"
+        review = _review(6.5, [_issue("high", path, 1, "Inputs are used without validation "
+                                      f"([demo:review={marker}]).",
+                                      "Validate the inputs and add a docstring.")],
+                         fix="Add input validation and a docstring.")
+    else:
+        review = _review(9.0, [], fix="")
+    return Reply(text=json.dumps(review, indent=2))
+
+
+def _issue(severity: str, path: str, line: int | None, description: str,
+           suggestion: str) -> dict[str, Any]:
+    return {"severity": severity, "file": path, "line": line,
+            "description": f"{LABEL} {description}", "suggestion": suggestion}
+
+
+def _review(score: float, issues: list[dict[str, Any]], *, fix: str) -> dict[str, Any]:
+    approved = not issues
+    summary = ("Approved: the files do what the subtask asks." if approved else
+               f"Needs revision: {len(issues)} scripted issue, see below.")
+    return {"review_score": score, "issues": issues, "summary": f"{LABEL} {summary}",
+            "decision": "approved" if approved else "needs_revision",
+            "auto_fix_possible": bool(fix), "auto_fix_instructions": fix}
+
+
+# ---- the worker ----------------------------------------------------------------------------
+
+
 def _worker_reply(turn: _Turn) -> Reply:
     steps = _worker_steps(turn.instructions)
     if turn.done_steps < len(steps):
@@ -220,10 +333,8 @@ def _worker_steps(instructions: str) -> list[ToolCall]:
 
 def _target_file(instructions: str) -> str:
     """The file the instructions ask for ("Write cli.py: …"), or one named after them."""
-    named = re.search(r"\bwrite\s+`?([A-Za-z0-9_][\w./-]*\.[A-Za-z0-9]+)\b", instructions,
-                      flags=re.IGNORECASE)
-    if named and ".." not in named.group(1):
-        return named.group(1)
+    if named := _named_file(instructions):
+        return named
     first_line = instructions.strip().split("\n", 1)[0]
     lowered = instructions.lower()
     if "test" in lowered:
@@ -231,6 +342,13 @@ def _target_file(instructions: str) -> str:
     if any(word in lowered for word in ("python", "code", "implement", "function", "script")):
         return f"{_slug(first_line)}.py"
     return f"{_slug(first_line)}.md"
+
+
+def _named_file(text: str) -> str | None:
+    """The file a "Write cli.py: …" line names, if it stays inside the workspace."""
+    named = re.search(r"\bwrite\s+`?([A-Za-z0-9_][\w./-]*\.[A-Za-z0-9]+)\b", text,
+                      flags=re.IGNORECASE)
+    return named.group(1) if named and ".." not in named.group(1) else None
 
 
 def _content(path: str, instructions: str) -> str:

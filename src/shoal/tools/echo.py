@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from shoal.artifacts.paths import resolve_inside
-from shoal.errors import UnsafePath
 from shoal.config import Settings
+from shoal.errors import UnsafePath
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 
 

@@ -20,6 +20,7 @@ from shoal.tools.base import Probe, Tool
 # tool name → (module, probe function, factory function)
 ADAPTERS: dict[str, tuple[str, str, str]] = {
     "echo": ("shoal.tools.echo", "probe", "create"),
+    "evaluator": ("shoal.tools.evaluator", "probe", "create"),
     "claude_code": ("shoal.tools.claude_code", "probe", "create"),
     "gemini_cli": ("shoal.tools.gemini_cli", "probe", "create"),
     "codex": ("shoal.tools.codex", "probe", "create"),

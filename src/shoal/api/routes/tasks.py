@@ -30,6 +30,7 @@ from shoal.api.schemas import (
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning
 from shoal.engine.model import TaskRecord
+from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
 from shoal.errors import InvalidGraph, NotFound, Unavailable
 from shoal.ids import parse_id
 from shoal.runtime.dispatch import PERMISSIONS_KEY
@@ -66,10 +67,13 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
 
 def _meta(body: TaskCreate) -> dict[str, Any]:
     """The task's stored metadata: its requirements, and its permission policy if given."""
-    meta = dict(body.requirements or {})
-    meta.pop(PERMISSIONS_KEY, None)
+    meta = {k: v for k, v in (body.requirements or {}).items() if not str(k).startswith("shoal.")}
     if body.permissions is not None:
         meta[PERMISSIONS_KEY] = body.permissions.model_dump()
+    if body.quality == "off":
+        meta[QUALITY_KEY] = "off"
+    if body.checkpoint_deadline is not None:
+        meta[DEADLINE_KEY] = body.checkpoint_deadline.model_dump()
     return meta
 
 
@@ -115,6 +119,9 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
         subs = await queries.task_subtasks(conn, row.id)
+        cps, _ = await queries.list_checkpoints(conn, user_id=user.user_id, task_id=row.id,
+                                                status=None, limit=100, offset=0)
+    summaries = [subtask_summary(s) for s in subs]
     return TaskDetail(
         **_summary(row).model_dump(), workflow=row.workflow,
         checkpoint_frequency=row.checkpoint_frequency, privacy_level=row.privacy_level,
@@ -122,8 +129,28 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         updated_at=row.updated_at, started_at=row.started_at, completed_at=row.completed_at,
         usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
                     cost_usd=row.cost_usd),
-        subtasks=[subtask_summary(s) for s in subs], checkpoints=[], evaluation_scores=None,
+        subtasks=summaries,
+        checkpoints=[{"checkpoint_id": str(c.id), "status": c.status, "reason": c.reason,
+                      "subtask_id": str(c.subtask_id) if c.subtask_id else None,
+                      "triggered_at": c.created_at.isoformat(), "decision": c.decision}
+                     for c in cps],
+        evaluation_scores=_task_scores(summaries),
     )
+
+
+def _task_scores(subs: list[SubtaskSummary]) -> dict[str, Any] | None:
+    """The mean score per dimension over the task's evaluated subtasks."""
+    evaluations = [s.evaluation for s in subs if s.kind == "agent" and s.evaluation]
+    if not evaluations:
+        return None
+    sums: dict[str, list[float]] = {}
+    for ev in evaluations:
+        for dim, score in (ev.get("scores") or {}).items():
+            if score is not None:
+                sums.setdefault(dim, []).append(float(score))
+        if ev.get("overall") is not None:
+            sums.setdefault("overall", []).append(float(ev["overall"]))
+    return {d: round(sum(v) / len(v), 2) for d, v in sums.items()}
 
 
 @router.post("/{task_id}/cancel", response_model=TaskCancelled)
@@ -213,6 +240,7 @@ def subtask_summary(s: sa.Row[Any]) -> SubtaskSummary:
         assigned_worker=s.worker_name, assigned_worker_id=s.assigned_worker,
         assigned_tool=s.assigned_tool, recommended_tool=s.recommended_tool,
         attempts=s.attempts, error=s.error, started_at=s.started_at,
-        completed_at=s.completed_at,
+        completed_at=s.completed_at, kind=s.kind, target_id=s.target_id,
+        evaluation=s.evaluation, review=s.review, review_cycles=s.review_cycles or 0,
     )
 

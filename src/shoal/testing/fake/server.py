@@ -26,6 +26,8 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from shoal.errors import Unavailable
 from shoal.testing.fake import anthropic, gemini, ollama, openai_chat, openai_responses
@@ -50,13 +52,24 @@ class RecordedRequest:
 
 def create_fake_app() -> Starlette:
     """The fake model server as an ASGI app; `app.state.log` holds every request."""
-    routes = [*openai_chat.routes(), *openai_responses.routes(), *anthropic.routes(),
-              *gemini.routes(), *ollama.routes()]
-    app = Starlette(routes=routes)
+    # Gemini first: its `GET /v1/models` takes only requests with a Google key, the rest
+    # fall through to OpenAI's listing.
+    routes = [*gemini.routes(), *openai_chat.routes(), *openai_responses.routes(),
+              *anthropic.routes(), *ollama.routes()]
+    app = Starlette(routes=[*routes, Route("/_fake/log", _log_summary, methods=["GET"])])
     app.state.log = []
     app.state.ids = itertools.count(1)
     app.state.faults = Counter()
     return app
+
+
+async def _log_summary(request: Request) -> Response:
+    """`GET /_fake/log`: what the server received, for tests that run it in another process."""
+    return JSONResponse([
+        {"api": r.api, "method": r.method, "path": r.path,
+         "user_agent": r.headers.get("user-agent", ""),
+         "model": r.conversation.model if r.conversation else None}
+        for r in request_log(request.app)])
 
 
 def request_log(app: Starlette) -> list[RecordedRequest]:

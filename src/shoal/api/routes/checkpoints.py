@@ -1,0 +1,137 @@
+"""Checkpoints: list, read, and decide — approve, reject (cancels the task), or correct a
+subtask with guidance (seed 004 §4.1.3). Deciding a decided checkpoint is 409; another user's
+checkpoint is 404."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
+
+from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.schemas import (
+    CheckpointDecided,
+    CheckpointOut,
+    CheckpointPage,
+    CorrectBody,
+    CorrectionStarted,
+    RejectBody,
+)
+from shoal.engine.workflow import PENDING_REVIEW, CheckpointDecision
+from shoal.errors import Conflict, NotFound
+from shoal.ids import parse_id
+from shoal.store import queries
+
+router = APIRouter(prefix="/api/v1/checkpoints", tags=["checkpoints"])
+
+CheckpointStatus = Annotated[str | None, Query(pattern="^(pending_review|approved|rejected|"
+                                                       "corrected)$")]
+
+
+@router.get("", response_model=CheckpointPage)
+async def list_checkpoints(
+    user: UserDep, services: ServicesDep, status: CheckpointStatus = None,
+    task_id: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> CheckpointPage:
+    """The caller's checkpoints, newest first (`status=pending_review` for the open ones)."""
+    tid = parse_id(task_id, kind="task") if task_id else None
+    async with services.db.connection() as conn:
+        rows, total = await queries.list_checkpoints(conn, user_id=user.user_id, task_id=tid,
+                                                     status=status, limit=limit, offset=offset)
+    return CheckpointPage(checkpoints=[checkpoint_out(r) for r in rows], total=total,
+                          limit=limit, offset=offset)
+
+
+@router.get("/{checkpoint_id}", response_model=CheckpointOut)
+async def get_checkpoint(checkpoint_id: str, user: UserDep,
+                         services: ServicesDep) -> CheckpointOut:
+    """One checkpoint: why it opened, what was done, the scores, what comes next."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, checkpoint_id, user.user_id)
+        corrections = await queries.checkpoint_corrections(conn, row.id)
+    return checkpoint_out(row, corrections)
+
+
+@router.post("/{checkpoint_id}/approve", response_model=CheckpointDecided)
+async def approve(checkpoint_id: str, user: UserDep, services: ServicesDep) -> CheckpointDecided:
+    """Accept the work so far; the task continues."""
+    row = await _pending(services, checkpoint_id, user.user_id)
+    await services.runtime.decide_checkpoint(
+        row.task_id, user.user_id, CheckpointDecision(row.id, "approve", user.user_id))
+    return CheckpointDecided(checkpoint_id=row.id, status="approved",
+                             message="Checkpoint approved. Continuing to next subtasks...")
+
+
+@router.post("/{checkpoint_id}/reject", response_model=CheckpointDecided)
+async def reject(checkpoint_id: str, body: RejectBody, user: UserDep,
+                 services: ServicesDep) -> CheckpointDecided:
+    """Reject the work: the task is cancelled and its agents are stopped."""
+    row = await _pending(services, checkpoint_id, user.user_id)
+    await services.runtime.decide_checkpoint(
+        row.task_id, user.user_id,
+        CheckpointDecision(row.id, "reject", user.user_id, reason=body.reason.strip()))
+    return CheckpointDecided(checkpoint_id=row.id, status="rejected",
+                             message="Checkpoint rejected. Task cancelled.")
+
+
+@router.post("/{checkpoint_id}/correct", response_model=CorrectionStarted)
+async def correct(checkpoint_id: str, body: CorrectBody, user: UserDep,
+                  services: ServicesDep) -> CorrectionStarted:
+    """Send a subtask back with guidance; it re-executes, then is evaluated again."""
+    row = await _pending(services, checkpoint_id, user.user_id)
+    await services.runtime.decide_checkpoint(row.task_id, user.user_id, CheckpointDecision(
+        row.id, "correct", user.user_id, subtask_id=body.subtask_id,
+        correction_type=body.correction_type, guidance=body.guidance,
+        reference_files=tuple(body.reference_files), apply_to_future=body.apply_to_future))
+    async with services.db.connection() as conn:
+        made = await queries.checkpoint_corrections(conn, row.id)
+    last = made[-1] if made else None
+    return CorrectionStarted(
+        checkpoint_id=row.id, correction_id=last.id if last else None,
+        correction_subtask_id=last.correction_subtask_id if last else None,
+        status="re_executing", message="Correction sent to agent. Re-executing subtask...")
+
+
+async def _owned(conn: Any, checkpoint_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
+    cid = parse_id(checkpoint_id, kind="checkpoint")
+    row = await queries.get_checkpoint(conn, cid, user_id=user_id)
+    if row is None:
+        raise NotFound(f"No checkpoint {checkpoint_id}.", details={"checkpoint_id": checkpoint_id})
+    return row
+
+
+async def _pending(services: Any, checkpoint_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
+    async with services.db.connection() as conn:
+        row = await _owned(conn, checkpoint_id, user_id)
+    if row.status != PENDING_REVIEW:
+        raise Conflict(f"This checkpoint was already decided ({row.status}).",
+                       code="checkpoint_decided",
+                       details={"checkpoint_id": str(row.id), "status": row.status})
+    return row
+
+
+def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = None
+                   ) -> CheckpointOut:
+    """A checkpoint row in the API's shape."""
+    data: dict[str, Any] = dict(row.data or {})
+    return CheckpointOut(
+        checkpoint_id=row.id, task_id=row.task_id, task_description=row.task_description,
+        status=row.status, reason=row.reason, message=data.get("message"),
+        triggered_at=row.created_at, subtask_id=row.subtask_id, subtask=data.get("subtask"),
+        subtasks_completed=list(data.get("subtasks_completed") or []),
+        evaluation_scores=data.get("evaluation_scores"),
+        overall_score=data.get("overall_score"), average_score=data.get("average_score"),
+        next_subtasks=list(data.get("next_subtasks") or []), deadline_at=row.deadline_at,
+        deadline_action=row.deadline_action, decision=row.decision,
+        decided_by=row.decided_by, decided_at=row.decided_at, notes=row.notes,
+        corrections=[{"correction_id": str(c.id), "subtask_id": str(c.subtask_id),
+                      "correction_subtask_id": str(c.correction_subtask_id),
+                      "correction_type": c.correction_type, "guidance": c.guidance,
+                      "reference_files": list(c.reference_files or []),
+                      "apply_to_future": c.apply_to_future,
+                      "created_at": c.created_at.isoformat()}
+                     for c in corrections or []])
