@@ -31,6 +31,7 @@ async def wait_until(
 ) -> T:
     """Poll `check` until it returns something truthy; fail naming `what` at the deadline."""
     deadline = time.monotonic() + within
+    pause = 0.02  # grows to 0.25 s, so a long wait stays far below the API's rate limit
     while True:
         value = check()
         if asyncio.iscoroutine(value):
@@ -39,7 +40,8 @@ async def wait_until(
             return value  # type: ignore[return-value]
         if time.monotonic() > deadline:
             raise AssertionError(f"Timed out after {within:g} s waiting for {what}.")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(pause)
+        pause = min(0.25, pause * 1.5)
 
 
 async def login(srv: RunningServer, settings: Settings, name: str = "alice") -> httpx.AsyncClient:

@@ -233,3 +233,40 @@ python -m pytest -q
 ```
 ''',
 }
+
+# `[demo:messy]`: code with real problems, so the evaluators have something to find.
+MESSY_MODULE = '''"""Deliberately poor code from the Shoal demo model ([demo:messy])."""
+import os
+import subprocess
+import sys
+
+PASSWORD = "hunter2"
+
+
+def describe():
+    return "messy"
+
+
+def run(command):
+    return subprocess.call(command, shell=True)
+
+
+def calculate(expression):
+    return eval(expression)
+
+
+def add(a, b):
+    return a - b
+'''
+
+MESSY_TEST = '''"""Tests from the Shoal demo model ([demo:messy]): one of them fails."""
+from {module} import add, describe
+
+
+def test_describe():
+    assert describe() == "messy"
+
+
+def test_add():
+    assert add(2, 2) == 4
+'''

@@ -23,6 +23,7 @@ Markers in the last user message steer it:
   stream event that is not JSON), `[demo:stall]` (a stream that stops after its first event),
   each with an optional `,times=N`;
 - `[demo:long=<characters>]` (a final answer that long; not for the judge or reviewer);
+- `[demo:messy]` (Python files with real lint, security and test failures to find);
 - `[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
   workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the
   file named by "Read <file>", else README.md).
@@ -57,6 +58,8 @@ from shoal.testing.demo_files import (
     GENERIC_MODULE,
     GENERIC_TEST,
     GENERIC_TEST_ALONE,
+    MESSY_MODULE,
+    MESSY_TEST,
     SIGNATURE,
     TODO_FILES,
 )
@@ -356,6 +359,11 @@ def _content(path: str, instructions: str) -> str:
         return TODO_FILES[path]
     name = path.rsplit("/", 1)[-1]
     stem = name.rsplit(".", 1)[0]
+    if "[demo:messy]" in instructions and name.endswith(".py"):
+        module = stem.removeprefix("test_")
+        if name.startswith("test_") and module.isidentifier():
+            return MESSY_TEST.format(module=module)
+        return MESSY_MODULE
     if name.endswith(".py") and name.startswith("test_"):
         module = stem.removeprefix("test_")
         if module.isidentifier():
