@@ -123,6 +123,7 @@ class TaskResult(_Message):
     usage: Usage = Field(default_factory=Usage)
     error: str | None = None
     duration_seconds: float = 0.0
+    denials: list[dict[str, Any]] = Field(default_factory=list)  # tool, target, reason, …
 
 
 WorkerMessage = Annotated[

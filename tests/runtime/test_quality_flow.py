@@ -298,3 +298,27 @@ async def test_checkpoint_survives_a_control_plane_restart(
             resp = await client.post(f"/api/v1/checkpoints/{cp['checkpoint_id']}/approve")
             assert resp.status_code == 200, resp.text
             await wait_for_status(client, task_id, "completed", within=WITHIN)
+
+
+async def test_tool_approval_request_becomes_a_checkpoint(
+    server: RunningServer, settings: Settings, model_url: str
+) -> None:
+    """A command the policy says to ask about pauses the task; approving re-runs it allowed."""
+    client = await login(server, settings)
+    async with _workers(server, settings, model_url, "wa"):
+        task_id = await _submit(
+            client, [_step("tests", "Write test_calc.py: tests for calc.py.")],
+            permissions={"commands": "ask"}, quality="off")
+        cp = await _wait_checkpoint(client, task_id)
+        assert cp["reason"] == "approval_request"
+        assert "run_command" in cp["message"]
+        resp = await client.post(f"/api/v1/checkpoints/{cp['checkpoint_id']}/approve")
+        assert resp.status_code == 200, resp.text
+        detail = await wait_for_status(client, task_id, "completed", within=WITHIN)
+        tests = by_name(detail)["tests"]
+        fix = next(s for s in detail["subtasks"]
+                   if s["kind"] == "correct" and s["target_id"] == tests["subtask_id"])
+        output = (await subtask_detail(client, fix["subtask_id"]))["output"]
+        assert "Permission denials" not in output["text"]
+        assert "compiles" in output["text"]  # the approved command really ran
+    await client.aclose()

@@ -88,6 +88,7 @@ class Finished:
     rejected_files: tuple[Mapping[str, Any], ...] = ()
     usage: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    denials: tuple[Mapping[str, Any], ...] = ()  # what the permission policy refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +422,12 @@ def _complete_subtask(step: _Step, sub: SubtaskRecord, inp: Finished) -> None:
         return  # requeued once to repair an answer that was not valid JSON
     if sub.kind == "evaluate":
         output["parsed"] = _evaluator_answer(inp.output)
+    asked = [dict(d) for d in inp.denials if d.get("needs_human")]
+    if asked:
+        output["approval_requests"] = asked
+    if sub.kind in ("agent", "correct") and asked:
+        _approval_request(step, sub, output, asked)
+        return
     if sub.kind == "agent" and _quality_on(step.task, sub):
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
                                output=output, progress=90, error=None)
@@ -802,10 +809,51 @@ def _correction_done(step: _Step, target: SubtaskRecord, fix: SubtaskRecord) -> 
     merged = {**old, "text": new.get("text", old.get("text", "")),
               "files": sorted(files.values(), key=lambda f: str(f["path"])),
               "corrected_by": str(fix.id)}
+    merged.pop("approval_requests", None)
     target = step.set_subtask(target, status=transition(target.status, SubtaskStatus.VERIFYING),
                               output=merged, completed_at=None, progress=90)
     _emit_subtask(step, target)
-    _verify(step, target)
+    if _quality_on(step.task, target):
+        _verify(step, target)
+    else:
+        _accept(step, target)
+
+
+_EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEdit", "replace",
+                         "edit", "apply_patch"})
+
+
+def _approval_request(step: _Step, sub: SubtaskRecord, output: dict[str, Any],
+                      asked: list[dict[str, Any]]) -> None:
+    """The agent asked for something the policy says a person decides: pause and ask."""
+    target = _targets(step, sub) if sub.kind == "correct" else sub
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED)
+                           if sub.kind == "correct" else transition(
+                               sub.status, SubtaskStatus.VERIFYING),
+                           output=output, progress=90 if sub.kind == "agent" else 100,
+                           completed_at=step.ctx.now if sub.kind == "correct" else None,
+                           error=None)
+    _emit_subtask(step, sub)
+    if target is None:
+        return
+    if sub.kind == "correct":  # the correction itself asked again: its target waits
+        target = step.set_subtask(target, output={**dict(target.output or {}),
+                                                  "approval_requests": asked})
+    listed = "; ".join(f"{d.get('tool')} {str(d.get('target'))[:120]}" for d in asked[:5])
+    _open_checkpoint(step, "approval_request", target,
+                     message=f"'{target.name}' asked to do what the task's policy leaves to a "
+                             f"person: {listed}. Approve to let it run again with that "
+                             "allowed.")
+
+
+def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
+    """The permissions of a re-run after a person approved what the agent asked for."""
+    asked = (target.output or {}).get("approval_requests") or []
+    granted = {"edits": "allow", "commands": "allow", **dict(base)}
+    for request in asked:
+        kind = "edits" if request.get("tool") in _EDIT_TOOLS else "commands"
+        granted[kind] = "allow"
+    return granted
 
 
 def _accept(step: _Step, target: SubtaskRecord) -> None:
@@ -912,7 +960,17 @@ def _decide_checkpoint(step: _Step, inp: CheckpointDecision) -> None:
             "Rejected at a checkpoint."
         _cancel(step, why)
         return
-    if inp.action == "approve":
+    if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
+        base = step.task.meta.get("shoal.permissions") or {}
+        requests = (target.output or {}).get("approval_requests") or []
+        fix = _add_correction(step, target, source="approval", issues=[], pin_worker=False,
+                              guidance="A person approved what you asked for: "
+                                       + "; ".join(f"{r.get('tool')} {r.get('target')}"
+                                                   for r in requests)
+                                       + ". Do it now.")
+        step.set_subtask(fix, options={**fix.options,
+                                       "permissions": _granted(target, base)})
+    elif inp.action == "approve":
         if target is not None and target.status in (SubtaskStatus.VERIFYING,
                                                      SubtaskStatus.CORRECTING):
             _accept(step, target)

@@ -403,7 +403,8 @@ class Runtime:
             self._decide(b, work, Finished(
                 attempt_id=msg.attempt_id, status=msg.status, output=msg.output,
                 files=tuple(manifest), rejected_files=tuple(rejected),
-                usage=msg.usage.model_dump(), error=msg.error), ctx)
+                usage=msg.usage.model_dump(), error=msg.error,
+                denials=tuple(msg.denials)), ctx)
         except StaleAttempt as exc:
             reason = exc.message
             job.result = lambda: (False, reason)

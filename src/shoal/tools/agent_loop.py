@@ -404,7 +404,8 @@ def _with_denials(outcome: ToolOutcome, denials: list[Denial]) -> ToolOutcome:
         return outcome
     listed = "\n".join(f"- {d.tool} {d.target}: {d.reason}" for d in denials)
     return ToolOutcome(status=outcome.status, usage=outcome.usage, error=outcome.error,
-                       output=f"{outcome.output}\n\nPermission denials:\n{listed}".strip())
+                       output=f"{outcome.output}\n\nPermission denials:\n{listed}".strip(),
+                       denials=tuple(denials))
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from shoal.protocol import Usage
+from shoal.tools.permissions import Denial
 
 OutcomeStatus = Literal["succeeded", "failed"]
 
@@ -43,6 +44,7 @@ class ToolOutcome:
     output: str = ""
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    denials: tuple[Denial, ...] = ()  # what the permission policy refused during the run
 
 
 class Tool(Protocol):

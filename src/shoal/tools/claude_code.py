@@ -275,7 +275,8 @@ class _Session:
             f"- {d.tool} {d.target}: {d.reason}" for d in self.denials)
         error = f"{outcome.error}\n\n{listed}" if outcome.error else None
         return ToolOutcome(status=outcome.status, usage=outcome.usage, error=error,
-                           output=f"{outcome.output}\n\n{listed}".strip())
+                           output=f"{outcome.output}\n\n{listed}".strip(),
+                           denials=tuple(self.denials))
 
 
 def decide(policy: PermissionPolicy, workspace: Path, tool: str,

@@ -251,13 +251,15 @@ class Progress:
         self._flush()
         output = _with_denials("".join(self.answer).strip(), self.denials)
         if self.status == "success" and result.exit_code == 0:
-            return ToolOutcome(status="succeeded", output=output, usage=self.usage)
+            return ToolOutcome(status="succeeded", output=output, usage=self.usage,
+                               denials=tuple(self.denials))
         reason = self.failure or self.last_error or (
             f"gemini exited with code {result.exit_code} without a result")
         tail = _stderr_tail(result.stderr)
         error = (f"The Gemini CLI failed (exit code {result.exit_code}): {reason}"
                  + (f"\n--- stderr ---\n{tail}" if tail else ""))
-        return ToolOutcome(status="failed", output=output, usage=self.usage, error=error)
+        return ToolOutcome(status="failed", output=output, usage=self.usage, error=error,
+                           denials=tuple(self.denials))
 
 
 def _target(params: dict[str, Any]) -> str:

@@ -512,6 +512,7 @@ def _result(
         usage=outcome.usage,
         error=outcome.error,
         duration_seconds=time.monotonic() - attempt.started,
+        denials=[d.as_dict() for d in outcome.denials],
     )
 
 
