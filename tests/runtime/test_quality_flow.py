@@ -322,3 +322,26 @@ async def test_tool_approval_request_becomes_a_checkpoint(
         assert "Permission denials" not in output["text"]
         assert "compiles" in output["text"]  # the approved command really ran
     await client.aclose()
+
+
+async def test_deadline_decides_and_every_decision_is_audited(
+    server: RunningServer, settings: Settings, model_url: str
+) -> None:
+    """A checkpoint whose deadline passes is approved by the sweeper; the audit says so."""
+    client = await login(server, settings)
+    async with _workers(server, settings, model_url, "wa"):
+        task_id = await _submit(client, [_step("calc", "Write calc.py: add [demo:score=3]")],
+                                checkpoint_frequency="low",
+                                checkpoint_deadline={"seconds": 0.5, "action": "approve"})
+        await wait_for_status(client, task_id, "completed", within=WITHIN)
+        [cp] = (await client.get("/api/v1/checkpoints", params={"task_id": task_id})).json()[
+            "checkpoints"]
+        shown = (await client.get(f"/api/v1/checkpoints/{cp['checkpoint_id']}")).json()
+        assert shown["decision"] == "approve"
+        assert shown["decided_by"] is None  # nobody: the deadline
+        assert [a["action"] for a in shown["audit"]] == ["checkpoint_opened",
+                                                         "checkpoint_approve"]
+        bad = await client.post("/api/v1/tasks", json={
+            "description": "x", "checkpoint_deadline": {"seconds": 10, "action": "explode"}})
+        assert bad.status_code == 422
+    await client.aclose()

@@ -301,6 +301,7 @@ class CheckpointOut(BaseModel):
     decided_at: datetime | None
     notes: str | None
     corrections: list[dict[str, Any]] = Field(default_factory=list)
+    audit: list[dict[str, Any]] = Field(default_factory=list)  # who decided what, when
 
 
 class CheckpointPage(BaseModel):

@@ -53,7 +53,8 @@ async def get_checkpoint(checkpoint_id: str, user: UserDep,
     async with services.db.connection() as conn:
         row = await _owned(conn, checkpoint_id, user.user_id)
         corrections = await queries.checkpoint_corrections(conn, row.id)
-    return checkpoint_out(row, corrections)
+        audit = await queries.audit_entries(conn, object_id=row.id)
+    return checkpoint_out(row, corrections, audit)
 
 
 @router.post("/{checkpoint_id}/approve", response_model=CheckpointDecided)
@@ -114,8 +115,8 @@ async def _pending(services: Any, checkpoint_id: str, user_id: uuid.UUID) -> sa.
     return row
 
 
-def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = None
-                   ) -> CheckpointOut:
+def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = None,
+                   audit: list[sa.Row[Any]] | None = None) -> CheckpointOut:
     """A checkpoint row in the API's shape."""
     data: dict[str, Any] = dict(row.data or {})
     return CheckpointOut(
@@ -134,4 +135,7 @@ def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = Non
                       "reference_files": list(c.reference_files or []),
                       "apply_to_future": c.apply_to_future,
                       "created_at": c.created_at.isoformat()}
-                     for c in corrections or []])
+                     for c in corrections or []],
+        audit=[{"action": a.action, "user_id": str(a.user_id) if a.user_id else None,
+                "at": a.created_at.isoformat(), "details": dict(a.details or {})}
+               for a in audit or []])
