@@ -1,18 +1,35 @@
 """The real `shoal` command, run as subprocesses, each against a fresh data directory.
 
 Starting the command costs seconds, so the module's commands start together in one fixture
-and each test checks one of them.
+and each test checks one of them. The checkpoint commands run against an in-process control
+plane with a worker on the demo model; the live view's rendering is checked on its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
+import re
 import subprocess
 import sys
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from rich.console import Console
+
+from shoal.client import Credentials, ShoalClient
+from shoal.config import Settings
+from shoal.follow import Progress, follow
+from shoal.testing.demo_model import running_demo_model
+from shoal.testing.server import RunningServer, running_server
+from shoal.tools.agent_loop import OpenAICompatTool
+from tests.runtime.harness import DEADLINE, echo_worker, login, wait_for_status, wait_until
 
 SHOAL = Path(sys.executable).with_name("shoal")
 USER_CREATE = ("user", "create", "--username", "u", "--password", "password123", "--admin")
@@ -75,6 +92,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "unreachable": start(base / "unreachable", "tasks", SHOAL_SERVER="http://127.0.0.1:9",
                              SHOAL_TOKEN="not-a-token"),
         "no_credentials": start(base / "no_credentials", "submit", "Build a thing"),
+        "demo": start(base / "demo", "up", "--demo", "--port", "0"),
     }
     done = {"user": finish(started.pop("user"))}
     again = start(base / "user", *USER_CREATE)
@@ -140,3 +158,236 @@ def test_submit_without_credentials_says_how_to_sign_in(runs: dict[str, Run]) ->
     assert result.returncode == 1
     assert "shoal up" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_up_demo_approves_checkpoints_and_ends(runs: dict[str, Run]) -> None:
+    """`shoal up --demo` (what `make run` runs) approves its checkpoints itself and exits 0."""
+    result = runs["demo"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "the demo approves it automatically" in result.stdout
+    assert "shoal approve " in result.stdout
+    assert "Task completed." in result.stdout
+
+
+# ---- checkpoints, against a real control plane, worker and demo model ------------------------
+
+LOW_SCORE_PLAN = [{"name": "notes", "tool": "openai_compat",
+                   "description": "Write notes.md: short notes. [demo:score=3]"}]
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A running control plane with a worker on the demo model, and a signed-in user."""
+
+    server: RunningServer
+    http: httpx.AsyncClient
+    env: dict[str, str]
+    base: Path
+
+    async def shoal(self, *args: str) -> Run:
+        """Run the real `shoal ARGS` against this control plane as the signed-in user."""
+        return await asyncio.to_thread(lambda: finish(start(self.base, *args, **self.env)))
+
+    async def submit(self, plan: list[dict[str, Any]], **extra: Any) -> str:
+        """Submit a task with its own plan; its id."""
+        resp = await self.http.post("/api/v1/tasks", json={
+            "description": "Checkpoint test", "plan": plan, **extra})
+        assert resp.status_code == 201, resp.text
+        return str(resp.json()["task_id"])
+
+    async def pending_checkpoint(self, task_id: str) -> dict[str, Any]:
+        """Wait for the task's checkpoint to open; the checkpoint."""
+
+        async def opened() -> dict[str, Any] | None:
+            page = (await self.http.get("/api/v1/checkpoints", params={
+                "status": "pending_review", "task_id": task_id})).json()
+            return page["checkpoints"][0] if page["checkpoints"] else None
+
+        return await wait_until(opened, what=f"a checkpoint of task {task_id}")
+
+    async def status(self, task_id: str, *statuses: str) -> dict[str, Any]:
+        """Wait for the task to reach one of `statuses`; its detail."""
+        return await wait_for_status(self.http, task_id, *statuses)
+
+
+@pytest.fixture
+async def plane(settings: Settings, tmp_path: Path) -> AsyncIterator[Plane]:
+    """A control plane, a worker whose `openai_compat` tool is the demo model, user alice."""
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
+            http = await login(srv, settings)
+            env = {"SHOAL_SERVER": srv.url,
+                   "SHOAL_TOKEN": http.headers["Authorization"].removeprefix("Bearer ")}
+            try:
+                yield Plane(srv, http, env, tmp_path / "cli")
+            finally:
+                await http.aclose()
+
+
+@pytest.fixture
+async def low_score(plane: Plane) -> tuple[str, str]:
+    """A task waiting at the checkpoint its low score opened: (task id, checkpoint id)."""
+    task_id = await plane.submit(LOW_SCORE_PLAN)
+    checkpoint = await plane.pending_checkpoint(task_id)
+    return task_id, checkpoint["checkpoint_id"]
+
+
+async def test_checkpoints_lists_the_waiting_one(plane: Plane, low_score: tuple[str, str]
+                                                 ) -> None:
+    """`shoal checkpoints` lists a pending checkpoint with its id, reason, subtask and score."""
+    result = await plane.shoal("checkpoints")
+    assert result.returncode == 0, result.stderr
+    assert low_score[1] in result.stdout
+    assert "low_score" in result.stdout
+    assert "notes" in result.stdout
+    assert " 3 " in result.stdout
+
+
+async def test_checkpoint_show_prints_reason_and_scores(plane: Plane,
+                                                        low_score: tuple[str, str]) -> None:
+    """`shoal checkpoint show` says why it opened, the scores per dimension and how to answer."""
+    result = await plane.shoal("checkpoint", "show", low_score[1])
+    assert result.returncode == 0, result.stderr
+    assert "low evaluation score" in result.stdout
+    assert "'notes' scored 3" in result.stdout
+    assert re.search(r"completeness\s+│\s+3\b", result.stdout), result.stdout
+    assert re.search(r"architecture\s+│\s+3\b", result.stdout), result.stdout
+    assert f"shoal approve {low_score[1]}" in result.stdout
+
+
+async def test_approve_resumes_the_task(plane: Plane, low_score: tuple[str, str]) -> None:
+    """`shoal approve` accepts the work; the task completes and nothing waits any more."""
+    task_id, checkpoint_id = low_score
+    result = await plane.shoal("approve", checkpoint_id)
+    assert result.returncode == 0, result.stderr
+    assert "approved" in result.stdout
+    await plane.status(task_id, "completed")
+    assert "No checkpoint is waiting" in (await plane.shoal("checkpoints")).stdout
+
+
+async def test_approving_a_decided_checkpoint_fails_clearly(plane: Plane,
+                                                            low_score: tuple[str, str]) -> None:
+    """Approving a checkpoint twice exits 1 with one line saying it was already decided."""
+    checkpoint_id = low_score[1]
+    assert (await plane.shoal("approve", checkpoint_id)).returncode == 0
+    result = await plane.shoal("approve", checkpoint_id)
+    assert result.returncode == 1
+    assert f"Checkpoint {checkpoint_id} was already decided (approved)." in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+async def test_reject_cancels_the_task(plane: Plane, low_score: tuple[str, str]) -> None:
+    """`shoal reject --reason` cancels the task, with the reason as its error."""
+    task_id, checkpoint_id = low_score
+    result = await plane.shoal("reject", checkpoint_id, "--reason", "Not what I asked for")
+    assert result.returncode == 0, result.stderr
+    assert "rejected" in result.stdout
+    detail = await plane.status(task_id, "cancelled")
+    assert "Not what I asked for" in detail["error"]
+
+
+async def test_correct_sends_the_subtask_back(plane: Plane, low_score: tuple[str, str]) -> None:
+    """`shoal correct --type bug --guidance` answers it and a correction subtask appears."""
+    task_id, checkpoint_id = low_score
+    result = await plane.shoal("correct", checkpoint_id, "--type", "bug", "--guidance",
+                               "Add a heading to the notes.", "--reference", "notes.md")
+    assert result.returncode == 0, result.stderr
+    assert "corrected" in result.stdout
+    shown = await plane.shoal("task", "show", task_id)
+    assert "Fix: notes" in shown.stdout
+    detail = await plane.shoal("checkpoint", "show", checkpoint_id)
+    assert "Correction (bug): Add a heading to the notes." in detail.stdout
+
+
+async def test_checkpoint_errors_name_the_problem(plane: Plane,
+                                                  low_score: tuple[str, str]) -> None:
+    """An unknown checkpoint and a malformed subtask id each exit 1 with one clear line."""
+    unknown = await plane.shoal("approve", str(uuid.uuid4()))
+    assert unknown.returncode == 1
+    assert "No checkpoint" in unknown.stderr
+    assert "shoal checkpoints" in unknown.stderr
+    bad = await plane.shoal("correct", low_score[1], "--type", "bug", "--guidance", "x",
+                            "--subtask", "not-an-id")
+    assert bad.returncode == 1
+    assert "Invalid --subtask" in bad.stderr
+    assert "Traceback" not in unknown.stderr + bad.stderr
+
+
+async def test_follow_hands_each_checkpoint_to_on_checkpoint(plane: Plane) -> None:
+    """`follow(on_checkpoint=…)` gets each checkpoint; a handler's error is shown, not raised."""
+    task_id = await plane.submit(LOW_SCORE_PLAN)
+    seen: list[dict[str, Any]] = []
+
+    async def approve_then_fail(data: dict[str, Any]) -> None:
+        seen.append(data)
+        await client.approve(data["checkpoint_id"])
+        raise RuntimeError("handler broke after approving")
+
+    out = io.StringIO()
+    creds = Credentials(plane.server.url, plane.env["SHOAL_TOKEN"])
+    async with ShoalClient(creds) as client:
+        status = await asyncio.wait_for(
+            follow(client, task_id, Console(file=out, width=200), on_checkpoint=approve_then_fail),
+            DEADLINE)
+    assert status == "completed"
+    assert [d["reason"] for d in seen] == ["low_score"]
+    assert "handler broke after approving" in out.getvalue()
+
+
+# ---- the live view ---------------------------------------------------------------------------
+
+
+def _event(event_type: str, /, **data: Any) -> dict[str, Any]:
+    return {"type": event_type, "data": data, "seq": 1, "timestamp": "2025-01-01T00:00:00Z"}
+
+
+def _screen(view: Progress) -> str:
+    console = Console(file=io.StringIO(), width=200, no_color=True)
+    console.print(view.render())
+    return console.file.getvalue()  # type: ignore[attr-defined, no-any-return]
+
+
+CHECKPOINT_ID = "11111111-2222-3333-4444-555555555555"
+
+
+def test_follow_view_shows_a_checkpoint_until_it_is_decided() -> None:
+    """`checkpoint_ready` shows why and how to answer; `checkpoint_decided` clears it."""
+    view = Progress("t1")
+    view.apply(_event("task_update", status="checkpoint_pending", progress=50))
+    view.apply(_event("checkpoint_ready", checkpoint_id=CHECKPOINT_ID, reason="low_score",
+                      status="pending_review", subtask_id="a",
+                      message="'notes' scored 3 (below 7).", completed_count=0,
+                      average_score=3.0, overall_score=3.0, deadline_at=None))
+    screen = _screen(view)
+    assert "waiting for you" in screen
+    assert "'notes' scored 3 (below 7)." in screen
+    assert "Score 3" in screen
+    assert f"shoal approve {CHECKPOINT_ID}" in screen
+    assert f'shoal reject {CHECKPOINT_ID} --reason "why"' in screen
+    assert f"shoal correct {CHECKPOINT_ID} --type TYPE --guidance" in screen
+    view.apply(_event("checkpoint_decided", checkpoint_id=CHECKPOINT_ID, decision="approve",
+                      status="approved", reason=None))
+    view.apply(_event("task_update", status="in_progress", progress=60))
+    screen = _screen(view)
+    assert CHECKPOINT_ID not in screen
+    assert "waiting for you" not in screen
+
+
+def test_follow_view_nests_quality_steps_and_shows_scores() -> None:
+    """Quality steps sit indented under their subtask, whose row shows score and review."""
+    view = Progress("t1")
+    view.apply(_event("task_update", status="in_progress", progress=10, plan=[
+        {"subtask_id": "a", "name": "Storage", "kind": "agent", "status": "queued"},
+        {"subtask_id": "b", "name": "Docs", "kind": "agent", "status": "queued"}]))
+    view.apply(_event("subtask_update", subtask_id="j", name="Judge: Storage", kind="judge",
+                      target_id="a", status="completed"))
+    view.apply(_event("evaluation", subtask_id="a", name="Storage", overall=8.7, scores={},
+                      missing=[]))
+    view.apply(_event("review", subtask_id="a", name="Storage", cycle=1, score=9.0,
+                      decision="approved", outcome="approve", issues=0))
+    lines = _screen(view).splitlines()
+    storage = next(i for i, line in enumerate(lines) if "Storage" in line)
+    assert "score 8.7 · review: approve" in lines[storage]
+    assert "└ Judge" in lines[storage + 1]
+    assert "Docs" in lines[storage + 2]

@@ -1,25 +1,33 @@
-"""The `shoal` command: up | serve | worker | submit | tasks | task | cancel | user | token | db."""
+"""The `shoal` command: up | serve | worker | submit | tasks | task | cancel | checkpoints |
+checkpoint | approve | reject | correct | user | token | db."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from shoal.config import DEV_SECRET, Settings
 from shoal.errors import ShoalError
 from shoal.logs import configure_logging
+
+if TYPE_CHECKING:
+    from shoal.client import ApiError
 
 app = typer.Typer(help="Shoal: plan a task into a graph of agents and run it on many machines.",
                   no_args_is_help=True, add_completion=False)
@@ -27,10 +35,12 @@ user_app = typer.Typer(help="Manage user accounts.", no_args_is_help=True)
 token_app = typer.Typer(help="Manage worker tokens.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
+checkpoint_app = typer.Typer(help="Look at one checkpoint.", no_args_is_help=True)
 app.add_typer(user_app, name="user")
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.add_typer(task_app, name="task")
+app.add_typer(checkpoint_app, name="checkpoint")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -156,12 +166,14 @@ def _check_tools() -> None:
         table.add_column(column)
     for probe in probes:
         found = "[green]yes[/green]" if probe.available else "[red]no[/red]"
-        text = probe.detail if probe.available else f"{probe.detail}. To enable: {probe.enable}"
+        text = (probe.detail if probe.available
+                else f"{probe.detail.rstrip('.')}. To enable: {probe.enable}")
         table.add_row(probe.name, found, probe.version or "", "yes" if probe.local else "no",
                       text)
     console.print(table)
-    if not any(p.available and p.name != "echo" for p in probes):
-        console.print("No AI tool found: this worker could only run the test tool `echo`.")
+    if not any(p.available and p.name not in ("echo", "evaluator") for p in probes):
+        console.print("No AI tool found: this worker could only run the built-in `echo` and "
+                      "`evaluator` tools.")
         raise typer.Exit(1)
 
 
@@ -270,6 +282,223 @@ def cancel(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> No
     r = _client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/cancel"),
                      server, token)
     console.print(f"{r['task_id']} {r['status']}: {r['message']}")
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+
+
+class CorrectionType(StrEnum):
+    """What a correction asks the agent to change."""
+
+    WRONG_APPROACH = "wrong_approach"
+    INCOMPLETE = "incomplete"
+    BUG = "bug"
+    STYLE = "style"
+    MISSING_FEATURE = "missing_feature"
+    OTHER = "other"
+
+
+FLAGS = {"subtask_id": "--subtask", "correction_type": "--type", "guidance": "--guidance",
+         "reference_files": "--reference", "reason": "--reason"}
+
+
+def _checkpoint_call(checkpoint_id: str, fn: Callable[[Any], Awaitable[T]],
+                     server: str | None, token: str | None) -> T:
+    """`_client_call` about one checkpoint: its 404, 409 and 422 answers become sentences."""
+    from shoal.client import ApiError
+
+    async def go(client: Any) -> T:
+        try:
+            return await fn(client)
+        except ApiError as exc:
+            raise ShoalError(_checkpoint_error(checkpoint_id, exc), code=exc.code) from exc
+
+    return _client_call(go, server, token)
+
+
+def _checkpoint_error(checkpoint_id: str, exc: ApiError) -> str:
+    """What went wrong with a checkpoint command, and what to do about it."""
+    details = exc.details
+    if exc.status == 404:
+        return (f"No checkpoint {checkpoint_id} (or it is not yours). "
+                "List the open ones with: shoal checkpoints")
+    if exc.code == "checkpoint_decided":
+        status = details.get("status") if isinstance(details, dict) else None
+        return (f"Checkpoint {checkpoint_id} was already decided"
+                f"{f' ({status})' if status else ''}. "
+                f"See it with: shoal checkpoint show {checkpoint_id}")
+    if exc.status == 422 and isinstance(details, list) and details:
+        return "; ".join(f"Invalid {FLAGS.get(d.get('field'), d.get('field'))}: "
+                         f"{d.get('message')}" for d in details)
+    if exc.status == 422 and isinstance(details, dict) and details.get("field"):
+        return f"Invalid {FLAGS.get(details['field'], details['field'])}: {exc.message}"
+    return str(exc.message)
+
+
+def _age(stamp: str | None) -> str:
+    """How long ago an ISO time was: "42s", "5m", "3h", "2d"."""
+    if not stamp:
+        return ""
+    seconds = max(0, int((datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _clip(text: str, size: int) -> str:
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
+def _score(cp: dict[str, Any]) -> str:
+    if cp.get("overall_score") is not None:
+        return f"{cp['overall_score']:g}"
+    if cp.get("average_score") is not None:
+        return f"avg {cp['average_score']:g}"
+    return ""
+
+
+@app.command("checkpoints")
+def checkpoints_list(
+    task: Annotated[str | None, typer.Option("--task", help="Only this task's (its id).")] = None,
+    show_all: Annotated[bool, typer.Option(
+        "--all", help="Decided checkpoints too, not only those waiting for you.")] = False,
+    limit: Annotated[int, typer.Option()] = 50,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """List the checkpoints waiting for you, newest first."""
+    status = None if show_all else "pending_review"
+    page = _client_call(lambda c: c.checkpoints(status, task, limit=limit), server, token)
+    if not page["checkpoints"]:
+        console.print("No checkpoints." if show_all else "No checkpoint is waiting for you.")
+        return
+    for cp in page["checkpoints"]:  # one block each: readable at any width, ids whole
+        subtask = (cp.get("subtask") or {}).get("name", "")
+        head = Text.assemble(
+            (cp["checkpoint_id"], "bold"), "  ", (cp["reason"], "yellow"), "  ",
+            _score(cp) or "no score", "  ", f"{_age(cp['triggered_at'])} ago",
+            f"  task {cp['task_id'][:8]}", (f"  {cp['status']}" if show_all else ""))
+        console.print(head, no_wrap=True, overflow="ignore", crop=False)
+        detail = " · ".join(part for part in (subtask, _clip(cp.get("message") or "", 300))
+                            if part)
+        if detail:
+            console.print(Text("    " + detail))
+    console.print(f"{len(page['checkpoints'])} of {page['total']}. Details: shoal checkpoint "
+                  "show ID. Answer: shoal approve ID | shoal reject ID --reason TEXT | "
+                  "shoal correct ID --type TYPE --guidance TEXT", soft_wrap=True)
+
+
+@checkpoint_app.command("show")
+def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
+                    token: TokenOpt = None) -> None:
+    """A checkpoint in full: why it opened, the scores, what was done and what comes next."""
+    from shoal.follow import answer_commands, describe_reason
+
+    cp = _checkpoint_call(checkpoint_id, lambda c: c.checkpoint(checkpoint_id), server, token)
+    cid = cp["checkpoint_id"]
+    say = functools.partial(console.print, soft_wrap=True, markup=False)  # data, not markup
+    console.print(f"[bold]Checkpoint {cid}[/]  {cp['status']}  (opened {_age(cp['triggered_at'])}"
+                  " ago)", soft_wrap=True)
+    say(f"Task {cp['task_id']}: {cp['task_description']}")
+    say(f"Why: {describe_reason(cp['reason'])} ({cp['reason']}). {cp.get('message') or ''}")
+    for part in (*_checkpoint_scores(cp), *_checkpoint_work(cp), *_checkpoint_corrections(cp)):
+        say(part)
+    if cp["status"] == "pending_review":
+        if cp.get("deadline_at"):
+            say(f"Deadline: {cp['deadline_at']} (then: {cp['deadline_action']})")
+        say("Answer it with one of:")
+        for command in answer_commands(cid):
+            say(f"  {command}")
+    else:
+        say(f"Decided: {cp.get('decision')} at {cp.get('decided_at')}"
+            + (f" — {cp['notes']}" if cp.get("notes") else ""))
+
+
+def _checkpoint_scores(cp: dict[str, Any]) -> list[Any]:
+    """The subtask in question, its score per dimension, the average so far."""
+    parts: list[Any] = []
+    subtask = cp.get("subtask") or {}
+    if subtask:
+        parts.append(f"Subtask: {subtask.get('name')} ({subtask.get('subtask_id')})")
+    scores = cp.get("evaluation_scores") or {}
+    if scores:
+        table = Table("dimension", "score", title="Evaluation", title_justify="left")
+        for name, value in scores.items():
+            table.add_row(Text(name), "n/a" if value is None else f"{value:g}")
+        table.add_row(Text("overall", style="bold"), _score(cp) or "n/a")
+        parts.append(table)
+    if cp.get("average_score") is not None:
+        parts.append(f"Average score of the task so far: {cp['average_score']:g}")
+    review = subtask.get("review") or {}
+    if review:
+        parts.append(f"Peer review (cycle {review.get('cycle')}): {review.get('decision')}, "
+                     f"score {review.get('score')}, outcome {review.get('outcome')}")
+        for issue in review.get("issues") or []:
+            where = "".join(f"{sep}{issue[key]}" for sep, key in ((" ", "file"), (":", "line"))
+                            if issue.get(key) is not None and issue.get("file"))
+            parts.append(f"  - [{issue.get('severity')}]{where} {issue.get('description')}"
+                         + (f" Suggestion: {issue['suggestion']}" if issue.get("suggestion")
+                            else ""))
+    return parts
+
+
+def _checkpoint_work(cp: dict[str, Any]) -> list[str]:
+    """What is done and what comes next."""
+    parts = [f"Completed subtasks: {len(cp['subtasks_completed']) or 'none yet'}"]
+    for done in cp["subtasks_completed"]:
+        files = ", ".join(done.get("files_created") or []) or "no files"
+        parts.append(f"  - {done.get('name')} ({files})")
+    names = [n.get("name", "?") for n in cp["next_subtasks"]]
+    parts.append(f"Next: {', '.join(names) if names else 'nothing; this is the end of the plan'}")
+    return parts
+
+
+def _checkpoint_corrections(cp: dict[str, Any]) -> list[str]:
+    """Corrections already sent from this checkpoint."""
+    return [f"Correction ({c['correction_type']}): {c['guidance']} → subtask "
+            f"{c['correction_subtask_id']}" for c in cp.get("corrections") or []]
+
+
+@app.command()
+def approve(checkpoint_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Approve a checkpoint: the work so far is accepted and the task continues."""
+    r = _checkpoint_call(checkpoint_id, lambda c: c.approve(checkpoint_id), server, token)
+    console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
+
+
+@app.command()
+def reject(
+    checkpoint_id: str,
+    reason: Annotated[str, typer.Option(help="Why the work is not acceptable.")],
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Reject a checkpoint: the task is cancelled and its agents are stopped."""
+    r = _checkpoint_call(checkpoint_id, lambda c: c.reject(checkpoint_id, reason),
+                         server, token)
+    console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
+
+
+@app.command()
+def correct(
+    checkpoint_id: str,
+    correction_type: Annotated[CorrectionType, typer.Option(
+        "--type", help="What kind of change is needed.")],
+    guidance: Annotated[str, typer.Option(help="What the agent should change, in words.")],
+    subtask: Annotated[str | None, typer.Option(
+        help="The subtask to redo (default: the one the checkpoint is about).")] = None,
+    reference: Annotated[list[str] | None, typer.Option(
+        help="A file the agent should look at (repeatable).")] = None,
+    apply_to_future: Annotated[bool, typer.Option(
+        "--apply-to-future", help="Remember this guidance for your later tasks.")] = False,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Send a subtask back with guidance: it runs again, then is evaluated again."""
+    r = _checkpoint_call(checkpoint_id, lambda c: c.correct(
+        checkpoint_id, correction_type=correction_type.value, guidance=guidance,
+        subtask_id=subtask, reference_files=reference or (), apply_to_future=apply_to_future),
+        server, token)
+    console.print(f"Checkpoint {r['checkpoint_id']} corrected: {r['message']} "
+                  f"(correction subtask {r['correction_subtask_id']})", soft_wrap=True)
 
 
 @app.command()

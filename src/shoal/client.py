@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -110,3 +111,45 @@ class ShoalClient:
             async for line in resp.aiter_lines():
                 if line.startswith("data: "):
                     yield json.loads(line[6:])
+
+    async def checkpoints(self, status: str | None = None, task_id: str | None = None, *,
+                          limit: int = 50) -> dict[str, Any]:
+        """A page of your checkpoints, newest first (`status="pending_review"`: the open ones)."""
+        params: dict[str, Any] = {"limit": limit}
+        params |= {k: v for k, v in (("status", status), ("task_id", task_id)) if v}
+        result: dict[str, Any] = await self.request("GET", "/api/v1/checkpoints", params=params)
+        return result
+
+    async def checkpoint(self, checkpoint_id: str) -> dict[str, Any]:
+        """One checkpoint: why it opened, the scores, what was done and what comes next."""
+        result: dict[str, Any] = await self.request(
+            "GET", f"/api/v1/checkpoints/{quote(checkpoint_id, safe='')}")
+        return result
+
+    async def approve(self, checkpoint_id: str) -> dict[str, Any]:
+        """Accept the work so far; the task continues."""
+        return await self._decide(checkpoint_id, "approve", None)
+
+    async def reject(self, checkpoint_id: str, reason: str = "") -> dict[str, Any]:
+        """Reject the work: the task is cancelled."""
+        return await self._decide(checkpoint_id, "reject", {"reason": reason})
+
+    async def correct(
+        self, checkpoint_id: str, *, correction_type: str, guidance: str,
+        subtask_id: str | None = None, reference_files: Iterable[str] = (),
+        apply_to_future: bool = False,
+    ) -> dict[str, Any]:
+        """Send a subtask back with guidance; it re-executes and is evaluated again."""
+        body: dict[str, Any] = {"correction_type": correction_type, "guidance": guidance,
+                                "reference_files": list(reference_files),
+                                "apply_to_future": apply_to_future}
+        if subtask_id:
+            body["subtask_id"] = subtask_id
+        return await self._decide(checkpoint_id, "correct", body)
+
+    async def _decide(self, checkpoint_id: str, action: str,
+                      body: dict[str, Any] | None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "POST", f"/api/v1/checkpoints/{quote(checkpoint_id, safe='')}/{action}",
+            **({"json": body} if body is not None else {}))
+        return result

@@ -8,6 +8,7 @@ import functools
 import secrets
 import signal
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -15,7 +16,7 @@ from shoal import admin
 from shoal.auth.tokens import issue_token_pair
 from shoal.client import ShoalClient, load_credentials, save_credentials
 from shoal.config import Settings
-from shoal.follow import follow
+from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
 from shoal.testing.demo_model import running_demo_model
 from shoal.testing.server import running_server
@@ -101,7 +102,9 @@ async def _demo(settings: Settings, console: Console, description: str,
         created = await client.submit({"description": description})
         task_id = created["task_id"]
         console.print(f"Submitted sample task {task_id}: {description!r}", soft_wrap=True)
-        follower = asyncio.create_task(follow(client, task_id, console))
+        follower = asyncio.create_task(follow(
+            client, task_id, console, on_checkpoint=functools.partial(_auto_approve, client,
+                                                                      console)))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
         for t in (follower, stopper):
@@ -118,3 +121,13 @@ async def _demo(settings: Settings, console: Console, description: str,
                       f"(tokens: {detail['usage']['input_tokens']} in / "
                       f"{detail['usage']['output_tokens']} out)", soft_wrap=True)
         return 0 if status == "completed" else 1
+
+
+async def _auto_approve(client: ShoalClient, console: Console, checkpoint: dict[str, Any]) -> None:
+    """The demo runs unattended: approve each checkpoint, saying how a person would answer."""
+    cid = checkpoint["checkpoint_id"]
+    console.print(f"[yellow]Checkpoint {cid} ({describe_reason(checkpoint['reason'])}): the demo "
+                  f"approves it automatically.[/] In real use you decide: shoal approve {cid} | "
+                  f"shoal reject {cid} --reason … | shoal correct {cid} --type … --guidance …",
+                  soft_wrap=True, highlight=False)
+    await client.approve(cid)

@@ -14,6 +14,7 @@ import pytest
 from tests.e2e.procs import CLI_SECONDS, SHOAL, cluster, free_port, wait_for, wait_healthy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+CHECKPOINT_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/login\?token=(shl_[\w-]+))")
 
 
@@ -41,15 +42,32 @@ async def test_up_serves_submits_and_stops_on_sigterm(tmp_path: Path) -> None:
             again = await client.post("/api/v1/auth/exchange", json={"token": match.group(2)})
             assert again.status_code == 401  # one-time
 
-        def submit() -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [SHOAL, "submit", "Build a CLI todo app with tests", "--follow"],
-                env=env, cwd=data_dir, capture_output=True, text=True, timeout=CLI_SECONDS,
-                check=False)
+        def shoal(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([SHOAL, *args], env=env, cwd=data_dir, capture_output=True,
+                                  text=True, timeout=CLI_SECONDS, check=False)
 
-        done = await asyncio.to_thread(submit)
+        # A person follows the task in one terminal and answers its checkpoints in another.
+        following = asyncio.create_task(asyncio.to_thread(
+            shoal, "submit", "Build a CLI todo app with tests", "--follow"))
+        approved: list[str] = []
+
+        async def answered() -> bool:
+            if following.done():
+                return True
+            listed = await asyncio.to_thread(shoal, "checkpoints")
+            assert listed.returncode == 0, listed.stdout + listed.stderr
+            for cid in set(CHECKPOINT_ID.findall(listed.stdout)) - set(approved):
+                done = await asyncio.to_thread(shoal, "approve", cid)
+                assert done.returncode == 0, done.stdout + done.stderr
+                approved.append(cid)
+            return False
+
+        await wait_for(answered, what="the followed task to end", within=CLI_SECONDS,
+                       procs=[proc])
+        done = await following
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
+        assert len(approved) == 2  # medium frequency on the four-step todo plan
 
         proc.popen.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.popen.wait, 30)

@@ -90,3 +90,17 @@ def test_journal_survives_a_torn_line_and_keys_on_the_whole_request(tmp_path: Pa
     assert Journal.key("anthropic", "m", "sys", turns, TOOLS) != key
     again.discard()
     assert not journal.path.exists()
+
+
+def test_cost_from_list_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shoal.tools.pricing import price_of, with_cost
+
+    usage = Usage(input_tokens=1_000_000, output_tokens=100_000)
+    assert with_cost(usage, "gpt-5").cost_usd == 1.25 + 1.0
+    assert with_cost(usage, "gpt-5-mini-2025-08-07").cost_usd == 0.25 + 0.2  # longest prefix
+    assert with_cost(usage, "models/gemini-2.5-pro").cost_usd == 1.25 + 1.0
+    assert with_cost(usage, "llama3.1").cost_usd == 0.0  # local or unknown: no guess
+    reported = Usage(input_tokens=10, output_tokens=10, cost_usd=0.5)
+    assert with_cost(reported, "gpt-5") == reported  # the tool's own figure wins
+    monkeypatch.setenv("SHOAL_MODEL_PRICES", '{"llama3.1": [1, 2]}')
+    assert price_of("llama3.1:8b") == (1.0, 2.0)

@@ -19,6 +19,7 @@ the model answers without a tool call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import json
 import os
@@ -38,6 +39,7 @@ from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.journal import Journal
 from shoal.tools.models.base import ModelAnswer, ModelClient, ModelError, ToolDef, Turn
 from shoal.tools.permissions import Denial, PermissionPolicy
+from shoal.tools.pricing import with_cost
 from shoal.worker.process import run_command
 
 MAX_READ_BYTES = 200_000
@@ -216,6 +218,7 @@ class AgentLoopTool:
                     "attempt, not paid for again")
         if outcome.status == "succeeded":
             chat.journal.discard()
+        outcome = dataclasses.replace(outcome, usage=with_cost(outcome.usage, client.model))
         return _with_denials(outcome, chat.denials)
 
     async def _converse(self, chat: _Conversation) -> ToolOutcome:

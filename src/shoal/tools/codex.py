@@ -15,6 +15,7 @@ commands denied → no shell tool at all. The CLI is never started with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from shoal.tools.cli_support import (
     private_home,
 )
 from shoal.tools.permissions import PermissionPolicy
+from shoal.tools.pricing import with_cost
 from shoal.worker.process import CommandResult, run_command
 
 KEY_VARIABLE = "SHOAL_CODEX_API_KEY"  # the custom provider's `env_key`
@@ -69,7 +71,9 @@ class CodexTool:
         if result.timed_out:
             raise TimeoutError(f"codex did not finish within {run.timeout:g} seconds and was "
                                "stopped (with every process it started).")
-        return progress.outcome(result)
+        outcome = progress.outcome(result)
+        return dataclasses.replace(
+            outcome, usage=with_cost(outcome.usage, self._settings.codex_model))
 
     def _env(self, codex_home: Path) -> dict[str, str]:
         key = self._settings.openai_api_key

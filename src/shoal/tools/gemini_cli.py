@@ -26,6 +26,7 @@ has no read-only sandbox short of a container.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from shoal.tools.cli_support import (
     private_home,
 )
 from shoal.tools.permissions import Denial, PermissionPolicy
+from shoal.tools.pricing import with_cost
 from shoal.worker.process import CommandResult, run_command
 
 NAME = "gemini_cli"
@@ -86,7 +88,9 @@ class GeminiCliTool:
         if result.timed_out:
             raise TimeoutError(f"gemini did not finish within {run.timeout:g} seconds and was "
                                "stopped (with every process it started).")
-        return progress.outcome(result)
+        outcome = progress.outcome(result)
+        return dataclasses.replace(
+            outcome, usage=with_cost(outcome.usage, self._settings.gemini_model))
 
     def _env(self, home: Path) -> dict[str, str]:
         key = self._settings.gemini_api_key
