@@ -8,6 +8,7 @@ plane with a worker on the demo model; the live view's rendering is checked on i
 from __future__ import annotations
 
 import asyncio
+import json
 import io
 import os
 import re
@@ -391,3 +392,17 @@ def test_follow_view_nests_quality_steps_and_shows_scores() -> None:
     assert "score 8.7 · review: approve" in lines[storage]
     assert "└ Judge" in lines[storage + 1]
     assert "Docs" in lines[storage + 2]
+
+
+async def test_submit_with_quality_off_skips_the_loop(plane: Plane, tmp_path: Path) -> None:
+    """`shoal submit --quality off` runs a low-scoring plan straight to completion."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(LOW_SCORE_PLAN), encoding="utf-8")
+    result = await plane.shoal("submit", "Notes", "--plan", str(plan), "--quality", "off",
+                               "--follow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "completed" in result.stdout
+    bad = await plane.shoal("submit", "Notes", "--quality", "maybe")
+    assert bad.returncode == 1
+    assert "quality" in bad.stderr
+    assert "Traceback" not in bad.stderr + bad.stdout

@@ -217,6 +217,8 @@ def submit(
     plan: Annotated[Path | None, typer.Option(help="JSON file with your own plan.")] = None,
     privacy: Annotated[str, typer.Option(help="normal | sensitive")] = "normal",
     checkpoints: Annotated[str, typer.Option(help="low | medium | high")] = "medium",
+    quality: Annotated[str, typer.Option(
+        help="on | off: evaluation, peer review and checkpoints")] = "on",
     tool: Annotated[list[str] | None, typer.Option(help="Preferred tool (repeatable).")] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
@@ -224,7 +226,7 @@ def submit(
     from shoal.follow import follow as follow_task
 
     body: dict[str, Any] = {"description": description, "privacy_level": privacy,
-                            "checkpoint_frequency": checkpoints}
+                            "checkpoint_frequency": checkpoints, "quality": quality}
     if tool:
         body["tool_preferences"] = tool
     if plan is not None:
