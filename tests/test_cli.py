@@ -8,8 +8,8 @@ plane with a worker on the demo model; the live view's rendering is checked on i
 from __future__ import annotations
 
 import asyncio
-import json
 import io
+import json
 import os
 import re
 import subprocess
