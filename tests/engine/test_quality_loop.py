@@ -383,3 +383,43 @@ def test_deadline_action_applies_on_expiry() -> None:
     sim.now = NOW + timedelta(seconds=61)
     sim.apply(CheckpointExpired(cp.id))
     assert sim.task.status is TaskStatus.COMPLETED
+
+
+def test_correction_that_asks_again_can_be_approved() -> None:
+    """A correction whose tool asks for a permission again opens a checkpoint that works."""
+    sim = Sim(["a"], meta={QUALITY_KEY: "off"})
+    asked = ({"tool": "run_command", "target": "pytest", "reason": "ask",
+              "needs_human": True},)
+
+    def finish_asking(sub: SubtaskRecord) -> None:
+        att = AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=sim.task.id,
+                            worker_id=sim.authors[0], fence=sub.attempts + 1, tool=TOOL,
+                            status=AttemptStatus.DISPATCHED, dispatched_at=sim.now)
+        sim.apply(Dispatched(att))
+        sim.apply(Finished(att.id, "succeeded", "could not run", denials=asked))
+
+    finish_asking(sim.sub("a"))
+    assert sim.pending()[0].reason == "approval_request"
+    sim.decide_cp("approve")
+    fix = sim.queued("correct")[0]
+    assert fix.options["permissions"]["commands"] == "allow"
+    finish_asking(fix)  # asked again
+    assert sim.pending()[0].reason == "approval_request"
+    sim.decide_cp("approve")
+    second = sim.queued("correct")[0]
+    sim.finish(second, "ran it")
+    assert sim.task.status is TaskStatus.COMPLETED
+
+
+def test_accepting_again_after_a_correction_opens_no_new_frequency_checkpoint() -> None:
+    sim = Sim(["a"], frequency="high")
+    sim.produce("a")
+    sim.evaluate("a", 9.5)
+    cp = sim.pending()[0]
+    assert cp.reason == "frequency"
+    sim.apply(CheckpointDecision(cp.id, "correct", sim.user, correction_type="style",
+                                 guidance="Rename it.", subtask_id=sim.sub("a").id))
+    sim.finish(sim.queued("correct")[0], "renamed", files=["a.py"])
+    sim.evaluate("a", 9.5)
+    assert not sim.pending()
+    assert sim.task.status is TaskStatus.COMPLETED

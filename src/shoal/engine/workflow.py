@@ -836,9 +836,11 @@ def _approval_request(step: _Step, sub: SubtaskRecord, output: dict[str, Any],
     _emit_subtask(step, sub)
     if target is None:
         return
-    if sub.kind == "correct":  # the correction itself asked again: its target waits
-        target = step.set_subtask(target, output={**dict(target.output or {}),
-                                                  "approval_requests": asked})
+    if sub.kind == "correct":  # the correction itself asked again: its target waits for it
+        target = step.set_subtask(
+            target, status=transition(target.status, SubtaskStatus.VERIFYING),
+            output={**dict(target.output or {}), "approval_requests": asked})
+        _emit_subtask(step, target)
     listed = "; ".join(f"{d.get('tool')} {str(d.get('target'))[:120]}" for d in asked[:5])
     _open_checkpoint(step, "approval_request", target,
                      message=f"'{target.name}' asked to do what the task's policy leaves to a "
@@ -857,14 +859,18 @@ def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _accept(step: _Step, target: SubtaskRecord) -> None:
-    """The quality loop is satisfied with `target`: complete it and move the task on."""
-    already = target.status is SubtaskStatus.COMPLETED
-    if not already:
-        target = step.set_subtask(target, status=transition(target.status,
-                                                            SubtaskStatus.COMPLETED),
-                                  progress=100, completed_at=step.ctx.now)
+    """The quality loop is satisfied with `target`: complete it and move the task on.
+
+    The frequency rule counts a subtask once: accepting it again after a correction opens no
+    new frequency checkpoint.
+    """
+    first_time = not (target.output or {}).get("accepted")
+    if target.status is not SubtaskStatus.COMPLETED:
+        target = step.set_subtask(
+            target, status=transition(target.status, SubtaskStatus.COMPLETED), progress=100,
+            completed_at=step.ctx.now, output={**dict(target.output or {}), "accepted": True})
         _emit_subtask(step, target)
-    _accepted(step, target, frequency=not already)
+    _accepted(step, target, frequency=first_time)
 
 
 # ---- checkpoints ----------------------------------------------------------------------------
