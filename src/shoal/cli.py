@@ -94,6 +94,9 @@ def up(
     settings = settings_from_env(host=host, port=port, mode=mode)
     if settings.secret_key == DEV_SECRET:
         settings = settings.model_copy(update={"secret_key": _persistent_secret(settings)})
+    if "SHOAL_REVIEW_WITHOUT_PEER" not in os.environ:
+        # One machine, one worker: peer reviews run there (another agent run), not skipped.
+        settings = settings.model_copy(update={"review_without_peer": "same_worker"})
     code = run(lambda: run_embedded(settings, console=console, demo_task=SAMPLE_TASK if demo
                                     else None, slots=slots))
     raise typer.Exit(code)
