@@ -1,0 +1,537 @@
+"""The quality loop and checkpoints, as steps of the task graph (ADR 0008; seed 004 §3.4-3.7).
+
+`workflow.decide()` hands over here when an agent subtask produced its output, when a quality
+step (evaluate, judge, review, correct) ended, and for checkpoint decisions. Everything is
+pure, like the rest of the engine: it changes the working copy of the task (`flow.Step`) and
+records events, rows and audit entries for the runtime to commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from shoal.engine import answers, quality
+from shoal.engine import workflow as flow
+from shoal.engine.model import CheckpointRecord, SubtaskRecord, TaskRecord
+from shoal.engine.quality import (
+    DEADLINE_KEY,
+    PENDING_REVIEW,
+    QUALITY_KEY,
+    QUALITY_KINDS,
+    TOOLS_WITHOUT_REVIEW,
+)
+from shoal.errors import Conflict, InvalidInput
+from shoal.events import EventType
+from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
+
+
+def quality_on(task: TaskRecord, sub: SubtaskRecord) -> bool:
+    """Whether `sub`'s output goes through evaluation and review."""
+    return (task.meta.get(QUALITY_KEY, "on") != "off" and sub.kind == "agent"
+            and (sub.assigned_tool or "") not in TOOLS_WITHOUT_REVIEW)
+
+
+def _targets(step: flow.Step, sub: SubtaskRecord) -> SubtaskRecord | None:
+    return step.subtasks.get(sub.target_id) if sub.target_id else None
+
+
+def parsed_answer(step: flow.Step, sub: SubtaskRecord, text: str,
+                   output: dict[str, Any]) -> bool:
+    """Parse a judge's or reviewer's JSON into `output["parsed"]`.
+
+    An answer that is not valid JSON is sent back once with the parse error (the repair
+    retry); if the repaired answer fails too, `parsed` is None. False when requeued.
+    """
+    try:
+        if sub.kind == "judge":
+            output["parsed"] = _judge_dict(answers.parse_judge(text))
+        else:
+            output["parsed"] = _review_dict(answers.parse_review(text))
+    except answers.AnswerError as exc:
+        if sub.options.get("repair"):
+            output["parsed"] = None
+            output["parse_error"] = exc.message
+            return True
+        sub = step.set_subtask(
+            sub, status=transition(sub.status, SubtaskStatus.QUEUED), current_attempt_id=None,
+            options={**sub.options, "repair": exc.message}, error=exc.message)
+        flow.emit_subtask(step, sub, repair=True)
+        return False
+    return True
+
+
+def _judge_dict(result: answers.JudgeResult) -> dict[str, Any]:
+    return {name: {"score": dim.score, "issues": list(dim.issues),
+                   "suggestions": list(dim.suggestions)}
+            for name, dim in (("completeness", result.completeness),
+                              ("architecture", result.architecture))}
+
+
+def _review_dict(result: answers.ReviewResult) -> dict[str, Any]:
+    return {"score": result.score, "decision": result.decision, "summary": result.summary,
+            "auto_fix_possible": result.auto_fix_possible,
+            "auto_fix_instructions": result.auto_fix_instructions,
+            "severity_counts": dict(result.severity_counts()),
+            "issues": [{"severity": i.severity, "file": i.file, "line": i.line,
+                        "description": i.description, "suggestion": i.suggestion}
+                       for i in result.issues]}
+
+
+def evaluator_answer(text: str) -> dict[str, Any] | None:
+    value = answers.extract_json(text)
+    if isinstance(value, dict) and isinstance(value.get("dimensions"), dict):
+        return dict(value["dimensions"])
+    return None
+
+
+def _round_of(step: flow.Step, target: SubtaskRecord, kind: str) -> int:
+    return sum(1 for s in step.subtasks.values() if s.target_id == target.id and s.kind == kind)
+
+
+def _quality_step(step: flow.Step, target: SubtaskRecord, kind: str,
+                  **fields: Any) -> SubtaskRecord:
+    number = _round_of(step, target, kind) + 1
+    names = {"evaluate": "Evaluate", "judge": "Judge", "review": "Review", "correct": "Fix"}
+    options = {"round": number, **fields.pop("options", {})}
+    sub = SubtaskRecord(
+        id=step.ctx.new_id(), task_id=step.task.id, key=f"{kind}-{number}-{target.id.hex[:12]}",
+        name=f"{names[kind]}: {target.name}"[:255], status=SubtaskStatus.QUEUED,
+        created_at=step.ctx.now, dependencies=(target.id,), target_id=target.id,
+        priority=target.priority + 0.5, kind=kind, options=options, **fields)
+    step.add_subtask(sub)
+    flow.emit_subtask(step, sub)
+    return sub
+
+
+def verify(step: flow.Step, target: SubtaskRecord) -> None:
+    """Queue the evaluation of `target`'s output: the evaluator tool and the judge."""
+    files = [str(f.get("path")) for f in (target.output or {}).get("files", [])]
+    if files:
+        _quality_step(step, target, "evaluate", role="evaluator", pinned_tool="evaluator",
+                      complexity=1, description=f"Evaluate the files of '{target.name}'.",
+                      options={"files": files})
+    _quality_step(step, target, "judge", role="judge", complexity=2,
+                  recommended_tool=target.assigned_tool,
+                  description=f"Score how complete and well-built '{target.name}' is.")
+
+
+def quality_step_done(step: flow.Step, sub: SubtaskRecord) -> None:
+    """A quality step ended (completed, or failed for good): move its target on."""
+    target = _targets(step, sub)
+    if target is None or step.task.status in TERMINAL_TASK:
+        return
+    if sub.kind in ("evaluate", "judge"):
+        _maybe_evaluated(step, target)
+    elif sub.kind == "review":
+        _review_done(step, target, sub)
+    elif sub.kind == "correct":
+        _correction_done(step, target, sub)
+
+
+def _maybe_evaluated(step: flow.Step, target: SubtaskRecord) -> None:
+    if target.status is not SubtaskStatus.VERIFYING:
+        return
+    latest: dict[str, SubtaskRecord] = {}
+    for s in step.subtasks.values():
+        if s.target_id != target.id or s.kind not in ("evaluate", "judge"):
+            continue
+        if s.kind not in latest or _round(s) > _round(latest[s.kind]):
+            latest[s.kind] = s
+    if any(s.status not in TERMINAL_SUBTASK for s in latest.values()):
+        return
+    parts = {kind: (s.output or {}).get("parsed") if s.status is SubtaskStatus.COMPLETED
+             else None for kind, s in latest.items()}
+    evaluation = quality.combine(parts.get("evaluate"), parts.get("judge"))
+    if "evaluate" not in latest:
+        evaluation["missing"] = [m for m in evaluation["missing"] if m != "tools"]
+    evaluation["round"] = max((s.options.get("round", 1) for s in latest.values()), default=1)
+    target = step.set_subtask(target, evaluation=evaluation)
+    step.emit(EventType.EVALUATION, subtask_id=str(target.id), name=target.name,
+              overall=evaluation["overall"], scores=evaluation["scores"],
+              missing=evaluation["missing"])
+    score = evaluation["overall"]
+    if score is not None and score < quality.LOW_SCORE:
+        open_checkpoint(step, "low_score", target,
+                         message=f"'{target.name}' scored {score:g} (below "
+                                 f"{quality.LOW_SCORE:g}).")
+    elif target.review_cycles == 0 and quality.review_needed(target.complexity, score):
+        _add_review(step, target)
+    elif target.review_cycles and target.review and target.review.get("outcome") == "fix":
+        _add_review(step, target)  # a correction was made: review it again
+    else:
+        _accept(step, target)
+
+
+def _round(sub: SubtaskRecord) -> int:
+    return int(sub.options.get("round", 0))
+
+
+def _add_review(step: flow.Step, target: SubtaskRecord) -> None:
+    author = [str(target.assigned_worker)] if target.assigned_worker else []
+    _quality_step(step, target, "review", role="reviewer", complexity=2,
+                  recommended_tool=target.assigned_tool,
+                  description=f"Review the work of '{target.name}'.",
+                  options={"exclude_workers": author, "cycle": target.review_cycles + 1})
+
+
+def _review_done(step: flow.Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
+    if target.status is not SubtaskStatus.VERIFYING:
+        return
+    parsed = (review.output or {}).get("parsed") if review.status is SubtaskStatus.COMPLETED \
+        else None
+    if parsed is None:
+        why = (review.output or {}).get("parse_error") or review.error or "no answer"
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
+                  message=f"The peer review of '{target.name}' gave no usable verdict ({why}); "
+                          "accepted on its evaluation alone.")
+        _accept(step, target)
+        return
+    cycles = target.review_cycles + 1
+    counts = parsed.get("severity_counts", {})
+    outcome = quality.review_outcome(
+        float(parsed["score"]), str(parsed["decision"]), critical=int(counts.get("critical", 0)),
+        auto_fix_possible=bool(parsed.get("auto_fix_possible")), cycles_done=cycles)
+    record = {**parsed, "cycle": cycles, "outcome": outcome,
+              "reviewer_worker": str(review.assigned_worker) if review.assigned_worker else None,
+              "author_worker": str(target.assigned_worker) if target.assigned_worker else None}
+    target = step.set_subtask(target, review=record, review_cycles=cycles)
+    step.record("reviews", id=step.ctx.new_id(), task_id=step.task.id,
+                subtask_id=target.id, review_subtask_id=review.id,
+                reviewer_worker_id=review.assigned_worker,
+                author_worker_id=target.assigned_worker, cycle=cycles,
+                score=float(parsed["score"]), decision=str(parsed["decision"]),
+                outcome=outcome, issues=list(parsed.get("issues", [])),
+                severity_counts=dict(counts), created_at=step.ctx.now)
+    step.emit(EventType.REVIEW, subtask_id=str(target.id), name=target.name, cycle=cycles,
+              score=parsed["score"], decision=parsed["decision"], outcome=outcome,
+              issues=len(parsed.get("issues", [])))
+    if outcome == "approve":
+        _accept(step, target)
+    elif outcome == "fix":
+        _add_correction(step, target, source="review", issues=list(parsed.get("issues", [])),
+                        instructions=str(parsed.get("auto_fix_instructions") or ""),
+                        pin_worker=True)
+    else:
+        why = ("max_review_cycles" if cycles >= quality.MAX_REVIEW_CYCLES
+               else "review_escalation")
+        open_checkpoint(step, why, target,
+                         message=f"The peer review of '{target.name}' (cycle {cycles}) scored "
+                                 f"{parsed['score']:g}: {parsed.get('summary', '')}".strip())
+
+
+def _add_correction(step: flow.Step, target: SubtaskRecord, *, source: str, issues: list[Any],
+                    instructions: str = "", guidance: str = "", correction_type: str = "",
+                    reference_files: tuple[str, ...] = (), pin_worker: bool) -> SubtaskRecord:
+    """Queue a correction of `target` (its files go along) and mark it `correcting`."""
+    correction = {"source": source, "issues": issues, "instructions": instructions,
+                  "guidance": guidance, "correction_type": correction_type,
+                  "reference_files": list(reference_files),
+                  "previous_output": str((target.output or {}).get("text", ""))[:4000]}
+    options: dict[str, Any] = {"correction": correction}
+    if target.assigned_worker is not None:
+        key = "pinned_worker" if pin_worker else "prefer_worker"
+        options[key] = str(target.assigned_worker)
+    fix = _quality_step(step, target, "correct", role="coder", complexity=target.complexity,
+                        pinned_tool=target.assigned_tool, description=target.description,
+                        options=options)
+    step.set_subtask(target, status=transition(target.status, SubtaskStatus.CORRECTING))
+    flow.emit_subtask(step, step.subtasks[target.id])
+    return fix
+
+
+def _correction_done(step: flow.Step, target: SubtaskRecord, fix: SubtaskRecord) -> None:
+    if target.status is not SubtaskStatus.CORRECTING:
+        return
+    if fix.status is not SubtaskStatus.COMPLETED:
+        open_checkpoint(step, "correction_failed", target,
+                         message=f"The correction of '{target.name}' failed: {fix.error}")
+        return
+    old = dict(target.output or {})
+    new = dict(fix.output or {})
+    files = {str(f["path"]): dict(f) for f in old.get("files", [])}
+    files.update({str(f["path"]): dict(f) for f in new.get("files", [])})
+    merged = {**old, "text": new.get("text", old.get("text", "")),
+              "files": sorted(files.values(), key=lambda f: str(f["path"])),
+              "corrected_by": str(fix.id)}
+    merged.pop("approval_requests", None)
+    target = step.set_subtask(target, status=transition(target.status, SubtaskStatus.VERIFYING),
+                              output=merged, completed_at=None, progress=90)
+    flow.emit_subtask(step, target)
+    if quality_on(step.task, target):
+        verify(step, target)
+    else:
+        _accept(step, target)
+
+
+_EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEdit", "replace",
+                         "edit", "apply_patch"})
+
+
+def approval_request(step: flow.Step, sub: SubtaskRecord, output: dict[str, Any],
+                      asked: list[dict[str, Any]]) -> None:
+    """The agent asked for something the policy says a person decides: pause and ask."""
+    target = _targets(step, sub) if sub.kind == "correct" else sub
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED)
+                           if sub.kind == "correct" else transition(
+                               sub.status, SubtaskStatus.VERIFYING),
+                           output=output, progress=90 if sub.kind == "agent" else 100,
+                           completed_at=step.ctx.now if sub.kind == "correct" else None,
+                           error=None)
+    flow.emit_subtask(step, sub)
+    if target is None:
+        return
+    if sub.kind == "correct":  # the correction itself asked again: its target waits for it
+        target = step.set_subtask(
+            target, status=transition(target.status, SubtaskStatus.VERIFYING),
+            output={**dict(target.output or {}), "approval_requests": asked})
+        flow.emit_subtask(step, target)
+    listed = "; ".join(f"{d.get('tool')} {str(d.get('target'))[:120]}" for d in asked[:5])
+    open_checkpoint(step, "approval_request", target,
+                     message=f"'{target.name}' asked to do what the task's policy leaves to a "
+                             f"person: {listed}. Approve to let it run again with that "
+                             "allowed.")
+
+
+def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
+    """The permissions of a re-run after a person approved what the agent asked for."""
+    asked = (target.output or {}).get("approval_requests") or []
+    granted = {"edits": "allow", "commands": "allow", **dict(base)}
+    for request in asked:
+        kind = "edits" if request.get("tool") in _EDIT_TOOLS else "commands"
+        granted[kind] = "allow"
+    return granted
+
+
+def _accept(step: flow.Step, target: SubtaskRecord) -> None:
+    """The quality loop is satisfied with `target`: complete it and move the task on.
+
+    The frequency rule counts a subtask once: accepting it again after a correction opens no
+    new frequency checkpoint.
+    """
+    first_time = not (target.output or {}).get("accepted")
+    if target.status is not SubtaskStatus.COMPLETED:
+        target = step.set_subtask(
+            target, status=transition(target.status, SubtaskStatus.COMPLETED), progress=100,
+            completed_at=step.ctx.now, output={**dict(target.output or {}), "accepted": True})
+        flow.emit_subtask(step, target)
+    flow.accepted(step, target, frequency=first_time)
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
+
+def open_checkpoint(step: flow.Step, reason: str, target: SubtaskRecord | None, *,
+                     message: str) -> None:
+    """Pause the task for a person; `target` is the subtask the checkpoint is about."""
+    if step.task.status in TERMINAL_TASK:
+        return
+    deadline = step.task.meta.get(DEADLINE_KEY) or {}
+    seconds = deadline.get("seconds") if isinstance(deadline, dict) else None
+    cp = CheckpointRecord(
+        id=step.ctx.new_id(), task_id=step.task.id, reason=reason, status=PENDING_REVIEW,
+        created_at=step.ctx.now, subtask_id=target.id if target else None,
+        data=_checkpoint_data(step, target, message),
+        deadline_at=step.ctx.now + timedelta(seconds=float(seconds)) if seconds else None,
+        deadline_action=str(deadline.get("action", "escalate")) if seconds else None)
+    step.add_checkpoint(cp)
+    if step.task.status is TaskStatus.IN_PROGRESS:
+        step.set_task(status=transition(step.task.status, TaskStatus.CHECKPOINT))
+        flow.emit_task_update(step)
+    step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
+               subtask_id=str(cp.subtask_id) if cp.subtask_id else None)
+    step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp))
+
+
+def _checkpoint_data(step: flow.Step, target: SubtaskRecord | None, message: str) -> dict[str, Any]:
+    agents = [s for s in step.subtasks.values() if s.kind == "agent"]
+    done = [s for s in agents if s.status is SubtaskStatus.COMPLETED]
+    scores = [float(s.evaluation["overall"]) for s in agents
+              if s.evaluation and s.evaluation.get("overall") is not None]
+    focus = target.evaluation if target and target.evaluation else None
+    return {
+        "message": message,
+        "completed_count": len(done), "total_count": len(agents),
+        "subtasks_completed": [
+            {"subtask_id": str(s.id), "name": s.name,
+             "output": str((s.output or {}).get("text", ""))[:1000],
+             "files_created": [str(f.get("path")) for f in (s.output or {}).get("files", [])]}
+            for s in done[-10:]],
+        "subtask": ({"subtask_id": str(target.id), "name": target.name,
+                     "output": str((target.output or {}).get("text", ""))[:2000],
+                     "files_created": [str(f.get("path"))
+                                       for f in (target.output or {}).get("files", [])],
+                     "review": dict(target.review) if target.review else None}
+                    if target else None),
+        "evaluation_scores": dict(focus["scores"]) if focus else None,
+        "overall_score": focus["overall"] if focus else None,
+        "average_score": round(sum(scores) / len(scores), 2) if scores else None,
+        "next_subtasks": [{"subtask_id": str(s.id), "name": s.name} for s in agents
+                          if s.status in (SubtaskStatus.PENDING, SubtaskStatus.QUEUED)][:10],
+    }
+
+
+def checkpoint_summary(cp: CheckpointRecord) -> dict[str, Any]:
+    """What a `checkpoint_ready` event says."""
+    return {"checkpoint_id": str(cp.id), "reason": cp.reason, "status": cp.status,
+            "subtask_id": str(cp.subtask_id) if cp.subtask_id else None,
+            "message": cp.data.get("message"),
+            "completed_count": cp.data.get("completed_count"),
+            "average_score": cp.data.get("average_score"),
+            "overall_score": cp.data.get("overall_score"),
+            "deadline_at": cp.deadline_at.isoformat() if cp.deadline_at else None}
+
+
+def _pending(step: flow.Step, checkpoint_id: uuid.UUID) -> CheckpointRecord:
+    cp = step.checkpoints.get(checkpoint_id)
+    if cp is None:
+        raise Conflict("This checkpoint has already been decided.", code="checkpoint_decided",
+                       details={"checkpoint_id": str(checkpoint_id)})
+    return cp
+
+
+def decide_checkpoint(step: flow.Step, inp: flow.CheckpointDecision) -> None:
+    cp = _pending(step, inp.checkpoint_id)
+    target_id = inp.subtask_id or cp.subtask_id
+    target = step.subtasks.get(target_id) if target_id else None
+    if inp.action == "correct":
+        _check_correctable(step, inp, target)
+    status = {"approve": "approved", "reject": "rejected", "correct": "corrected"}[inp.action]
+    notes = inp.reason or inp.guidance or None
+    step.set_checkpoint(cp, status=status, decision=inp.action, decided_by=inp.user_id,
+                        decided_at=step.ctx.now, notes=notes)
+    step.audit(inp.user_id, f"checkpoint_{inp.action}", "checkpoint", cp.id,
+               reason=inp.reason or None, subtask_id=str(target.id) if target else None,
+               correction_type=inp.correction_type if inp.action == "correct" else None,
+               apply_to_future=inp.apply_to_future if inp.action == "correct" else None)
+    step.emit(EventType.CHECKPOINT_DECIDED, checkpoint_id=str(cp.id), decision=inp.action,
+              status=status, reason=inp.reason or None)
+    if inp.action == "reject":
+        why = f"Rejected at a checkpoint: {inp.reason}" if inp.reason else \
+            "Rejected at a checkpoint."
+        flow.cancel(step, why)
+        return
+    if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
+        base = step.task.meta.get("shoal.permissions") or {}
+        requests = (target.output or {}).get("approval_requests") or []
+        fix = _add_correction(step, target, source="approval", issues=[], pin_worker=False,
+                              guidance="A person approved what you asked for: "
+                                       + "; ".join(f"{r.get('tool')} {r.get('target')}"
+                                                   for r in requests)
+                                       + ". Do it now.")
+        step.set_subtask(fix, options={**fix.options,
+                                       "permissions": _granted(target, base)})
+    elif inp.action == "approve":
+        if target is not None and target.status in (SubtaskStatus.VERIFYING,
+                                                     SubtaskStatus.CORRECTING):
+            _accept(step, target)
+    else:
+        assert target is not None
+        fix = _add_correction(step, target, source="human", issues=[],
+                              guidance=inp.guidance, correction_type=inp.correction_type,
+                              reference_files=inp.reference_files, pin_worker=False)
+        step.record("corrections", id=step.ctx.new_id(), checkpoint_id=cp.id,
+                    subtask_id=target.id, correction_subtask_id=fix.id,
+                    correction_type=inp.correction_type, guidance=inp.guidance,
+                    reference_files=list(inp.reference_files),
+                    apply_to_future=inp.apply_to_future, created_by=inp.user_id,
+                    created_at=step.ctx.now)
+        if inp.apply_to_future:
+            step.record("guidance", id=step.ctx.new_id(), user_id=step.task.user_id,
+                        correction_type=inp.correction_type, guidance=inp.guidance,
+                        checkpoint_id=cp.id, created_at=step.ctx.now, active=True)
+    _resume_if_clear(step)
+
+
+def _check_correctable(step: flow.Step, inp: flow.CheckpointDecision,
+                       target: SubtaskRecord | None) -> None:
+    if target is None or target.task_id != step.task.id or target.kind != "agent":
+        raise InvalidInput(
+            "Name the subtask to correct (`subtask_id`): one of this task's work subtasks.",
+            details={"field": "subtask_id"})
+    if target.status not in (SubtaskStatus.COMPLETED, SubtaskStatus.VERIFYING):
+        raise Conflict(f"Subtask '{target.name}' is {target.status.value}; only a completed "
+                       "or verifying subtask can be corrected.", code="not_correctable",
+                       details={"subtask_id": str(target.id), "status": target.status.value})
+    if not inp.guidance.strip():
+        raise InvalidInput("Say what to change (`guidance`).", details={"field": "guidance"})
+
+
+def _resume_if_clear(step: flow.Step) -> None:
+    if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
+        return
+    step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
+    flow.emit_task_update(step)
+    flow.complete_task_if_done(step)
+
+
+def checkpoint_expired(step: flow.Step, checkpoint_id: uuid.UUID) -> None:
+    cp = _pending(step, checkpoint_id)
+    if cp.deadline_at is None or cp.deadline_at > step.ctx.now:
+        raise Conflict("This checkpoint's deadline has not passed.", code="not_expired")
+    action = cp.deadline_action or "escalate"
+    if action in ("approve", "reject"):
+        decide_checkpoint(step, flow.CheckpointDecision(
+            cp.id, "approve" if action == "approve" else "reject", None,
+            reason=f"Its deadline passed (action on expiry: {action})."))
+        return
+    step.set_checkpoint(cp, deadline_at=None, data={**cp.data, "escalated": True})
+    step.audit(None, "checkpoint_escalated", "checkpoint", cp.id)
+    step.emit(EventType.NOTICE, level="warning", checkpoint_id=str(cp.id),
+              message="A checkpoint waited past its deadline and was escalated: it still "
+                      "needs a decision (shoal approve / reject / correct).")
+    step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(step.checkpoints[cp.id]),
+              escalated=True)
+
+
+def close_checkpoints(step: flow.Step, why: str) -> None:
+    for cp in list(step.checkpoints.values()):
+        step.set_checkpoint(cp, status="rejected", decision="closed", decided_at=step.ctx.now,
+                            notes=f"Closed: {why}.")
+
+
+def unplaceable(step: flow.Step, inp: flow.Unplaceable) -> None:
+    sub = step.subtasks.get(inp.subtask_id)
+    if sub is None or sub.status is not SubtaskStatus.QUEUED or sub.kind not in QUALITY_KINDS:
+        return
+    target = _targets(step, sub)
+    if sub.kind == "review" and inp.peer and step.ctx.review_without_peer == "same_worker":
+        step.set_subtask(sub, options={**sub.options, "exclude_workers": []})
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"No other worker can review '{sub.name}'; it runs on the author's "
+                          "worker (policy: same_worker).")
+        return
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
+                           completed_at=step.ctx.now, error="no worker can run it")
+    flow.emit_subtask(step, sub)
+    if sub.kind == "review" and target is not None:
+        if inp.peer and step.ctx.review_without_peer == "checkpoint":
+            open_checkpoint(step, "review_escalation", target,
+                             message=f"No other worker can review '{target.name}'.")
+            return
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
+                  message=f"No {'other ' if inp.peer else ''}worker can review "
+                          f"'{target.name}'; accepted without a peer review.")
+        _accept(step, target)
+        return
+    step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+              message=f"No worker can run '{sub.name}'; the evaluation goes on without it.")
+    quality_step_done(step, sub)
+
+
+def task_scores(step: flow.Step) -> dict[str, Any] | None:
+    evaluations = [s.evaluation for s in step.subtasks.values()
+                   if s.kind == "agent" and s.evaluation]
+    if not evaluations:
+        return None
+    sums: dict[str, list[float]] = {}
+    for ev in evaluations:
+        for dim, score in (ev.get("scores") or {}).items():
+            if score is not None:
+                sums.setdefault(dim, []).append(float(score))
+    scores: dict[str, Any] = {d: round(sum(v) / len(v), 2) for d, v in sums.items()}
+    overalls = [float(e["overall"]) for e in evaluations if e.get("overall") is not None]
+    scores["overall"] = round(sum(overalls) / len(overalls), 2) if overalls else None
+    return scores
