@@ -78,6 +78,21 @@ def review_outcome(score: float, decision: str, *, critical: int, auto_fix_possi
     return "escalate"
 
 
+def mean_scores(evaluations: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The mean of each dimension, and of `overall`, over several evaluations (None if none)."""
+    if not evaluations:
+        return None
+    sums: dict[str, list[float]] = {}
+    for ev in evaluations:
+        for dim, score in (ev.get("scores") or {}).items():
+            if score is not None:
+                sums.setdefault(dim, []).append(float(score))
+    scores: dict[str, Any] = {d: round(sum(v) / len(v), 2) for d, v in sums.items()}
+    overalls = [float(e["overall"]) for e in evaluations if e.get("overall") is not None]
+    scores["overall"] = round(sum(overalls) / len(overalls), 2) if overalls else None
+    return scores
+
+
 def combine(tool_part: Mapping[str, Any] | None,
             judge_part: Mapping[str, Any] | None) -> dict[str, Any]:
     """One evaluation from the evaluator tool's dimensions and the judge's.

@@ -522,16 +522,6 @@ def unplaceable(step: flow.Step, inp: flow.Unplaceable) -> None:
 
 
 def task_scores(step: flow.Step) -> dict[str, Any] | None:
-    evaluations = [s.evaluation for s in step.subtasks.values()
-                   if s.kind == "agent" and s.evaluation]
-    if not evaluations:
-        return None
-    sums: dict[str, list[float]] = {}
-    for ev in evaluations:
-        for dim, score in (ev.get("scores") or {}).items():
-            if score is not None:
-                sums.setdefault(dim, []).append(float(score))
-    scores: dict[str, Any] = {d: round(sum(v) / len(v), 2) for d, v in sums.items()}
-    overalls = [float(e["overall"]) for e in evaluations if e.get("overall") is not None]
-    scores["overall"] = round(sum(overalls) / len(overalls), 2) if overalls else None
-    return scores
+    """The task's mean scores over its evaluated work subtasks."""
+    return quality.mean_scores([s.evaluation for s in step.subtasks.values()
+                                if s.kind == "agent" and s.evaluation])

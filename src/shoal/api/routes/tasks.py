@@ -28,7 +28,7 @@ from shoal.api.schemas import (
     Usage,
 )
 from shoal.artifacts.store import write_zip
-from shoal.engine import planning
+from shoal.engine import planning, quality
 from shoal.engine.model import TaskRecord
 from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
 from shoal.errors import InvalidGraph, NotFound, Unavailable
@@ -134,23 +134,9 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
                       "subtask_id": str(c.subtask_id) if c.subtask_id else None,
                       "triggered_at": c.created_at.isoformat(), "decision": c.decision}
                      for c in cps],
-        evaluation_scores=_task_scores(summaries),
+        evaluation_scores=quality.mean_scores(
+            [s.evaluation for s in summaries if s.kind == "agent" and s.evaluation]),
     )
-
-
-def _task_scores(subs: list[SubtaskSummary]) -> dict[str, Any] | None:
-    """The mean score per dimension over the task's evaluated subtasks."""
-    evaluations = [s.evaluation for s in subs if s.kind == "agent" and s.evaluation]
-    if not evaluations:
-        return None
-    sums: dict[str, list[float]] = {}
-    for ev in evaluations:
-        for dim, score in (ev.get("scores") or {}).items():
-            if score is not None:
-                sums.setdefault(dim, []).append(float(score))
-        if ev.get("overall") is not None:
-            sums.setdefault("overall", []).append(float(ev["overall"]))
-    return {d: round(sum(v) / len(v), 2) for d, v in sums.items()}
 
 
 @router.post("/{task_id}/cancel", response_model=TaskCancelled)
