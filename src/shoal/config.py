@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
     max_files_per_result: int = Field(500, ge=1)
     batch_max: int = Field(256, ge=1)  # decisions per group commit
+    # How long a batch holding only bookkeeping (task_accepted, agent_log, heartbeat) waits for
+    # more work before it commits, so that it shares a commit with the result that follows.
+    batch_linger: float = Field(0.005, ge=0, le=1)
 
     # Quality loop: when no other worker can review a subtask, skip the review, run it on
     # the author's worker, or ask a person.
@@ -62,6 +65,9 @@ class Settings(BaseSettings):
     # Worker side.
     worker_name: str | None = None
     worker_slots: int = Field(2, ge=1, le=256)
+    # permessage-deflate on the worker's connection: less traffic for big results over a slow
+    # link, but CPU on both ends for every message (ADR 0011), so off unless asked for.
+    worker_compression: bool = False
     default_tool: str = "openai_compat"
     openai_compat_base_url: str | None = None
     openai_compat_api_key: str = "sk-local"

@@ -8,6 +8,8 @@ import pytest
 
 from shoal.config import Settings
 from shoal.testing.server import RunningServer, running_server
+from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.tools.echo import EchoTool
 from tests.runtime.harness import echo_worker, login, sse_events, submit, task_detail
 
 
@@ -59,3 +61,44 @@ async def test_task_permissions_reach_the_agent(server: RunningServer, settings:
     assert "Permission denials:" in str(sub["output"])
     assert "run_command" in str(sub["output"])
     await client.aclose()
+
+
+class SeeingEcho(EchoTool):
+    """The echo tool, noting which files each subtask found in its workspace at the start."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[str]] = {}
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Note the workspace's files, then echo."""
+        self.seen[run.name] = sorted(
+            p.relative_to(run.workspace).as_posix() for p in run.workspace.rglob("*")
+            if p.is_file())
+        return await super().run(run)
+
+
+async def test_files_reach_every_descendant(server: RunningServer, settings: Settings) -> None:
+    """A file reaches the subtasks after its author, however far down; one without files
+    upstream starts in an empty workspace (the dispatcher's shortcut for that case)."""
+    client = await login(server, settings)
+    tool = SeeingEcho()
+    async with echo_worker(server, settings, tools={"echo": tool}):
+        plain = await submit(client, [
+            {"name": "p1", "description": "first", "tool": "echo"},
+            {"name": "p2", "description": "second", "tool": "echo", "dependencies": ["p1"]},
+        ])
+        events = await sse_events(client, plain, until={"task_complete", "task_failed"})
+        assert events[-1]["type"] == "task_complete"
+        task_id = await submit(client, [
+            {"name": "a", "description": "writes", "tool": "echo",
+             "options": {"files": {"a.txt": "hello"}}},
+            {"name": "b", "description": "passes on", "tool": "echo", "dependencies": ["a"]},
+            {"name": "c", "description": "far below", "tool": "echo", "dependencies": ["b"]},
+            {"name": "d", "description": "two parents", "tool": "echo",
+             "dependencies": ["b", "c"]},
+        ])
+        events = await sse_events(client, task_id, until={"task_complete", "task_failed"})
+        assert events[-1]["type"] == "task_complete"
+    await client.aclose()
+    assert tool.seen["p1"] == tool.seen["p2"] == tool.seen["a"] == []
+    assert tool.seen["b"] == tool.seen["c"] == tool.seen["d"] == ["a.txt"]

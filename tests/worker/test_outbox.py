@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from pathlib import Path
+
+import pytest
 
 from shoal.protocol import TaskResult
 from shoal.worker.outbox import Outbox
@@ -71,3 +74,23 @@ async def test_corrupt_file_is_set_aside(tmp_path: Path) -> None:
 async def test_missing_folder_has_nothing_pending(tmp_path: Path) -> None:
     """A worker that never buffered anything has an empty outbox."""
     assert await Outbox(tmp_path / "absent").pending() == []
+
+
+async def test_concurrent_saves_are_each_durable_and_pending(tmp_path: Path) -> None:
+    """Saves made at once (one group commit) all land, and so do removals made at once."""
+    outbox = Outbox(tmp_path)
+    results = [_result(f"r{i}") for i in range(40)]
+    await asyncio.gather(*(outbox.save(r) for r in results))
+    assert _names(tmp_path) == sorted(f"{r.attempt_id}.json" for r in results)
+    assert sorted(r.output for r in await outbox.pending()) == sorted(r.output for r in results)
+    await asyncio.gather(*(outbox.remove(r.attempt_id) for r in results[:30]))
+    assert _names(tmp_path) == sorted(f"{r.attempt_id}.json" for r in results[30:])
+
+
+async def test_a_failed_save_is_raised_to_its_caller(tmp_path: Path) -> None:
+    """A batch that cannot be written fails every save in it, loudly."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    outbox = Outbox(blocker / "outbox")
+    with pytest.raises(NotADirectoryError):
+        await outbox.save(_result())

@@ -32,6 +32,7 @@ from shoal.engine.model import (
     SubtaskRecord,
     TaskRecord,
     TaskState,
+    evolve,
 )
 from shoal.engine.retry import RetryPolicy
 from shoal.errors import Conflict, StaleAttempt
@@ -68,6 +69,14 @@ class Dispatched:
     """The scheduler created `attempt` for a queued subtask."""
 
     attempt: AttemptRecord
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchedAll:
+    """The scheduler created `attempts` for queued subtasks of one task: the same as one
+    `Dispatched` for each, in order, decided in one step."""
+
+    attempts: tuple[AttemptRecord, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +146,7 @@ class Unplaceable:
     peer: bool = False
 
 
-EngineInput = (Start | Dispatched | Started | Finished | Expired | CancelRequested
+EngineInput = (Start | Dispatched | DispatchedAll | Started | Finished | Expired | CancelRequested
                | CheckpointDecision | CheckpointExpired | Unplaceable)
 
 
@@ -183,11 +192,11 @@ class Step:
 
     # -- recording changes --
     def set_task(self, **changes: Any) -> None:
-        self.task = replace(self.task, updated_at=self.ctx.now, **changes)
+        self.task = evolve(self.task, updated_at=self.ctx.now, **changes)
         self.d.task_changed = True
 
     def set_subtask(self, sub: SubtaskRecord, **changes: Any) -> SubtaskRecord:
-        new = replace(sub, **changes)
+        new = evolve(sub, **changes)
         self.subtasks[sub.id] = new
         if sub.id not in self.d.new_subtasks:
             self.d.changed_subtasks.add(sub.id)
@@ -198,7 +207,7 @@ class Step:
         self.d.new_subtasks.append(sub.id)
 
     def set_attempt(self, att: AttemptRecord, **changes: Any) -> AttemptRecord:
-        new = replace(att, **changes)
+        new = evolve(att, **changes)
         self.d.changed_attempts[att.id] = new
         if new.status in LIVE_ATTEMPT:
             self.attempts[att.id] = new
@@ -212,7 +221,7 @@ class Step:
         self.d.changed_checkpoints[cp.id] = cp
 
     def set_checkpoint(self, cp: CheckpointRecord, **changes: Any) -> CheckpointRecord:
-        new = replace(cp, **changes)
+        new = evolve(cp, **changes)
         self.d.changed_checkpoints[cp.id] = new
         if new.status == PENDING_REVIEW:
             self.checkpoints[cp.id] = new
@@ -249,6 +258,9 @@ def decide(state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
             _start(step, inp)
         case Dispatched():
             _dispatched(step, inp.attempt)
+        case DispatchedAll():
+            for att in inp.attempts:
+                _dispatched(step, att)
         case Started():
             _started(step, inp.attempt_id)
         case Finished():
@@ -461,8 +473,9 @@ def accepted(step: Step, sub: SubtaskRecord, *, frequency: bool = False) -> None
 
 
 def _queue_ready_dependents(step: Step, done: SubtaskRecord) -> None:
+    done_id, pending = done.id, SubtaskStatus.PENDING
     for other in list(step.subtasks.values()):
-        if other.status is not SubtaskStatus.PENDING or done.id not in other.dependencies:
+        if other.status is not pending or done_id not in other.dependencies:
             continue
         if all(step.subtasks[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
             queued = step.set_subtask(other, status=SubtaskStatus.QUEUED)
@@ -497,8 +510,14 @@ def _retry_or_fail(step: Step, sub: SubtaskRecord, error: str, *, backoff: bool)
 def complete_task_if_done(step: Step) -> None:
     if step.checkpoints or step.task.status is not TaskStatus.IN_PROGRESS:
         return
-    agents = [s for s in step.subtasks.values() if s.kind == "agent"]
-    if not agents or any(s.status is not SubtaskStatus.COMPLETED for s in agents):
+    agents = False  # one plain pass: this runs after every completed subtask
+    completed = SubtaskStatus.COMPLETED
+    for s in step.subtasks.values():
+        if s.kind == "agent":
+            if s.status is not completed:
+                return
+            agents = True
+    if not agents:
         return
     if any(s.status not in TERMINAL_SUBTASK for s in step.subtasks.values()):
         return  # a correction or quality step of a completed subtask still runs
@@ -547,9 +566,14 @@ def _stop_everything(step: Step, reason: str) -> None:
 
 
 def _update_progress(step: Step) -> None:
-    subs = [s for s in step.subtasks.values() if s.kind == "agent"]
-    done = sum(1 for s in subs if s.status is SubtaskStatus.COMPLETED)
-    progress = 5 + int(90 * done / len(subs)) if subs else 5
+    total = done = 0  # one plain pass: this runs after every completed subtask
+    completed = SubtaskStatus.COMPLETED
+    for s in step.subtasks.values():
+        if s.kind == "agent":
+            total += 1
+            if s.status is completed:
+                done += 1
+    progress = 5 + int(90 * done / total) if total else 5
     if progress != step.task.progress:
         step.set_task(progress=progress)
         emit_task_update(step)

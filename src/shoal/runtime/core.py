@@ -36,7 +36,7 @@ from shoal.engine.workflow import (
     CheckpointDecision,
     CheckpointExpired,
     Context,
-    Dispatched,
+    DispatchedAll,
     EngineInput,
     Expired,
     Finished,
@@ -49,7 +49,7 @@ from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent
 from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
 from shoal.runtime.batch import Batch, Job, TaskWork
-from shoal.runtime.dispatch import cancel_message, execute_message
+from shoal.runtime.dispatch import cancel_message, execute_message, has_files
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import files as file_rows
@@ -61,6 +61,32 @@ from shoal.store.models import utcnow
 from shoal.store.state import BatchWriter, insert_task_sync, load_task_states, renew_leases
 
 log = structlog.get_logger(__name__)
+
+
+class Reader:
+    """A read connection opened on first use: most batches need nothing memory does not hold,
+    and checking a pooled connection out and back in (a rollback) costs more than their work."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._ctx: Any = None
+        self._conn: AsyncConnection | None = None
+
+    async def conn(self) -> AsyncConnection:
+        """The connection, opened now if this is the first read of the batch."""
+        if self._conn is None:
+            ctx = self._db.connection()
+            self._conn = await ctx.__aenter__()
+            self._ctx = ctx
+        return self._conn
+
+    async def __aenter__(self) -> Reader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            ctx, self._ctx, self._conn = self._ctx, None, None
+            await ctx.__aexit__(*exc)
 
 
 class Runtime:
@@ -85,6 +111,7 @@ class Runtime:
         self._attempt_task: dict[uuid.UUID, uuid.UUID] = {}
         self._leases: dict[uuid.UUID, datetime] = {}
         self._queued: dict[uuid.UUID, uuid.UUID] = {}  # subtask → task
+        self._with_files: set[uuid.UUID] = set()  # tasks some subtask of which has files
         self._warned: set[uuid.UUID] = set()
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
@@ -192,11 +219,29 @@ class Runtime:
     async def _loop(self) -> None:
         while not (self._stopping.is_set() and self._inbox.empty()):
             batch = [await self._inbox.get()]
-            while len(batch) < self.settings.batch_max and not self._inbox.empty():
-                batch.append(self._inbox.get_nowait())
+            self._drain(batch)
+            if self.settings.batch_linger > 0 and _deferrable(batch):
+                await self._linger(batch)
             batch = [j for j in batch if j.kind != "noop"]
             if batch:
                 await self._process(batch, retry_alone=len(batch) > 1)
+
+    def _drain(self, batch: list[Job]) -> None:
+        while len(batch) < self.settings.batch_max and not self._inbox.empty():
+            batch.append(self._inbox.get_nowait())
+
+    async def _linger(self, batch: list[Job]) -> None:
+        """Wait up to `batch_linger` for work that is not bookkeeping (ADR 0010)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.batch_linger
+        while (_deferrable(batch) and len(batch) < self.settings.batch_max
+               and not self._stopping.is_set()):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    batch.append(await self._inbox.get())
+            except TimeoutError:
+                return
+            self._drain(batch)
 
     async def _sweep(self) -> None:
         while True:
@@ -209,9 +254,9 @@ class Runtime:
                       max_subtasks=self.settings.max_subtasks,
                       review_without_peer=self.settings.review_without_peer)
         try:
-            async with self.db.connection() as reader:  # only for what memory does not hold
+            async with Reader(self.db) as rd:  # only for what memory does not hold
                 for job in batch:
-                    await self._handle(reader, b, job, ctx)
+                    await self._handle(rd, b, job, ctx)
             self._schedule(b, ctx)
             states, stored = await self.db.run_write(lambda conn: _write(conn, b))
         except Exception as exc:  # the transaction rolled back: nothing of it happened
@@ -253,20 +298,20 @@ class Runtime:
 
     # ---- job handlers -----------------------------------------------------------------------
 
-    async def _handle(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _handle(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         try:
             handler = getattr(self, f"_on_{job.kind}")
-            await handler(conn, b, job, ctx)
+            await handler(rd, b, job, ctx)
         except ShoalError as exc:
             job.error = exc
 
-    async def _work(self, conn: AsyncConnection, b: Batch, task_id: uuid.UUID) -> TaskWork:
+    async def _work(self, rd: Reader, b: Batch, task_id: uuid.UUID) -> TaskWork:
         work = b.works.get(task_id)
         if work is not None:
             return work
         state = self._states.get(task_id)
         if state is None:
-            loaded = await load_task_states(conn, [task_id])
+            loaded = await load_task_states(await rd.conn(), [task_id])
             if not loaded:
                 raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
             state = loaded[0]
@@ -276,7 +321,7 @@ class Runtime:
     def _decide(self, b: Batch, work: TaskWork, inp: EngineInput, ctx: Context) -> None:
         b.apply(work, decide(work.state, inp, ctx))
 
-    async def _on_submit(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_submit(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         task, plan, options = job.payload
         b.new_tasks.append(task)
         work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
@@ -287,27 +332,27 @@ class Runtime:
         self._decide(b, work, Start(plan=plan, options=options), ctx)
         job.result = lambda: work.state.task
 
-    async def _on_cancel(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_cancel(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         task_id, user_id = job.payload
-        work = await self._work(conn, b, task_id)
+        work = await self._work(rd, b, task_id)
         if work.state.task.user_id != user_id:
             raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
         self._decide(b, work, CancelRequested(), ctx)
         job.result = lambda: work.state.task
 
     async def _on_checkpoint(
-        self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context
+        self, rd: Reader, b: Batch, job: Job, ctx: Context
     ) -> None:
         task_id, user_id, decision = job.payload
-        work = await self._work(conn, b, task_id)
+        work = await self._work(rd, b, task_id)
         if work.state.task.user_id != user_id:
             raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
         self._decide(b, work, decision, ctx)
         job.result = lambda: work.state.task
 
-    async def _on_register(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_register(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         msg, token_id, send, close = job.payload
-        known = await worker_rows.find_worker_id(conn, msg.machine_id)
+        known = await worker_rows.find_worker_id(await rd.conn(), msg.machine_id)
         worker_id = known or uuid.uuid4()
         b.sql.append(functools.partial(worker_rows.save_worker, worker_id=worker_id, msg=msg,
                                        exists=known is not None, token_id=token_id, now=b.now))
@@ -321,18 +366,18 @@ class Runtime:
         b.messages.append((wc, Registered(
             worker_id=worker_id, heartbeat_interval=self.settings.heartbeat_interval,
             lease_seconds=self.settings.lease_seconds).model_dump_json()))
-        await self._adopt(conn, b, wc, set(msg.running), set(msg.buffered), ctx)
+        await self._adopt(rd, b, wc, set(msg.running), set(msg.buffered), ctx)
         b.events.append(_worker_event(wc, "online"))
         job.result = lambda: wc
 
     async def _adopt(
-        self, conn: AsyncConnection, b: Batch, wc: Connection, running: set[uuid.UUID],
+        self, rd: Reader, b: Batch, wc: Connection, running: set[uuid.UUID],
         buffered: set[uuid.UUID], ctx: Context,
     ) -> None:
         """Keep the attempts the worker still runs or has a result for; expire the ones it lost."""
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
         for aid, tid in list(self._attempt_task.items()):
-            work = await self._work(conn, b, tid)
+            work = await self._work(rd, b, tid)
             att = work.state.attempts.get(aid)
             if att is None or att.worker_id != wc.worker_id:
                 continue
@@ -345,7 +390,7 @@ class Runtime:
                 self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
 
     async def _on_disconnect(
-        self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context
+        self, rd: Reader, b: Batch, job: Job, ctx: Context
     ) -> None:
         wc: Connection = job.payload
         if self.fleet.remove(wc):
@@ -353,7 +398,7 @@ class Runtime:
                                            worker_id=wc.worker_id, status="offline"))
             b.events.append(_worker_event(wc, "offline"))
 
-    async def _on_heartbeat(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_heartbeat(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         wc, hb = job.payload
         wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
@@ -368,14 +413,14 @@ class Runtime:
             memory=hb.memory_percent, disk=hb.disk_percent, status=status, now=b.now))
         b.events.append(_worker_event(wc, status))
 
-    async def _on_accepted(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_accepted(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         _wc, aid = job.payload
         tid = self._attempt_task.get(aid)
         if tid is not None:
             with contextlib.suppress(StaleAttempt):
-                self._decide(b, await self._work(conn, b, tid), Started(aid), ctx)
+                self._decide(b, await self._work(rd, b, tid), Started(aid), ctx)
 
-    async def _on_log(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_log(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         _wc, msg = job.payload
         tid = self._attempt_task.get(msg.attempt_id)
         state = self._states.get(tid) if tid else None
@@ -387,14 +432,14 @@ class Runtime:
             "attempt_id": str(msg.attempt_id), "level": msg.level, "message": msg.message,
         }, task_id=tid, user_id=state.task.user_id))
 
-    async def _on_result(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_result(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         wc, msg, manifest, rejected = job.payload
         wc.running.discard(msg.attempt_id)
         tid = self._attempt_task.get(msg.attempt_id)
         if tid is None:
             job.result = lambda: (False, "This attempt has ended; its result is refused.")
             return
-        work = await self._work(conn, b, tid)
+        work = await self._work(rd, b, tid)
         att = work.state.attempts.get(msg.attempt_id)
         if att is None or att.fence != msg.fence or att.worker_id != wc.worker_id:
             job.result = lambda: (False, "The attempt lost its lease; its result is refused.")
@@ -415,17 +460,17 @@ class Runtime:
                 attempt_id=att.id, entries=manifest, now=b.now))
         job.result = lambda: (True, None)
 
-    async def _on_tick(self, conn: AsyncConnection, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_tick(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         for aid, expires in list(self._leases.items()):
             tid = self._attempt_task.get(aid)
             if expires > b.now or tid is None:
                 continue
             with contextlib.suppress(StaleAttempt):
-                self._decide(b, await self._work(conn, b, tid), Expired(aid), ctx)
+                self._decide(b, await self._work(rd, b, tid), Expired(aid), ctx)
         for tid, state in list(self._states.items()):
             for cp in list(state.checkpoints.values()):
                 if cp.deadline_at is not None and cp.deadline_at <= b.now:
-                    work = await self._work(conn, b, tid)
+                    work = await self._work(rd, b, tid)
                     if cp.id in work.state.checkpoints:
                         self._decide(b, work, CheckpointExpired(cp.id), ctx)
 
@@ -441,22 +486,34 @@ class Runtime:
             self._warn_unplaceable(b, demands, where, ctx)
             return
         by_worker = {c.worker_id: c for c in free}
+        lease = b.now + timedelta(seconds=self.settings.lease_seconds)
+        run: list[tuple[Connection, AttemptRecord]] = []  # consecutive placements of one task
         for a in allocate(demands, [c.view() for c in free]):
             tid = where[a.subtask_id]
+            if run and run[0][1].task_id != tid:
+                self._dispatch(b, run, ctx)
+                run = []
             work = b.works.get(tid) or b.works.setdefault(tid, TaskWork(self._states[tid]))
             sub = work.state.subtasks[a.subtask_id]
-            att = AttemptRecord(
+            run.append((by_worker[a.worker_id], AttemptRecord(
                 id=uuid.uuid4(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
                 fence=sub.attempts + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
-                dispatched_at=b.now,
-                lease_expires_at=b.now + timedelta(seconds=self.settings.lease_seconds))
-            self._decide(b, work, Dispatched(att), ctx)
-            wc = by_worker[a.worker_id]
+                dispatched_at=b.now, lease_expires_at=lease)))
+        if run:
+            self._dispatch(b, run, ctx)
+        placed = {att.subtask_id for _, att in b.dispatches}
+        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
+
+    def _dispatch(
+        self, b: Batch, run: list[tuple[Connection, AttemptRecord]], ctx: Context
+    ) -> None:
+        """Decide the attempts of one task in one decision (the same as one each, in order)."""
+        tid = run[0][1].task_id
+        self._decide(b, b.works[tid], DispatchedAll(tuple(att for _, att in run)), ctx)
+        for wc, att in run:
             wc.running.add(att.id)
             b.reserved.append((wc, att.id))
             b.dispatches.append((wc, att))
-        placed = {att.subtask_id for _, att in b.dispatches}
-        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
 
     def _demands(self, b: Batch) -> tuple[list[SubtaskDemand], dict[uuid.UUID, uuid.UUID]]:
         candidates = dict(self._queued)
@@ -550,7 +607,8 @@ class Runtime:
             guidance = await self._user_guidance(state.task.user_id)
             text = await execute_message(state, att, settings=self.settings,
                                          artifacts=self.artifacts, tools=sorted(wc.tools),
-                                         guidance=guidance)
+                                         guidance=guidance,
+                                         files_possible=att.task_id in self._with_files)
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
             return
@@ -579,7 +637,15 @@ class Runtime:
         else:
             for aid in st.attempts:
                 self._attempt_task[aid] = tid
-        for sid, sub in st.subtasks.items():
+        # A subtask's status changes only through a decision, which names it; so a state this
+        # memory already held needs only the subtasks the batch touched re-indexed.
+        touched: Any = st.subtasks
+        if work is not None and tid in self._states and st.task.status not in TERMINAL_TASK:
+            touched = {sid: st.subtasks[sid] for sid in
+                       (*work.merged.new_subtasks, *work.merged.changed_subtasks)}
+        for sid, sub in touched.items():
+            if has_files(sub):
+                self._with_files.add(tid)
             if sub.status is SubtaskStatus.QUEUED:
                 self._queued[sid] = tid
             else:
@@ -592,6 +658,7 @@ class Runtime:
             self._states[tid] = st
 
     def _forget(self, tid: uuid.UUID) -> None:
+        self._with_files.discard(tid)
         st = self._states.get(tid)
         if st is None:
             return
@@ -605,6 +672,14 @@ class Runtime:
         """Small numbers for health and metrics."""
         return {"active_tasks": len(self._states), "queued": len(self._queued),
                 "live_attempts": len(self._attempt_task), "workers": len(self.fleet)}
+
+
+_BOOKKEEPING = frozenset({"accepted", "log", "heartbeat"})
+
+
+def _deferrable(batch: list[Job]) -> bool:
+    """Whether every job in `batch` is bookkeeping no one waits on."""
+    return all(job.kind in _BOOKKEEPING for job in batch)
 
 
 def _ids(values: Any) -> list[uuid.UUID]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shoal.artifacts.store import ArtifactStore
@@ -18,9 +18,13 @@ PERMISSIONS_KEY = "shoal.permissions"  # in the task's metadata: its permission 
 
 async def execute_message(
     state: TaskState, att: AttemptRecord, *, settings: Settings, artifacts: ArtifactStore,
-    tools: Sequence[str], guidance: Sequence[str] = (),
+    tools: Sequence[str], guidance: Sequence[str] = (), files_possible: bool = True,
 ) -> str:
-    """The `execute_task` message for a freshly dispatched attempt, as JSON."""
+    """The `execute_task` message for a freshly dispatched attempt, as JSON.
+
+    `files_possible=False` is the caller's promise that no subtask of the task has files yet,
+    which spares looking for them.
+    """
     sub = state.subtasks[att.subtask_id]
     target = state.subtasks.get(sub.target_id) if sub.target_id else None
     files = (await _texts(target, artifacts) if target is not None
@@ -36,22 +40,22 @@ async def execute_message(
         instructions=instructions_for(state.task, sub, tools, target=target, files=files,
                                       guidance=guidance if sub.role == "coder" else ()),
         upstream=await upstream_results(state, sub, artifacts=artifacts,
-                                        budget=settings.max_result_bytes),
+                                        budget=settings.max_result_bytes,
+                                        files_possible=files_possible),
         timeout=float(options.pop("timeout", timeout)), options=options,
     )
     return msg.model_dump_json()
 
 
 async def upstream_results(
-    state: TaskState, sub: SubtaskRecord, *, artifacts: ArtifactStore, budget: int
+    state: TaskState, sub: SubtaskRecord, *, artifacts: ArtifactStore, budget: int,
+    files_possible: bool = True,
 ) -> list[UpstreamResult]:
     """Outputs of the direct dependencies, and the files of every ancestor (newest wins)."""
     out: list[UpstreamResult] = []
-    for dep_id in _ancestors(state, sub):
+    for dep_id in _ancestors(state, sub, files_possible=files_possible):
         dep = state.subtasks[dep_id]
         output = dep.output or {}
-        if dep_id not in sub.dependencies and not output.get("files"):
-            continue  # an ancestor with no files has nothing for this subtask
         files: list[FilePayload] = []
         for entry in output.get("files", []):
             size = int(entry.get("size", 0))
@@ -78,17 +82,52 @@ async def _texts(target: SubtaskRecord, artifacts: ArtifactStore) -> dict[str, s
     return texts
 
 
-def _ancestors(state: TaskState, sub: SubtaskRecord) -> list[uuid.UUID]:
-    """Every subtask `sub` depends on, directly or not, oldest first."""
-    seen: dict[uuid.UUID, None] = {}
+def _ancestors(
+    state: TaskState, sub: SubtaskRecord, *, files_possible: bool = True
+) -> list[uuid.UUID]:
+    """The subtasks `sub` depends on, oldest first: every direct dependency, and the indirect
+    ones that have files (an ancestor without files has nothing for `sub`)."""
+    subs = state.subtasks
+    if len(sub.dependencies) <= 2 and not (files_possible and _any_files(subs.values())):
+        # No files anywhere, so only the direct dependencies count, in the order the walk
+        # below would reach them: with one or two, the last is always reached first.
+        reached = dict.fromkeys(reversed(sub.dependencies))
+        return [dep.id for dep in sorted((subs[d] for d in reached if d in subs),
+                                         key=_created_at)]
+    direct = set(sub.dependencies)
+    seen: set[uuid.UUID] = set()
+    found: list[SubtaskRecord] = []  # in walk order; the stable sort below keeps it for ties
     stack = list(sub.dependencies)
     while stack:
         sid = stack.pop()
-        if sid in seen or sid not in state.subtasks:
+        if sid in seen:
             continue
-        seen[sid] = None
-        stack.extend(state.subtasks[sid].dependencies)
-    return sorted(seen, key=lambda s: state.subtasks[s].created_at)
+        seen.add(sid)
+        dep = subs.get(sid)
+        if dep is None:
+            continue
+        if sid in direct or has_files(dep):
+            found.append(dep)
+        stack.extend(dep.dependencies)
+    found.sort(key=_created_at)
+    return [dep.id for dep in found]
+
+
+def _created_at(sub: SubtaskRecord) -> Any:
+    return sub.created_at
+
+
+def has_files(sub: SubtaskRecord) -> bool:
+    """Whether `sub` produced files."""
+    return bool(sub.output and sub.output.get("files"))
+
+
+def _any_files(subs: Iterable[SubtaskRecord]) -> bool:
+    for sub in subs:  # a plain loop: this runs for every dispatch
+        output = sub.output
+        if output and output.get("files"):
+            return True
+    return False
 
 
 def cancel_message(attempt_id: uuid.UUID, reason: str) -> str:

@@ -39,10 +39,14 @@ class Database:
     thread hop instead of one per statement; on PostgreSQL it runs through the async engine.
     """
 
-    def __init__(self, engine: AsyncEngine, sync_engine: sa.Engine | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, sync_engine: sa.Engine | None = None,
+        write_engine: AsyncEngine | None = None,
+    ) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._sync_engine = sync_engine
+        self._write_engine = write_engine or engine
         self._writer: ThreadPoolExecutor | None = None
 
     @classmethod
@@ -60,11 +64,14 @@ class Database:
                                       connect_args={"check_same_thread": False})
             sa.event.listen(writer, "connect", _sqlite_pragmas)
             return cls(engine, writer)
-        else:
-            engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True
-            )
-        return cls(engine)
+        engine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True
+        )
+        # The runtime's writes: one batch at a time, many a second, so no ping before each
+        # (a round trip). A connection that died makes that batch fail, which invalidates the
+        # pool; the runtime retries the batch's jobs on a fresh connection (ADR 0010).
+        return cls(engine, write_engine=create_async_engine(
+            url, pool_size=1, max_overflow=1, pool_pre_ping=False))
 
     @property
     def is_postgres(self) -> bool:
@@ -79,7 +86,7 @@ class Database:
     async def run_write(self, fn: Callable[[sa.Connection], T]) -> T:
         """Run `fn(connection)` in one transaction: committed if it returns, rolled back if not."""
         if self._sync_engine is None:
-            async with self.engine.begin() as conn:
+            async with self._write_engine.begin() as conn:
                 return await conn.run_sync(fn)
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shoal-db-writer")
@@ -102,6 +109,8 @@ class Database:
     async def dispose(self) -> None:
         """Close every pooled connection (and the SQLite writer thread)."""
         await self.engine.dispose()
+        if self._write_engine is not self.engine:
+            await self._write_engine.dispose()
         if self._writer is not None:
             self._writer.shutdown(wait=True)
             self._writer = None

@@ -11,7 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.events import Event, EventType, NewEvent
+from shoal.store import fast
 from shoal.store.models import EventRow, table_of
+from shoal.store.state import insert_rows
 
 events = table_of(EventRow)
 
@@ -19,6 +21,9 @@ events = table_of(EventRow)
 # commit out of order and a reader replaying `since` would skip the late one. A transaction-scoped
 # advisory lock taken before appending makes commit order equal sequence order.
 _EVENT_LOCK_KEY = 0x5_E0A1
+
+
+_MAX_SEQ = fast.statement(sa.select(sa.func.max(events.c.seq)))
 
 
 def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: datetime) -> list[Event]:
@@ -29,9 +34,13 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
              "data": e.data, "created_at": now} for e in new]
     if conn.dialect.name == "sqlite":
         # One executemany; SQLite holds the write lock, so the new rowids are the last n.
-        conn.execute(sa.insert(events), rows)
-        last = int(conn.execute(sa.select(sa.func.max(events.c.seq))).scalar() or 0)
+        insert_rows(conn, events, rows)
+        newest = fast.prepared(conn, "events.max_seq", _MAX_SEQ)
+        last = int((newest.scalar(conn) if newest is not None else
+                    conn.execute(sa.select(sa.func.max(events.c.seq))).scalar()) or 0)
         seqs = list(range(last - len(rows) + 1, last + 1))
+    elif conn.dialect.name == "postgresql":
+        seqs = _append_postgres(conn, rows)
     else:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
         result = conn.execute(
@@ -39,6 +48,39 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
         seqs = [r.seq for r in result.all()]
     return [Event(seq=s, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
                   user_id=e.user_id) for s, e in zip(seqs, new, strict=True)]
+
+
+_COLUMNS = ("type", "task_id", "user_id", "data", "created_at")
+
+
+def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:
+    """Take the event lock and insert `rows` in one round trip; their seqs, in order.
+
+    The lock's CTE must produce its row before the join can emit any, so every `nextval` comes
+    after the lock; rows are inserted in parameter order, so their seqs ascend in that order
+    and sorting what RETURNING gives back pairs them up whatever order it uses.
+    """
+    cache = fast.cache_of(conn.dialect)
+    plan: tuple[str, list[Any]] | None = cache.get("events.append")
+    if plan is None:
+        dialect = conn.dialect
+        cols = [events.c[c] for c in _COLUMNS]
+        params = ", ".join(f"${i}::{c.type.compile(dialect=dialect)}[]"
+                           for i, c in enumerate(cols, 2))
+        names = ", ".join(_COLUMNS)
+        sql = ("WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::BIGINT)) "
+               f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in _COLUMNS)} "
+               f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
+               "ORDER BY v.n RETURNING seq")
+        procs = [fast.processor(c.type, dialect) for c in cols]
+        plan = cache["events.append"] = (sql, procs)
+    sql, procs = plan
+    arrays: list[list[Any]] = [[] for _ in _COLUMNS]
+    for row in rows:
+        for i, column in enumerate(_COLUMNS):
+            proc = procs[i]
+            arrays[i].append(row[column] if proc is None else proc(row[column]))
+    return sorted(r[0] for r in conn.exec_driver_sql(sql, (_EVENT_LOCK_KEY, *arrays)).all())
 
 
 async def append_events(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,10 +20,13 @@ from shoal.engine.model import (
     SubtaskRecord,
     TaskRecord,
     TaskState,
+    evolve,
+    record_fields,
 )
 from shoal.engine.workflow import Decision
 from shoal.errors import Conflict
 from shoal.states import LIVE_ATTEMPT, TERMINAL_TASK
+from shoal.store import fast
 from shoal.store.convert import (
     RECORD_TABLES,
     attempt_from_row,
@@ -46,7 +48,7 @@ _LIVE = [s.value for s in LIVE_ATTEMPT]
 
 def insert_task_sync(conn: sa.Connection, task: TaskRecord) -> None:
     """Store a new task."""
-    conn.execute(sa.insert(tasks).values(task_values(task)))
+    insert_rows(conn, tasks, [task_values(task)])
 
 
 async def insert_task(conn: AsyncConnection, task: TaskRecord) -> None:
@@ -91,14 +93,14 @@ async def load_task_states(
 class BatchWriter:
     """Collects the row changes of many decisions and writes them with one statement per table.
 
-    Updates are optimistic: before writing, the versions the decisions were based on are
-    checked in one query per table (locking the rows on PostgreSQL); any mismatch raises
-    `Conflict` and the surrounding transaction rolls back.
+    Updates are optimistic: each row is updated only where it still has the version the
+    decision was based on, in one statement per table, and a row count short of the rows
+    staged raises `Conflict` so the surrounding transaction rolls back.
     """
 
     def __init__(self) -> None:
         self._inserts: dict[str, list[dict[str, Any]]] = {}
-        self._updates: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        self._updates: dict[str, list[_Update]] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -107,34 +109,43 @@ class BatchWriter:
         self._records: dict[str, list[dict[str, Any]]] = {}
 
     def stage(self, old: TaskState, d: Decision) -> TaskState:
-        """Queue what `d` changed relative to `old`; return the state with bumped versions."""
+        """Queue what `d` changed relative to `old`; return the state with bumped versions.
+
+        An update writes only the columns some row of its table changed (and the version):
+        one statement per table, and JSON nobody touched is not encoded again.
+        """
         new = d.state
         task = new.task
         if d.task_changed:
-            self._updates["tasks"].append((task_values(task), old.task.version))
-            task = replace(task, version=old.task.version + 1)
+            self._updates["tasks"].append(
+                (task_values(task), _changed(old.task, task), old.task.version))
+            task = evolve(task, version=old.task.version + 1)
         subs = dict(new.subtasks)
         self._inserts["subtasks"].extend(subtask_values(subs[i]) for i in d.new_subtasks)
         for sid in d.changed_subtasks:
-            before = old.subtasks[sid].version
-            self._updates["subtasks"].append((subtask_values(subs[sid]), before))
-            subs[sid] = replace(subs[sid], version=before + 1)
+            before = old.subtasks[sid]
+            after = subs[sid]
+            self._updates["subtasks"].append(
+                (subtask_values(after), _changed(before, after), before.version))
+            subs[sid] = evolve(after, version=before.version + 1)
         live = dict(new.attempts)
         for aid, att in d.changed_attempts.items():
             if aid in d.new_attempts:
                 self._inserts["attempts"].append(attempt_values(att))
                 continue
-            self._updates["attempts"].append((attempt_values(att), att.version))
+            self._updates["attempts"].append(
+                (attempt_values(att), _changed(old.attempts.get(aid), att), att.version))
             if aid in live:
-                live[aid] = replace(att, version=att.version + 1)
+                live[aid] = evolve(att, version=att.version + 1)
         pending = dict(new.checkpoints)
         for cid, cp in d.changed_checkpoints.items():
             if cid in d.new_checkpoints:
                 self._inserts["checkpoints"].append(checkpoint_values(cp))
                 continue
-            self._updates["checkpoints"].append((checkpoint_values(cp), cp.version))
+            self._updates["checkpoints"].append(
+                (checkpoint_values(cp), _changed(old.checkpoints.get(cid), cp), cp.version))
             if cid in pending:
-                pending[cid] = replace(cp, version=cp.version + 1)
+                pending[cid] = evolve(cp, version=cp.version + 1)
         for record in d.records:
             self._records.setdefault(record.table, []).append(dict(record.values))
         return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending)
@@ -143,20 +154,123 @@ class BatchWriter:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
         for name in ("subtasks", "attempts", "checkpoints"):
             if self._inserts[name]:
-                conn.execute(sa.insert(_TABLES[name]), self._inserts[name])
+                insert_rows(conn, _TABLES[name], self._inserts[name])
         for table_name, values in self._records.items():
             conn.execute(sa.insert(RECORD_TABLES[table_name]), values)
-        for name in ("tasks", "subtasks", "attempts", "checkpoints"):
-            rows = self._updates[name]
-            if not rows:
-                continue
-            if conn.dialect.name != "sqlite":  # asyncpg's executemany reports no row count
-                _check_versions(conn, _TABLES[name], rows)
-            result = conn.execute(_update_statement(name), [_params(v, ver) for v, ver in rows])
-            if conn.dialect.name == "sqlite" and result.rowcount != len(rows):
-                raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
-                               code="stale_write")
+        updates = [(name, self._updates[name])
+                   for name in ("tasks", "subtasks", "attempts", "checkpoints")
+                   if self._updates[name]]
+        if conn.dialect.name == "postgresql":
+            if updates:
+                _update_postgres(conn, updates)
+        else:
+            for name, rows in updates:
+                _update_rows(conn, name, rows)
         self._reset()
+
+
+_Update = tuple[dict[str, Any], "frozenset[str] | None", int]  # values, changed columns, version
+
+
+def _changed(before: Any, after: Any) -> frozenset[str] | None:
+    """The columns whose fields differ between records `before` and `after` (None: all)."""
+    if before is None:
+        return None
+    changed = []
+    for name in record_fields(type(after)):
+        was, now = getattr(before, name), getattr(after, name)
+        if was is not now and was != now and name != "version":
+            changed.append(_COLUMN_OF.get(name, name))
+    return frozenset(changed)
+
+
+def _update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
+    """The columns some row of `rows` changed (all when one says None), in table order."""
+    table = _TABLES[name]
+    changed: set[str] = set()
+    for _, touched, _ in rows:
+        changed.update(touched if touched is not None else table.columns.keys())
+    if len({values["id"] for values, _, _ in rows}) != len(rows):
+        raise Conflict(f"One {name} row was staged twice in one batch.", code="stale_write")
+    return tuple(c.name for c in table.columns if c.name in changed
+                 and c.name not in ("id", "version"))
+
+
+def _update_rows(conn: sa.Connection, name: str, rows: list[_Update]) -> None:
+    """One version-checked executemany of `rows` of table `name`; `Conflict` if any is stale."""
+    columns = _update_columns(name, rows)
+    params = [_params(values, columns, version) for values, _, version in rows]
+    update = _update_statement(name, columns)
+    stmt = fast.prepared(conn, ("update", name, columns), fast.statement(update))
+    count = (stmt.execute(conn, params) if stmt is not None
+             else conn.execute(update, params).rowcount)
+    if count != len(rows):
+        raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
+                       code="stale_write")
+
+
+def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]]]) -> None:
+    """PostgreSQL: check and update the rows of every table in one round trip.
+
+    One statement, a data-modifying CTE per table (`UPDATE t … FROM unnest(…) WHERE id = …
+    AND version = expected`, each row locked as it is updated), each column's values sent as
+    one array; it returns how many rows of each table still had the expected version.
+    """
+    parts = [(name, _update_columns(name, rows), rows) for name, rows in updates]
+    sql, procs = _postgres_plan(conn.dialect, tuple((name, cols) for name, cols, _ in parts))
+    params: list[list[Any]] = []
+    for (_, columns, rows), converters in zip(parts, procs, strict=True):
+        keys = ("id", *columns)
+        arrays: list[list[Any]] = [[] for _ in range(len(keys) + 2)]
+        for values, _, version in rows:
+            for i, key in enumerate(keys):
+                proc = converters[i]
+                arrays[i].append(values[key] if proc is None else proc(values[key]))
+            arrays[-2].append(version)
+            arrays[-1].append(version + 1)
+        params.extend(arrays)
+    counts = conn.exec_driver_sql(sql, tuple(params)).one()
+    for (name, _, rows), count in zip(parts, counts, strict=True):
+        if count != len(rows):
+            raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
+                           code="stale_write")
+
+
+def _postgres_plan(
+    dialect: sa.Dialect, parts: tuple[tuple[str, tuple[str, ...]], ...]
+) -> tuple[str, list[list[Any]]]:
+    """The SQL of `_update_postgres` for these (table, columns), and each array's converter."""
+    cache = fast.cache_of(dialect)
+    plan: tuple[str, list[list[Any]]] | None = cache.get(("update", parts))
+    if plan is None:
+        quote = dialect.identifier_preparer.quote
+        ctes, procs, n = [], [], 1
+        for i, (name, columns) in enumerate(parts):
+            table = _TABLES[name]
+            cols = [table.c.id, *(table.c[c] for c in columns)]
+            types = [c.type.compile(dialect=dialect) for c in cols] + ["INTEGER", "INTEGER"]
+            names = [quote(c.name) for c in cols] + ["b_expected", "b_version"]
+            arrays = ", ".join(f"${n + j}::{t}[]" for j, t in enumerate(types))
+            n += len(types)
+            sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in columns]
+                             + ["version = v.b_version"])
+            ctes.append(f"u{i} AS (UPDATE {quote(table.name)} AS t SET {sets} "
+                        f"FROM unnest({arrays}) AS v({', '.join(names)}) "
+                        "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
+            procs.append([fast.processor(c.type, dialect) for c in cols])
+        counts = ", ".join(f"(SELECT count(*) FROM u{i})" for i in range(len(parts)))
+        plan = cache[("update", parts)] = (f"WITH {', '.join(ctes)} SELECT {counts}", procs)
+    return plan
+
+
+def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Insert `rows` (dicts with the same keys) with one executemany."""
+    keys = tuple(rows[0])
+    stmt = fast.prepared(conn, ("insert", table.name, keys), fast.insert(table, keys))
+    if stmt is None:
+        conn.execute(sa.insert(table), rows)
+    else:
+        stmt.execute(conn, rows)
 
 
 async def write_decision(conn: AsyncConnection, old: TaskState, d: Decision) -> TaskState:
@@ -181,37 +295,23 @@ _TABLES = {"tasks": tasks, "subtasks": subtasks, "attempts": attempts,
            "checkpoints": checkpoints}
 
 
+_COLUMN_OF = {"meta": "metadata"}  # record field → column, where the names differ
+
+
 @functools.cache
-def _update_statement(name: str) -> sa.Update:
-    """`UPDATE t SET every column WHERE id = :b_id AND version = :b_expected`, built once."""
+def _update_statement(name: str, columns: tuple[str, ...]) -> sa.Update:
+    """`UPDATE t SET columns…, version WHERE id = :b_id AND version = :b_expected`."""
     table = _TABLES[name]
+    sets = [*columns, "version"]
     return (sa.update(table)
             .where(table.c.id == sa.bindparam("b_id", type_=table.c.id.type),
                    table.c.version == sa.bindparam("b_expected", type_=table.c.version.type))
-            .values({c.name: sa.bindparam(f"b_{c.name}", type_=c.type)
-                     for c in table.columns if c.name != "id"}))
+            .values({c: sa.bindparam(f"b_{c}", type_=table.c[c].type) for c in sets}))
 
 
-def _params(values: dict[str, Any], version: int) -> dict[str, Any]:
-    params = {f"b_{k}": v for k, v in values.items()}
+def _params(values: dict[str, Any], columns: tuple[str, ...], version: int) -> dict[str, Any]:
+    params = {f"b_{c}": values[c] for c in columns}
+    params["b_id"] = values["id"]
     params["b_version"] = version + 1
     params["b_expected"] = version
     return params
-
-
-def _check_versions(
-    conn: sa.Connection, table: sa.Table, rows: list[tuple[dict[str, Any], int]]
-) -> None:
-    expected = {v["id"]: version for v, version in rows}
-    if len(expected) != len(rows):
-        raise Conflict(f"One {table.name} row was staged twice in one batch.", code="stale_write")
-    q = sa.select(table.c.id, table.c.version).where(table.c.id.in_(list(expected)))
-    if conn.dialect.name == "postgresql":
-        q = q.with_for_update()
-    found = {r.id: r.version for r in conn.execute(q).all()}
-    stale = [str(i) for i, v in expected.items() if found.get(i) != v]
-    if stale:
-        raise Conflict(
-            f"{len(stale)} {table.name} row(s) changed underneath this writer; reload and retry.",
-            code="stale_write", details={"ids": stale[:10]},
-        )

@@ -49,11 +49,19 @@ from shoal.protocol import (
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
+from shoal.worker.batching import Batcher
 from shoal.worker.connection import Backoff, websocket_url
 from shoal.worker.logstream import LogStream
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
-from shoal.worker.workspace import collect_files, prepare_workspace, prune_workspaces, snapshot
+from shoal.worker.workspace import (
+    collect_files,
+    is_bare,
+    prepare_bare_workspace,
+    prepare_workspace,
+    prune_workspaces,
+    snapshot,
+)
 
 log = structlog.get_logger()
 
@@ -72,12 +80,19 @@ def io_executor(slots: int) -> ThreadPoolExecutor:
                               thread_name_prefix="shoal-worker-io")
 
 
-def _prepare(
-    root: Path, msg: ExecuteTask
-) -> tuple[Path, list[RejectedFile], dict[str, str]]:
+_Prepared = tuple[Path, list[RejectedFile], dict[str, str]]  # workspace, skipped files, snapshot
+
+
+def _prepare(root: Path, msg: ExecuteTask) -> _Prepared:
     """Make the attempt's workspace and fingerprint it (one thread hop instead of two)."""
     workspace, skipped = prepare_workspace(root, msg)
     return workspace, skipped, snapshot(workspace)
+
+
+def _workspace_root(path: Path) -> Path:
+    """The workspaces folder, created, as an absolute path without symbolic links."""
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
 
 
 @dataclass(slots=True)
@@ -121,6 +136,11 @@ class Worker:
         self.home = settings.data_dir / "worker" / self.name
         self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
+        self._workspace_root: Path | None = None  # `workspaces`, created and resolved
+        self._preparer: Batcher[ExecuteTask, _Prepared] = Batcher(self._prepare_all)
+        self._collector: Batcher[
+            tuple[Path, dict[str, str], int], tuple[list[FilePayload], list[RejectedFile]]
+        ] = Batcher(self._collect_all)
         self._backoff = backoff or Backoff()
         self._grace = shutdown_grace
         self._heartbeat_interval = settings.heartbeat_interval
@@ -166,6 +186,7 @@ class Worker:
             self.machine_id = await asyncio.to_thread(load_machine_id, self.home / "machine_id")
         self._system_info = await asyncio.to_thread(system_info, self.settings.data_dir)
         self._buffered = {result.attempt_id for result in await self.outbox.pending()}
+        self._workspace_root = await asyncio.to_thread(_workspace_root, self.workspaces)
 
     # ---- connection ----------------------------------------------------------------------
 
@@ -199,6 +220,7 @@ class Worker:
             open_timeout=REGISTER_TIMEOUT,
             # Upstream files arrive inline in base64; allow what a result may carry, and more.
             max_size=self.settings.max_result_bytes * 2,
+            compression="deflate" if self.settings.worker_compression else None,
             logger=_quiet_websocket_logger(),
         )
 
@@ -297,8 +319,8 @@ class Worker:
             await self._start(message)
         elif isinstance(message, CancelTask):
             self._cancel(message)
-        elif isinstance(message, Ack):
-            await self._forget(message)
+        elif isinstance(message, Ack):  # the removal is batched: do not hold up the reader
+            self._tasks().create_task(self._forget(message))
         elif isinstance(message, Registered):
             self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
@@ -341,7 +363,12 @@ class Worker:
             attempt.task.cancel()
 
     async def _forget(self, ack: Ack) -> None:
-        await self.outbox.remove(ack.attempt_id)
+        try:
+            await self.outbox.remove(ack.attempt_id)
+        except OSError:  # it stays buffered: re-sent after a reconnect, and refused
+            log.warning("worker.outbox_remove_failed", attempt_id=str(ack.attempt_id),
+                        exc_info=True)
+            return
         self._buffered.discard(ack.attempt_id)
         log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
                  accepted=ack.accepted, reason=ack.reason)
@@ -382,10 +409,19 @@ class Worker:
         if tool is None:
             have = ", ".join(sorted(self.tools)) or "none"
             return _failed(attempt, f"This worker has no tool {msg.tool!r}; it has: {have}.")
-        try:
-            workspace, skipped, before = await asyncio.to_thread(_prepare, self.workspaces, msg)
-        except OSError as exc:
-            return _failed(attempt, f"Could not prepare the workspace: {exc}")
+        # An attempt that brings no files gets its folder right here (one or two mkdir
+        # calls); one with upstream files, or a folder left by an earlier run, goes to a thread.
+        bare = (prepare_bare_workspace(self._workspace_root, msg)
+                if self._workspace_root is not None else None)
+        skipped: list[RejectedFile] = []
+        before: dict[str, str] = {}
+        if bare is not None:  # nothing to write into it, so nothing to fingerprint either
+            workspace = bare
+        else:
+            try:
+                workspace, skipped, before = await self._preparer.run(msg)
+            except OSError as exc:
+                return _failed(attempt, f"Could not prepare the workspace: {exc}")
         stream = LogStream()
         for file in skipped:
             stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
@@ -411,18 +447,43 @@ class Worker:
     async def _collect(
         self, workspace: Path, before: dict[str, str], outcome: ToolOutcome
     ) -> tuple[list[FilePayload], list[RejectedFile]]:
+        if not before and is_bare(workspace):  # the tool wrote nothing: no thread hop
+            return [], []
         # Files travel in base64 (4/3 larger) beside the output; keep the whole message
         # under max_result_bytes so it can never be too big to deliver.
         room = self.settings.max_result_bytes * 3 // 4 - len(outcome.output.encode())
         try:
-            return await asyncio.to_thread(
-                collect_files, workspace, before,
-                max_files=self.settings.max_files_per_result,
-                max_file_bytes=self.settings.max_file_bytes,
-                max_total_bytes=max(room, 0),
-            )
+            return await self._collector.run((workspace, before, max(room, 0)))
         except OSError as exc:
             return [], [RejectedFile(path=".", reason=f"files could not be collected: {exc}")]
+
+    def _prepare_all(self, messages: list[ExecuteTask]) -> list[_Prepared | Exception]:
+        """Make the workspaces of `messages` (one thread job for a burst of attempts)."""
+        if self._workspace_root is None:
+            self._workspace_root = _workspace_root(self.workspaces)
+        out: list[_Prepared | Exception] = []
+        for msg in messages:
+            try:
+                bare = prepare_bare_workspace(self._workspace_root, msg)
+                # A bare workspace has nothing to fingerprint.
+                out.append((bare, [], {}) if bare is not None else _prepare(self.workspaces, msg))
+            except Exception as exc:  # that attempt fails; the others go on
+                out.append(exc)
+        return out
+
+    def _collect_all(
+        self, jobs: list[tuple[Path, dict[str, str], int]]
+    ) -> list[tuple[list[FilePayload], list[RejectedFile]] | Exception]:
+        """The files each finished attempt produced (one thread job for a burst)."""
+        out: list[tuple[list[FilePayload], list[RejectedFile]] | Exception] = []
+        for workspace, before, room in jobs:
+            try:
+                out.append(collect_files(
+                    workspace, before, max_files=self.settings.max_files_per_result,
+                    max_file_bytes=self.settings.max_file_bytes, max_total_bytes=room))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     async def _save(self, result: TaskResult) -> None:
         try:

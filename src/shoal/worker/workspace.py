@@ -5,7 +5,8 @@
 are new or changed. A file that breaks a limit or has an unsafe name — control characters, a
 name that is not UTF-8, a symbolic link leading out of the workspace — is rejected with a
 reason, never silently renamed or dropped. All functions here block: call them through
-`asyncio.to_thread`.
+`asyncio.to_thread` — except `prepare_bare_workspace` and `is_bare`, the fast paths for an
+attempt that brings no files and leaves none, which touch one or two folders.
 """
 
 from __future__ import annotations
@@ -83,6 +84,32 @@ def prepare_workspace(root: Path, msg: ExecuteTask) -> tuple[Path, list[Rejected
             if problem is not None:
                 skipped.append(RejectedFile(path=_display(file.path), reason=problem))
     return workspace, skipped
+
+
+def prepare_bare_workspace(root: Path, msg: ExecuteTask) -> Path | None:
+    """`prepare_workspace`'s fast path, for an attempt that brings no upstream files.
+
+    Creates the attempt's folder under `root` (which must already be resolved) and returns it;
+    None when the full path is needed: files to write, or a folder left by an earlier run of
+    the attempt. It makes at most two folders, so it may run on the event loop.
+    """
+    if any(upstream.files for upstream in msg.upstream):
+        return None
+    workspace = workspace_path(root, msg)
+    try:
+        workspace.mkdir(parents=True)
+    except OSError:  # left by an earlier run, or a real problem: the full path reports it
+        return None
+    return workspace
+
+
+def is_bare(workspace: Path) -> bool:
+    """Whether `workspace` holds nothing at all (one directory read; may run on the loop)."""
+    try:
+        with os.scandir(workspace) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
 
 
 def _materialise(workspace: Path, file: FilePayload) -> str | None:

@@ -1,0 +1,153 @@
+"""Hot statements compiled once per dialect and run with plain parameter tuples.
+
+Executing a Core statement makes SQLAlchemy look up its compiled form by cache key, build the
+parameters row by row and run every value through its type's bind processor on each call —
+most of the writer's time per batch on SQLite (ADR 0010). The few statements the runtime runs
+on every batch (row inserts, version-checked updates, event appends) are compiled here once per
+dialect; each call only applies the same bind processors to the rows and hands the SQL and
+its parameter tuples to the driver through `Connection.exec_driver_sql` (still inside the
+caller's transaction, with SQLAlchemy's error wrapping).
+
+Only positional paramstyles (SQLite's `?`, asyncpg's `$n`) and statements with no Python-side
+defaults to compute are prepared; anything else returns None and the caller runs the statement
+the ordinary way. On PostgreSQL, where each statement is a round trip, the writer goes further
+and sends a batch's updates, and its events, as one statement each (`store.state`,
+`store.events`), with the converters `processor` gives.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.compiler import SQLCompiler
+
+Processor = Callable[[Any], Any] | None
+
+
+class Prepared:
+    """One compiled statement: its SQL text and a function that turns a row (a dict keyed by
+    bind name) into the driver's positional parameters, applying the dialect's converters."""
+
+    __slots__ = ("params", "sql")
+
+    def __init__(self, sql: str, getters: list[tuple[str, Processor]]) -> None:
+        self.sql = sql
+        self.params = _row_function(getters)
+
+    def execute(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Run the statement once per row (one executemany); returns the driver's row count."""
+        if not rows:
+            return 0
+        params = [self.params(r) for r in rows]
+        result = conn.exec_driver_sql(self.sql, params if len(params) != 1 else params[0])
+        return int(result.rowcount)
+
+    def scalar(self, conn: sa.Connection, row: Mapping[str, Any] | None = None) -> Any:
+        """Run the statement once and return the first column of its first row."""
+        return conn.exec_driver_sql(self.sql, self.params(row or {})).scalar()
+
+
+RowFunction = Callable[[Mapping[str, Any]], tuple[Any, ...]]
+
+
+def _row_function(getters: list[tuple[str, Processor]]) -> RowFunction:
+    """`lambda row: (p0(row["a"]), row["b"], …)`, generated once per statement: cheaper per
+    row than a loop over the getters. Only bind names (quoted with repr) go into the code."""
+    env: dict[str, Any] = {}
+    items = []
+    for i, (name, proc) in enumerate(getters):
+        if proc is None:
+            items.append(f"row[{name!r}]")
+        else:
+            env[f"p{i}"] = proc
+            items.append(f"p{i}(row[{name!r}])")
+    body = ", ".join(items) + ("," if len(items) == 1 else "")
+    fn: RowFunction = eval(f"lambda row: ({body})", env)
+    return fn
+
+
+_CACHES: weakref.WeakKeyDictionary[sa.Dialect, dict[Hashable, Any]] = (
+    weakref.WeakKeyDictionary())
+
+
+def cache_of(dialect: sa.Dialect) -> dict[Hashable, Any]:
+    """A cache of compiled things for `dialect`, dropped with it (an engine's dialect lives as
+    long as the engine)."""
+    cache = _CACHES.get(dialect)
+    if cache is None:
+        cache = _CACHES[dialect] = {}
+    return cache
+
+
+def prepared(
+    conn: sa.Connection, key: Hashable, build: Callable[[sa.Dialect], SQLCompiler]
+) -> Prepared | None:
+    """The statement `build(dialect)` compiles to, prepared once per dialect and `key`."""
+    cache = cache_of(conn.dialect)
+    try:
+        found: Prepared | None = cache[("prepared", key)]
+    except KeyError:
+        found = cache[("prepared", key)] = _prepare(build(conn.dialect), conn.dialect)
+    return found
+
+
+def _prepare(compiled: SQLCompiler, dialect: sa.Dialect) -> Prepared | None:
+    if not compiled.positional or compiled.positiontup is None:
+        return None
+    if compiled.insert_prefetch or compiled.update_prefetch:
+        return None  # Python-side defaults would have to be computed per row
+    binds = compiled.binds
+    getters: list[tuple[str, Processor]] = []
+    for name in compiled.positiontup:
+        param = binds[name]
+        if param.expanding or param.literal_execute or param.callable is not None:
+            return None
+        getters.append((param.key, processor(param.type, dialect)))
+    return Prepared(compiled.string, getters)
+
+
+def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor:
+    """The dialect's bind processor for `type_`; for JSON, one that encodes the common empty
+    values (None, {}, []) once instead of on every row."""
+    impl = type_.dialect_impl(dialect)
+    proc = impl.bind_processor(dialect)
+    if proc is None or not isinstance(impl, sa.JSON):
+        return proc
+    encode = proc
+    null, empty_dict, empty_list = encode(None), encode({}), encode([])
+
+    def json_processor(value: Any) -> Any:
+        if value is None:
+            return null
+        if not value and type(value) is dict:
+            return empty_dict
+        if not value and type(value) is list:
+            return empty_list
+        return encode(value)
+
+    return json_processor
+
+
+def insert(table: sa.Table, keys: Sequence[str]) -> Callable[[sa.Dialect], SQLCompiler]:
+    """A builder for `INSERT INTO table (keys) VALUES (…)`, one parameter per key."""
+
+    def build(dialect: sa.Dialect) -> SQLCompiler:
+        compiled = sa.insert(table).compile(dialect=dialect, column_keys=list(keys))
+        assert isinstance(compiled, SQLCompiler)
+        return compiled
+
+    return build
+
+
+def statement(stmt: sa.Executable) -> Callable[[sa.Dialect], SQLCompiler]:
+    """A builder for a statement whose parameters are all named `bindparam`s."""
+
+    def build(dialect: sa.Dialect) -> SQLCompiler:
+        compiled = stmt.compile(dialect=dialect)  # type: ignore[attr-defined]
+        assert isinstance(compiled, SQLCompiler)
+        return compiled
+
+    return build

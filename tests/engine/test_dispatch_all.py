@@ -1,0 +1,69 @@
+"""`DispatchedAll` is exactly a `Dispatched` per attempt, in order, in one decision."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from shoal.engine import planning
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, evolve
+from shoal.engine.workflow import (
+    Context,
+    Decision,
+    Dispatched,
+    DispatchedAll,
+    Start,
+    decide,
+)
+from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _started(width: int) -> TaskState:
+    task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="fan out",
+                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+    items = [{"name": f"s{i}", "description": "step", "tool": "echo", "dependencies": []}
+             for i in range(width)]
+    start = Start(plan=planning.user_plan(items))
+    return decide(TaskState(task=task, subtasks={}, attempts={}), start, Context(now=NOW)).state
+
+
+def _attempts(state: TaskState) -> tuple[AttemptRecord, ...]:
+    worker = uuid.uuid4()
+    return tuple(
+        AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=state.task.id,
+                      worker_id=worker, fence=sub.attempts + 1, tool="echo",
+                      status=AttemptStatus.DISPATCHED, dispatched_at=NOW)
+        for sub in state.subtasks.values() if sub.status is SubtaskStatus.QUEUED)
+
+
+def test_dispatched_all_equals_one_dispatched_each() -> None:
+    """Same state, same changes, same events in the same order."""
+    state = _started(5)
+    attempts = _attempts(state)
+    ctx = Context(now=NOW)
+    together = decide(state, DispatchedAll(attempts), ctx)
+    current, events, changed, new_attempts = state, [], set(), set()
+    for att in attempts:
+        one: Decision = decide(current, Dispatched(att), ctx)
+        current = one.state
+        events.extend(one.events)
+        changed |= one.changed_subtasks
+        new_attempts |= one.new_attempts
+    assert together.state == current
+    assert [(e.type, e.data) for e in together.events] == [(e.type, e.data) for e in events]
+    assert together.changed_subtasks == changed
+    assert together.new_attempts == new_attempts == {a.id for a in attempts}
+
+
+def test_evolve_matches_dataclasses_replace() -> None:
+    """`evolve` gives the value `dataclasses.replace` gives, and refuses unknown fields."""
+    sub = next(iter(_started(1).subtasks.values()))
+    changes = {"status": SubtaskStatus.IN_PROGRESS, "attempts": 1, "progress": 0}
+    assert evolve(sub, **changes) == replace(sub, **changes)
+    with pytest.raises(TypeError):
+        evolve(sub, no_such_field=1)
