@@ -5,6 +5,8 @@ except Ollama's `/api/version`, which is free) and a `create_*`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 
 from shoal.config import Settings
@@ -16,6 +18,15 @@ from shoal.tools.models.base import ModelClient
 def _retry(settings: Settings) -> RetryPolicy:
     return RetryPolicy(max_retries=settings.model_max_retries, base=settings.model_retry_base,
                        cap=settings.model_retry_cap)
+
+
+def _loop_tool(settings: Settings, probe: Probe, client: Callable[[], ModelClient], *,
+               local: bool = False) -> Tool:
+    """Shoal's agent loop over `client`, with the worker's limits, retries and journal."""
+    return AgentLoopTool(name=probe.name, client=client, local=local, version=probe.version,
+                         max_turns=settings.agent_max_turns,
+                         command_timeout=settings.command_timeout, retry=_retry(settings),
+                         journal_dir=settings.data_dir / "journal")
 
 
 def _secret(value: object) -> str:
@@ -95,10 +106,7 @@ def create_anthropic(settings: Settings, probe: Probe) -> Tool:
                                api_key=_secret(settings.anthropic_api_key),
                                model=settings.anthropic_model)
 
-    return AgentLoopTool(name="anthropic", client=client, local=False, version=probe.version,
-                         max_turns=settings.agent_max_turns,
-                         command_timeout=settings.command_timeout, retry=_retry(settings),
-                         journal_dir=settings.data_dir / "journal")
+    return _loop_tool(settings, probe, client)
 
 
 # ---- Gemini ----------------------------------------------------------------------------------
@@ -121,10 +129,7 @@ def create_gemini(settings: Settings, probe: Probe) -> Tool:
                             api_key=_secret(settings.gemini_api_key),
                             model=settings.gemini_model)
 
-    return AgentLoopTool(name="gemini", client=client, local=False, version=probe.version,
-                         max_turns=settings.agent_max_turns,
-                         command_timeout=settings.command_timeout, retry=_retry(settings),
-                         journal_dir=settings.data_dir / "journal")
+    return _loop_tool(settings, probe, client)
 
 
 # ---- Ollama ----------------------------------------------------------------------------------
@@ -155,7 +160,4 @@ def create_ollama(settings: Settings, probe: Probe) -> Tool:
     def client() -> ModelClient:
         return OllamaClient(host=host, model=settings.ollama_model)
 
-    return AgentLoopTool(name="ollama", client=client, local=probe.local,
-                         version=probe.version, max_turns=settings.agent_max_turns,
-                         command_timeout=settings.command_timeout, retry=_retry(settings),
-                         journal_dir=settings.data_dir / "journal")
+    return _loop_tool(settings, probe, client, local=probe.local)

@@ -21,6 +21,7 @@ from shoal.testing.fake.wire import (
     Reply,
     ToolCall,
     ToolSpec,
+    json_object,
     paced,
     pieces,
     schema_parameters,
@@ -60,7 +61,7 @@ def decode(body: dict[str, Any]) -> Conversation:
         elif role == "assistant":
             calls = tuple(
                 ToolCall(str(c.get("function", {}).get("name", "")),
-                         _arguments(c.get("function", {}).get("arguments")), str(c.get("id", "")))
+                         json_object(c.get("function", {}).get("arguments")), str(c.get("id", "")))
                 for c in m.get("tool_calls") or [] if isinstance(c, dict))
             messages.append(Message("assistant", text_of(m.get("content")), calls))
         elif role == "tool":
@@ -72,14 +73,6 @@ def decode(body: dict[str, Any]) -> Conversation:
         if isinstance(t, dict) and isinstance(t.get("function"), dict))
     return Conversation(API, str(body.get("model", "")), tuple(messages), tools,
                         bool(body.get("stream")))
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 async def _chat_completions(request: Request) -> Response:

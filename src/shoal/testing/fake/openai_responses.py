@@ -26,6 +26,7 @@ from shoal.testing.fake.wire import (
     Reply,
     ToolCall,
     ToolSpec,
+    json_object,
     paced,
     pieces,
     schema_parameters,
@@ -72,7 +73,7 @@ def _decode_item(item: dict[str, Any], messages: list[Message]) -> None:
         elif role == "assistant":
             messages.append(Message("assistant", text_of(item.get("content"))))
     elif kind == "function_call":
-        call = ToolCall(str(item.get("name", "")), _arguments(item.get("arguments")),
+        call = ToolCall(str(item.get("name", "")), json_object(item.get("arguments")),
                         str(item.get("call_id", "")))
         last = messages[-1] if messages else None
         if last is not None and last.role == "assistant":  # parallel calls: one assistant turn
@@ -82,14 +83,6 @@ def _decode_item(item: dict[str, Any], messages: list[Message]) -> None:
     elif kind == "function_call_output":
         output = item.get("output")
         messages.append(Message("tool", output if isinstance(output, str) else text_of(output)))
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # ---- the route ---------------------------------------------------------------------------

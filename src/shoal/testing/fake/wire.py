@@ -107,6 +107,15 @@ def text_of(content: Any) -> str:
     return ""
 
 
+def json_object(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as an object: parsed from JSON text, {} when not an object."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def schema_parameters(schema: Any) -> tuple[str, ...]:
     """The property names of a JSON schema (or an empty tuple)."""
     if isinstance(schema, Mapping):

@@ -89,7 +89,7 @@ def _messages(turns: list[Turn]) -> list[Any]:
             if turn.text:
                 blocks.append({"type": "text", "text": turn.text})
             blocks.extend({"type": "tool_use", "id": c.id, "name": c.name,
-                           "input": _arguments(c.arguments)} for c in turn.calls)
+                           "input": c.arguments_dict()} for c in turn.calls)
             messages.append({"role": "assistant", "content": blocks or [
                 {"type": "text", "text": "(no answer)"}]})
         else:
@@ -101,11 +101,3 @@ def _messages(turns: list[Turn]) -> list[Any]:
             else:
                 messages.append({"role": "user", "content": [block]})
     return messages
-
-
-def _arguments(raw: str) -> Any:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -12,6 +12,7 @@ vendor, honouring `Retry-After`) and the journal.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -36,6 +37,14 @@ class ModelCall:
     id: str
     name: str
     arguments: str
+
+    def arguments_dict(self) -> dict[str, Any]:
+        """The arguments as an object ({} when they are not a JSON object)."""
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)

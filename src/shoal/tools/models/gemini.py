@@ -96,7 +96,7 @@ def _contents(turns: list[Turn]) -> list[Any]:
         elif turn.role == "assistant":
             parts = [types.Part(text=turn.text)] if turn.text else []
             parts.extend(types.Part(function_call=types.FunctionCall(
-                id=c.id, name=c.name, args=_arguments(c.arguments))) for c in turn.calls)
+                id=c.id, name=c.name, args=c.arguments_dict())) for c in turn.calls)
             contents.append(types.Content(role="model", parts=parts or [types.Part(text="")]))
         else:
             part = types.Part(function_response=types.FunctionResponse(
@@ -108,11 +108,3 @@ def _contents(turns: list[Turn]) -> list[Any]:
             else:
                 contents.append(types.Content(role="user", parts=[part]))
     return contents
-
-
-def _arguments(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

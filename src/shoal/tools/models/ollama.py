@@ -82,14 +82,6 @@ def _message(turn: Turn) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.calls:
         message["tool_calls"] = [{"function": {"name": c.name,
-                                               "arguments": _arguments(c.arguments)}}
+                                               "arguments": c.arguments_dict()}}
                                  for c in turn.calls]
     return message
-
-
-def _arguments(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
