@@ -15,7 +15,6 @@ import functools
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,31 +26,28 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.bus.base import EventBus
 from shoal.config import Settings
 from shoal.engine import planning
-from shoal.engine.allocation import SubtaskDemand, allocate, unplaceable_reason
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
 from shoal.engine.workflow import (
-    QUALITY_KINDS,
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
     Context,
-    DispatchedAll,
     EngineInput,
     Expired,
     Finished,
     Start,
     Started,
-    Unplaceable,
     decide,
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent
 from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
 from shoal.runtime.batch import Batch, Job, TaskWork
-from shoal.runtime.dispatch import cancel_message, execute_message, has_files
+from shoal.runtime.dispatch import cancel_message, execute_message
 from shoal.runtime.fleet import Connection, Fleet
-from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.runtime.memory import TaskMemory
+from shoal.runtime.scheduling import Scheduler
 from shoal.store import files as file_rows
 from shoal.store import queries
 from shoal.store import workers as worker_rows
@@ -107,12 +103,8 @@ class Runtime:
                                   delays=tuple(settings.retry_delays),
                                   jitter=settings.retry_jitter)
         self._inbox: asyncio.Queue[Job] = asyncio.Queue()
-        self._states: dict[uuid.UUID, TaskState] = {}
-        self._attempt_task: dict[uuid.UUID, uuid.UUID] = {}
-        self._leases: dict[uuid.UUID, datetime] = {}
-        self._queued: dict[uuid.UUID, uuid.UUID] = {}  # subtask → task
-        self._with_files: set[uuid.UUID] = set()  # tasks some subtask of which has files
-        self._warned: set[uuid.UUID] = set()
+        self.memory = TaskMemory(clock)
+        self._scheduler = Scheduler(settings, self.fleet, self.memory, self._decide)
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
@@ -141,10 +133,10 @@ class Runtime:
             await worker_rows.mark_all_offline(conn)
             states = await load_task_states(conn)
         for st in states:
-            self._remember(st)
+            self.memory.remember(st)
             for aid in st.attempts:
-                self._leases[aid] = grace
-        log.info("runtime.recovered", tasks=len(states), live_attempts=len(self._leases))
+                self.memory.leases[aid] = grace
+        log.info("runtime.recovered", tasks=len(states), live_attempts=len(self.memory.leases))
 
     # ---- API-facing -------------------------------------------------------------------------
 
@@ -257,7 +249,7 @@ class Runtime:
             async with Reader(self.db) as rd:  # only for what memory does not hold
                 for job in batch:
                     await self._handle(rd, b, job, ctx)
-            self._schedule(b, ctx)
+            self._scheduler.schedule(b, ctx)
             states, stored = await self.db.run_write(lambda conn: _write(conn, b))
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone)
@@ -273,12 +265,11 @@ class Runtime:
         for conn in b.joined:
             self.fleet.remove(conn)
         for tid in b.works:  # memory may be ahead of the store now: reload from the store
-            self._forget(tid)
-            self._states.pop(tid, None)
+            self.memory.drop(tid)
             # If even this read fails the store is gone: let the runtime (and the process)
             # stop; start-up recovery rebuilds everything from the store.
             for st in await self._load(tid):
-                self._remember(st)
+                self.memory.remember(st)
         if retry_alone:
             for job in batch:
                 job.error = None
@@ -309,7 +300,7 @@ class Runtime:
         work = b.works.get(task_id)
         if work is not None:
             return work
-        state = self._states.get(task_id)
+        state = self.memory.states.get(task_id)
         if state is None:
             loaded = await load_task_states(await rd.conn(), [task_id])
             if not loaded:
@@ -376,16 +367,16 @@ class Runtime:
     ) -> None:
         """Keep the attempts the worker still runs or has a result for; expire the ones it lost."""
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
-        for aid, tid in list(self._attempt_task.items()):
+        for aid, tid in list(self.memory.attempt_task.items()):
             work = await self._work(rd, b, tid)
             att = work.state.attempts.get(aid)
             if att is None or att.worker_id != wc.worker_id:
                 continue
             if aid in running:
                 wc.running.add(aid)
-                self._leases[aid] = lease
+                self.memory.leases[aid] = lease
             elif aid in buffered:
-                self._leases[aid] = lease  # its result is about to be re-sent
+                self.memory.leases[aid] = lease  # its result is about to be re-sent
             else:
                 self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
 
@@ -405,7 +396,7 @@ class Runtime:
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
         mine = [a for a in hb.running if a in wc.running]
         for aid in mine:
-            self._leases[aid] = lease
+            self.memory.leases[aid] = lease
         status = "busy" if len(wc.running) >= wc.slots else "online"
         b.sql.append(functools.partial(renew_leases, attempt_ids=mine, expires_at=lease))
         b.sql.append(functools.partial(
@@ -415,15 +406,15 @@ class Runtime:
 
     async def _on_accepted(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         _wc, aid = job.payload
-        tid = self._attempt_task.get(aid)
+        tid = self.memory.attempt_task.get(aid)
         if tid is not None:
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(rd, b, tid), Started(aid), ctx)
 
     async def _on_log(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         _wc, msg = job.payload
-        tid = self._attempt_task.get(msg.attempt_id)
-        state = self._states.get(tid) if tid else None
+        tid = self.memory.attempt_task.get(msg.attempt_id)
+        state = self.memory.states.get(tid) if tid else None
         if state is None or tid is None:
             return  # a log line from an attempt that has ended: nothing to attach it to
         att = state.attempts.get(msg.attempt_id)
@@ -435,7 +426,7 @@ class Runtime:
     async def _on_result(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         wc, msg, manifest, rejected = job.payload
         wc.running.discard(msg.attempt_id)
-        tid = self._attempt_task.get(msg.attempt_id)
+        tid = self.memory.attempt_task.get(msg.attempt_id)
         if tid is None:
             job.result = lambda: (False, "This attempt has ended; its result is refused.")
             return
@@ -461,113 +452,18 @@ class Runtime:
         job.result = lambda: (True, None)
 
     async def _on_tick(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        for aid, expires in list(self._leases.items()):
-            tid = self._attempt_task.get(aid)
+        for aid, expires in list(self.memory.leases.items()):
+            tid = self.memory.attempt_task.get(aid)
             if expires > b.now or tid is None:
                 continue
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(rd, b, tid), Expired(aid), ctx)
-        for tid, state in list(self._states.items()):
+        for tid, state in list(self.memory.states.items()):
             for cp in list(state.checkpoints.values()):
                 if cp.deadline_at is not None and cp.deadline_at <= b.now:
                     work = await self._work(rd, b, tid)
                     if cp.id in work.state.checkpoints:
                         self._decide(b, work, CheckpointExpired(cp.id), ctx)
-
-    # ---- scheduling -------------------------------------------------------------------------
-
-    def _schedule(self, b: Batch, ctx: Context) -> None:
-        """Place ready subtasks on free slots, longest remaining path first."""
-        free = [c for c in self.fleet.connections() if len(c.running) < c.slots]
-        demands, where = self._demands(b)
-        if not demands:
-            return
-        if not free:
-            self._warn_unplaceable(b, demands, where, ctx)
-            return
-        by_worker = {c.worker_id: c for c in free}
-        lease = b.now + timedelta(seconds=self.settings.lease_seconds)
-        run: list[tuple[Connection, AttemptRecord]] = []  # consecutive placements of one task
-        for a in allocate(demands, [c.view() for c in free]):
-            tid = where[a.subtask_id]
-            if run and run[0][1].task_id != tid:
-                self._dispatch(b, run, ctx)
-                run = []
-            work = b.works.get(tid) or b.works.setdefault(tid, TaskWork(self._states[tid]))
-            sub = work.state.subtasks[a.subtask_id]
-            run.append((by_worker[a.worker_id], AttemptRecord(
-                id=uuid.uuid4(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
-                fence=sub.attempts + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
-                dispatched_at=b.now, lease_expires_at=lease)))
-        if run:
-            self._dispatch(b, run, ctx)
-        placed = {att.subtask_id for _, att in b.dispatches}
-        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
-
-    def _dispatch(
-        self, b: Batch, run: list[tuple[Connection, AttemptRecord]], ctx: Context
-    ) -> None:
-        """Decide the attempts of one task in one decision (the same as one each, in order)."""
-        tid = run[0][1].task_id
-        self._decide(b, b.works[tid], DispatchedAll(tuple(att for _, att in run)), ctx)
-        for wc, att in run:
-            wc.running.add(att.id)
-            b.reserved.append((wc, att.id))
-            b.dispatches.append((wc, att))
-
-    def _demands(self, b: Batch) -> tuple[list[SubtaskDemand], dict[uuid.UUID, uuid.UUID]]:
-        candidates = dict(self._queued)
-        for tid, w in b.works.items():
-            for sid in (*w.merged.new_subtasks, *w.merged.changed_subtasks):
-                candidates[sid] = tid
-        demands, where = [], {}
-        for sid, tid in candidates.items():
-            work = b.works.get(tid)
-            state = work.state if work else self._states.get(tid)
-            sub = state.subtasks.get(sid) if state else None
-            if state is None or sub is None or sub.status is not SubtaskStatus.QUEUED:
-                continue
-            if state.task.status in TERMINAL_TASK or (sub.not_before and sub.not_before > b.now):
-                continue
-            if state.task.status is TaskStatus.CHECKPOINT:
-                continue  # paused for a person: nothing new starts
-            where[sid] = tid
-            demands.append(SubtaskDemand(
-                subtask_id=sid, priority=sub.priority, pinned_tool=sub.pinned_tool,
-                recommended_tool=sub.recommended_tool,
-                tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
-                default_tool=self.settings.default_tool,
-                exclude_workers=frozenset(_ids(sub.options.get("exclude_workers"))),
-                pinned_worker=next(iter(_ids([sub.options.get("pinned_worker")])), None),
-                prefer_worker=next(iter(_ids([sub.options.get("prefer_worker")])), None)))
-        return demands, where
-
-    def _warn_unplaceable(
-        self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID],
-        ctx: Context,
-    ) -> None:
-        views = [c.view() for c in self.fleet.connections()]
-        for d in demands:
-            if d.subtask_id in self._warned:
-                continue
-            reason = (unplaceable_reason(d, views) if views else
-                      "No worker is online. Start one with: shoal worker --server "
-                      f"{self.settings.base_url} --token <token from `shoal token create`>")
-            if reason is None:
-                continue
-            tid = where[d.subtask_id]
-            state = b.works[tid].state if tid in b.works else self._states[tid]
-            sub = state.subtasks[d.subtask_id]
-            if views and sub.kind in QUALITY_KINDS:  # a quality step must not stall the task
-                peer = unplaceable_reason(replace(d, exclude_workers=frozenset()), views) is None
-                work = b.works.get(tid) or b.works.setdefault(tid, TaskWork(self._states[tid]))
-                self._decide(b, work, Unplaceable(d.subtask_id, peer=peer), ctx)
-                continue
-            self._warned.add(d.subtask_id)
-            b.events.append(NewEvent(EventType.NOTICE, {
-                "task_id": str(state.task.id), "subtask_id": str(d.subtask_id),
-                "level": "warning", "message": reason}, task_id=state.task.id,
-                user_id=state.task.user_id))
 
     # ---- after commit -----------------------------------------------------------------------
 
@@ -575,7 +471,7 @@ class Runtime:
         self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
     ) -> None:
         for tid, st in states.items():
-            self._remember(st, b.works[tid])
+            self.memory.remember(st, b.works[tid])
             for record in b.works[tid].merged.records:
                 if record.table == "guidance":
                     self._guidance.pop(st.task.user_id, None)
@@ -600,7 +496,7 @@ class Runtime:
                 log.warning("runtime.publish_failed", error=exc.message)
 
     async def _send_execute(self, wc: Connection, att: AttemptRecord) -> None:
-        state = self._states.get(att.task_id)
+        state = self.memory.states.get(att.task_id)
         if state is None:
             return
         try:
@@ -608,7 +504,7 @@ class Runtime:
             text = await execute_message(state, att, settings=self.settings,
                                          artifacts=self.artifacts, tools=sorted(wc.tools),
                                          guidance=guidance,
-                                         files_possible=att.task_id in self._with_files)
+                                         files_possible=att.task_id in self.memory.with_files)
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
             return
@@ -623,55 +519,9 @@ class Runtime:
             self._guidance[user_id] = known
         return known
 
-    def _remember(self, st: TaskState, work: TaskWork | None = None) -> None:
-        """Install a committed state in memory and keep the indexes in step."""
-        tid = st.task.id
-        if work is not None:
-            for aid, att in work.merged.changed_attempts.items():
-                if att.status in (AttemptStatus.DISPATCHED, AttemptStatus.RUNNING):
-                    self._attempt_task[aid] = tid
-                    self._leases.setdefault(aid, att.lease_expires_at or self._clock())
-                else:
-                    self._attempt_task.pop(aid, None)
-                    self._leases.pop(aid, None)
-        else:
-            for aid in st.attempts:
-                self._attempt_task[aid] = tid
-        # A subtask's status changes only through a decision, which names it; so a state this
-        # memory already held needs only the subtasks the batch touched re-indexed.
-        touched: Any = st.subtasks
-        if work is not None and tid in self._states and st.task.status not in TERMINAL_TASK:
-            touched = {sid: st.subtasks[sid] for sid in
-                       (*work.merged.new_subtasks, *work.merged.changed_subtasks)}
-        for sid, sub in touched.items():
-            if has_files(sub):
-                self._with_files.add(tid)
-            if sub.status is SubtaskStatus.QUEUED:
-                self._queued[sid] = tid
-            else:
-                self._queued.pop(sid, None)
-                self._warned.discard(sid)
-        if st.task.status in TERMINAL_TASK:
-            self._forget(tid)
-            self._states.pop(tid, None)
-        else:
-            self._states[tid] = st
-
-    def _forget(self, tid: uuid.UUID) -> None:
-        self._with_files.discard(tid)
-        st = self._states.get(tid)
-        if st is None:
-            return
-        for aid in st.attempts:
-            self._attempt_task.pop(aid, None)
-            self._leases.pop(aid, None)
-        for sid in st.subtasks:
-            self._queued.pop(sid, None)
-
     def snapshot_counts(self) -> dict[str, int]:
         """Small numbers for health and metrics."""
-        return {"active_tasks": len(self._states), "queued": len(self._queued),
-                "live_attempts": len(self._attempt_task), "workers": len(self.fleet)}
+        return {**self.memory.counts(), "workers": len(self.fleet)}
 
 
 _BOOKKEEPING = frozenset({"accepted", "log", "heartbeat"})
@@ -680,15 +530,6 @@ _BOOKKEEPING = frozenset({"accepted", "log", "heartbeat"})
 def _deferrable(batch: list[Job]) -> bool:
     """Whether every job in `batch` is bookkeeping no one waits on."""
     return all(job.kind in _BOOKKEEPING for job in batch)
-
-
-def _ids(values: Any) -> list[uuid.UUID]:
-    """The UUIDs in a list of strings (from subtask options); others are skipped."""
-    found = []
-    for value in values or ():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            found.append(uuid.UUID(str(value)) if value else None)
-    return [v for v in found if v is not None]
 
 
 def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:

@@ -15,12 +15,9 @@ import contextlib
 import logging
 import signal
 import socket
-import time
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -33,77 +30,32 @@ from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
     Ack,
-    AgentLog,
     CancelTask,
     ErrorMessage,
     ExecuteTask,
-    FilePayload,
     Heartbeat,
     Registered,
-    RejectedFile,
-    ResultStatus,
-    TaskAccepted,
     TaskResult,
     WorkerRegister,
     parse_server_message,
 )
-from shoal.tools.base import Tool, ToolOutcome, ToolRun
+from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
-from shoal.worker.batching import Batcher
 from shoal.worker.connection import Backoff, websocket_url
-from shoal.worker.logstream import LogStream
+from shoal.worker.executor import Attempt, Executor, describe, failed
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
-from shoal.worker.workspace import (
-    collect_files,
-    is_bare,
-    prepare_bare_workspace,
-    prepare_workspace,
-    prune_workspaces,
-    snapshot,
-)
 
 log = structlog.get_logger()
 
 REGISTER_TIMEOUT = 30.0  # seconds to open the socket, and again to get `registered`
 SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
-KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
-
-
-PRUNE_EVERY = 10
-
 
 def io_executor(slots: int) -> ThreadPoolExecutor:
     """Threads for a worker process's file work (workspaces, outbox fsyncs), sized so that
     many attempts finishing at once do not queue behind the default pool's few threads."""
     return ThreadPoolExecutor(max_workers=max(8, min(64, 2 * slots + 4)),
                               thread_name_prefix="shoal-worker-io")
-
-
-_Prepared = tuple[Path, list[RejectedFile], dict[str, str]]  # workspace, skipped files, snapshot
-
-
-def _prepare(root: Path, msg: ExecuteTask) -> _Prepared:
-    """Make the attempt's workspace and fingerprint it (one thread hop instead of two)."""
-    workspace, skipped = prepare_workspace(root, msg)
-    return workspace, skipped, snapshot(workspace)
-
-
-def _workspace_root(path: Path) -> Path:
-    """The workspaces folder, created, as an absolute path without symbolic links."""
-    path.mkdir(parents=True, exist_ok=True)
-    return path.resolve()
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """An attempt this worker is running."""
-
-    message: ExecuteTask
-    started: float = field(default_factory=time.monotonic)
-    task: asyncio.Task[None] | None = None
-    cancel_reason: str | None = None
-    finishing: bool = False  # its result is being saved; too late to cancel
 
 
 class _RegistrationFailed(Exception):
@@ -136,23 +88,18 @@ class Worker:
         self.home = settings.data_dir / "worker" / self.name
         self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
-        self._workspace_root: Path | None = None  # `workspaces`, created and resolved
-        self._preparer: Batcher[ExecuteTask, _Prepared] = Batcher(self._prepare_all)
-        self._collector: Batcher[
-            tuple[Path, dict[str, str], int], tuple[list[FilePayload], list[RejectedFile]]
-        ] = Batcher(self._collect_all)
+        self._executor = Executor(settings, self.tools, self.workspaces, self._send)
         self._backoff = backoff or Backoff()
         self._grace = shutdown_grace
         self._heartbeat_interval = settings.heartbeat_interval
         self._system_info: dict[str, object] = {}
-        self._running: dict[uuid.UUID, _Attempt] = {}
+        self._running: dict[uuid.UUID, Attempt] = {}
         self._buffered: set[uuid.UUID] = set()  # results in the outbox, not yet acked
         self._conn: ClientConnection | None = None
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._fatal: ShoalError | None = None
-        self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
 
     @property
     def running(self) -> list[uuid.UUID]:
@@ -186,7 +133,7 @@ class Worker:
             self.machine_id = await asyncio.to_thread(load_machine_id, self.home / "machine_id")
         self._system_info = await asyncio.to_thread(system_info, self.settings.data_dir)
         self._buffered = {result.attempt_id for result in await self.outbox.pending()}
-        self._workspace_root = await asyncio.to_thread(_workspace_root, self.workspaces)
+        await self._executor.open()
 
     # ---- connection ----------------------------------------------------------------------
 
@@ -208,7 +155,7 @@ class Worker:
                     raise self._token_refused(status) from None
                 log.warning("worker.connect_refused", url=self.url, status=status)
             except (OSError, TimeoutError, WebSocketException, _RegistrationFailed) as exc:
-                log.warning("worker.disconnected", url=self.url, error=_describe(exc))
+                log.warning("worker.disconnected", url=self.url, error=describe(exc))
             delay = self._backoff.next_delay()
             log.info("worker.reconnecting", url=self.url, in_seconds=round(delay, 2))
             await asyncio.sleep(delay)
@@ -333,9 +280,9 @@ class Worker:
             return
         refusal = self._refusal()
         if refusal is not None:
-            await self._finish(_failed(_Attempt(msg), refusal))
+            await self._finish(failed(Attempt(msg), refusal))
             return
-        attempt = _Attempt(msg)
+        attempt = Attempt(msg)
         self._running[attempt_id] = attempt
         attempt.task = self._tasks().create_task(
             self._run_attempt(attempt), name=f"attempt-{attempt_id}"
@@ -375,10 +322,10 @@ class Worker:
 
     # ---- attempts ------------------------------------------------------------------------
 
-    async def _run_attempt(self, attempt: _Attempt) -> None:
+    async def _run_attempt(self, attempt: Attempt) -> None:
         """Run one attempt to a result, buffer it durably, then send it."""
         try:
-            result = await self._outcome(attempt)
+            result = await self._executor.outcome(attempt)
             attempt.finishing = True
             await self._save(result)
         finally:
@@ -386,104 +333,7 @@ class Worker:
         await self._send(result)
         log.info("worker.attempt_finished", attempt_id=str(result.attempt_id),
                  status=result.status, seconds=round(result.duration_seconds, 3))
-        await self._prune_workspaces()
-
-    async def _outcome(self, attempt: _Attempt) -> TaskResult:
-        try:
-            result = await self._execute(attempt)
-        except asyncio.CancelledError:
-            if not _absorb_cancel(attempt):
-                raise
-            return _cancelled(attempt)
-        except Exception as exc:  # a bug here must fail one attempt, not the worker
-            log.exception("worker.attempt_crashed", attempt_id=str(attempt.message.attempt_id))
-            return _failed(attempt, f"The worker failed while running the attempt: {exc}")
-        if _absorb_cancel(attempt):  # the tool swallowed the cancellation
-            return _cancelled(attempt)
-        return result
-
-    async def _execute(self, attempt: _Attempt) -> TaskResult:
-        msg = attempt.message
-        await self._send(TaskAccepted(attempt_id=msg.attempt_id))
-        tool = self.tools.get(msg.tool)
-        if tool is None:
-            have = ", ".join(sorted(self.tools)) or "none"
-            return _failed(attempt, f"This worker has no tool {msg.tool!r}; it has: {have}.")
-        # An attempt that brings no files gets its folder right here (one or two mkdir
-        # calls); one with upstream files, or a folder left by an earlier run, goes to a thread.
-        bare = (prepare_bare_workspace(self._workspace_root, msg)
-                if self._workspace_root is not None else None)
-        skipped: list[RejectedFile] = []
-        before: dict[str, str] = {}
-        if bare is not None:  # nothing to write into it, so nothing to fingerprint either
-            workspace = bare
-        else:
-            try:
-                workspace, skipped, before = await self._preparer.run(msg)
-            except OSError as exc:
-                return _failed(attempt, f"Could not prepare the workspace: {exc}")
-        stream = LogStream()
-        for file in skipped:
-            stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
-        status, outcome = await self._run_tool(tool, _tool_run(msg, workspace, stream), stream)
-        files, rejected = await self._collect(workspace, before, outcome)
-        return _result(attempt, status, outcome=outcome, files=files, rejected=rejected)
-
-    async def _run_tool(
-        self, tool: Tool, run: ToolRun, stream: LogStream
-    ) -> tuple[ResultStatus, ToolOutcome]:
-        """Run the tool under its time limit while its log lines flow out beside it."""
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._forward_logs(run.attempt_id, stream))
-            try:
-                return await _call_tool(tool, run)
-            finally:
-                stream.close()
-
-    async def _forward_logs(self, attempt_id: uuid.UUID, stream: LogStream) -> None:
-        async for text in stream.batches():
-            await self._send(AgentLog(attempt_id=attempt_id, message=text))
-
-    async def _collect(
-        self, workspace: Path, before: dict[str, str], outcome: ToolOutcome
-    ) -> tuple[list[FilePayload], list[RejectedFile]]:
-        if not before and is_bare(workspace):  # the tool wrote nothing: no thread hop
-            return [], []
-        # Files travel in base64 (4/3 larger) beside the output; keep the whole message
-        # under max_result_bytes so it can never be too big to deliver.
-        room = self.settings.max_result_bytes * 3 // 4 - len(outcome.output.encode())
-        try:
-            return await self._collector.run((workspace, before, max(room, 0)))
-        except OSError as exc:
-            return [], [RejectedFile(path=".", reason=f"files could not be collected: {exc}")]
-
-    def _prepare_all(self, messages: list[ExecuteTask]) -> list[_Prepared | Exception]:
-        """Make the workspaces of `messages` (one thread job for a burst of attempts)."""
-        if self._workspace_root is None:
-            self._workspace_root = _workspace_root(self.workspaces)
-        out: list[_Prepared | Exception] = []
-        for msg in messages:
-            try:
-                bare = prepare_bare_workspace(self._workspace_root, msg)
-                # A bare workspace has nothing to fingerprint.
-                out.append((bare, [], {}) if bare is not None else _prepare(self.workspaces, msg))
-            except Exception as exc:  # that attempt fails; the others go on
-                out.append(exc)
-        return out
-
-    def _collect_all(
-        self, jobs: list[tuple[Path, dict[str, str], int]]
-    ) -> list[tuple[list[FilePayload], list[RejectedFile]] | Exception]:
-        """The files each finished attempt produced (one thread job for a burst)."""
-        out: list[tuple[list[FilePayload], list[RejectedFile]] | Exception] = []
-        for workspace, before, room in jobs:
-            try:
-                out.append(collect_files(
-                    workspace, before, max_files=self.settings.max_files_per_result,
-                    max_file_bytes=self.settings.max_file_bytes, max_total_bytes=room))
-            except Exception as exc:
-                out.append(exc)
-        return out
+        await self._executor.finished({str(a.message.task_id) for a in self._running.values()})
 
     async def _save(self, result: TaskResult) -> None:
         try:
@@ -496,17 +346,6 @@ class Worker:
     async def _finish(self, result: TaskResult) -> None:
         await self._save(result)
         await self._send(result)
-
-    async def _prune_workspaces(self) -> None:
-        self._finished += 1
-        if self._finished % PRUNE_EVERY:
-            return
-        protect = {str(a.message.task_id) for a in self._running.values()}
-        try:
-            await asyncio.to_thread(prune_workspaces, self.workspaces, keep=KEEP_WORKSPACES,
-                                    protect=protect)
-        except OSError:
-            log.warning("worker.prune_failed", exc_info=True)
 
     async def _drain(self) -> None:
         """Let running attempts finish within the grace period, then cancel the rest."""
@@ -521,85 +360,6 @@ class Worker:
         remaining = [a.task for a in self._running.values() if a.task is not None]
         if remaining:
             await asyncio.wait(remaining)
-
-
-async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcome]:
-    """Run `tool` under the attempt's time limit; its errors become a failed outcome."""
-    scope = asyncio.timeout(run.timeout)
-    try:
-        async with scope:
-            outcome = await tool.run(run)
-    except TimeoutError as exc:
-        if not scope.expired():
-            return "failed", ToolOutcome(status="failed", error=_describe(exc))
-        limit = f"The attempt ran past its time limit of {run.timeout:g} seconds and was stopped."
-        return "timed_out", ToolOutcome(status="failed", error=limit)
-    except Exception as exc:
-        log.warning("worker.tool_failed", attempt_id=str(run.attempt_id), exc_info=True)
-        return "failed", ToolOutcome(status="failed", error=_describe(exc))
-    return outcome.status, outcome
-
-
-def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream) -> ToolRun:
-    return ToolRun(
-        attempt_id=msg.attempt_id,
-        task_id=msg.task_id,
-        subtask_id=msg.subtask_id,
-        role=msg.role,
-        name=msg.name,
-        instructions=msg.instructions,
-        workspace=workspace,
-        timeout=msg.timeout,
-        log=stream.write,
-        options=dict(msg.options),
-    )
-
-
-def _result(
-    attempt: _Attempt,
-    status: ResultStatus,
-    *,
-    outcome: ToolOutcome,
-    files: list[FilePayload] | None = None,
-    rejected: list[RejectedFile] | None = None,
-) -> TaskResult:
-    return TaskResult(
-        attempt_id=attempt.message.attempt_id,
-        fence=attempt.message.fence,
-        status=status,
-        output=outcome.output,
-        files=files or [],
-        rejected_files=rejected or [],
-        usage=outcome.usage,
-        error=outcome.error,
-        duration_seconds=time.monotonic() - attempt.started,
-        denials=[d.as_dict() for d in outcome.denials],
-    )
-
-
-def _failed(attempt: _Attempt, error: str) -> TaskResult:
-    return _result(attempt, "failed", outcome=ToolOutcome(status="failed", error=error))
-
-
-def _cancelled(attempt: _Attempt) -> TaskResult:
-    error = f"Cancelled: {attempt.cancel_reason}"
-    return _result(attempt, "cancelled", outcome=ToolOutcome(status="failed", error=error))
-
-
-def _absorb_cancel(attempt: _Attempt) -> bool:
-    """True if the pending cancellation is the one this attempt asked for (then clear it)."""
-    if attempt.cancel_reason is None:
-        return False
-    task = asyncio.current_task()
-    # Anything left after uncancel() is a second cancellation (e.g. the worker is dying).
-    return task is None or task.uncancel() == 0
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ShoalError):
-        return exc.message
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _checked_name(name: str) -> str:

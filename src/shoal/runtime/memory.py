@@ -1,0 +1,81 @@
+"""What the runtime holds in memory about unfinished tasks, and the indexes kept in step with it.
+
+The store is the source of truth; this is a cache of committed state that the decision loop
+reads instead of the database. It changes only through `remember` (a committed state) and
+`forget` (a task that ended or must be reloaded).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from shoal.engine.model import TaskState
+from shoal.runtime.batch import TaskWork
+from shoal.runtime.dispatch import has_files
+from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus
+
+
+class TaskMemory:
+    """Committed state of the unfinished tasks this control plane drives."""
+
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self._clock = clock
+        self.states: dict[uuid.UUID, TaskState] = {}
+        self.attempt_task: dict[uuid.UUID, uuid.UUID] = {}  # live attempt → task
+        self.leases: dict[uuid.UUID, datetime] = {}  # live attempt → lease expiry
+        self.queued: dict[uuid.UUID, uuid.UUID] = {}  # queued subtask → task
+        self.with_files: set[uuid.UUID] = set()  # tasks some subtask of which has files
+        self.warned: set[uuid.UUID] = set()  # subtasks already reported as unplaceable
+
+    def remember(self, st: TaskState, work: TaskWork | None = None) -> None:
+        """Install a committed state and keep the indexes in step."""
+        tid = st.task.id
+        if work is not None:
+            for aid, att in work.merged.changed_attempts.items():
+                if att.status in (AttemptStatus.DISPATCHED, AttemptStatus.RUNNING):
+                    self.attempt_task[aid] = tid
+                    self.leases.setdefault(aid, att.lease_expires_at or self._clock())
+                else:
+                    self.attempt_task.pop(aid, None)
+                    self.leases.pop(aid, None)
+        else:
+            for aid in st.attempts:
+                self.attempt_task[aid] = tid
+        # A subtask's status changes only through a decision, which names it; so a state this
+        # memory already held needs only the subtasks the batch touched re-indexed.
+        touched: Any = st.subtasks
+        if work is not None and tid in self.states and st.task.status not in TERMINAL_TASK:
+            touched = {sid: st.subtasks[sid] for sid in
+                       (*work.merged.new_subtasks, *work.merged.changed_subtasks)}
+        for sid, sub in touched.items():
+            if has_files(sub):
+                self.with_files.add(tid)
+            if sub.status is SubtaskStatus.QUEUED:
+                self.queued[sid] = tid
+            else:
+                self.queued.pop(sid, None)
+                self.warned.discard(sid)
+        if st.task.status in TERMINAL_TASK:
+            self.drop(tid)
+        else:
+            self.states[tid] = st
+
+    def drop(self, tid: uuid.UUID) -> None:
+        """Forget a task and everything indexed under it."""
+        self.with_files.discard(tid)
+        st = self.states.pop(tid, None)
+        if st is None:
+            return
+        for aid in st.attempts:
+            self.attempt_task.pop(aid, None)
+            self.leases.pop(aid, None)
+        for sid in st.subtasks:
+            self.queued.pop(sid, None)
+
+    def counts(self) -> dict[str, int]:
+        """Small numbers for health and metrics."""
+        return {"active_tasks": len(self.states), "queued": len(self.queued),
+                "live_attempts": len(self.attempt_task)}

@@ -1,0 +1,280 @@
+"""Running one attempt: its workspace, its tool under a time limit, and the files it produced.
+
+The connection side of the worker (`agent.py`) hands each `execute_task` to `Executor.outcome`,
+which always returns a `TaskResult`: a tool that fails, times out, is cancelled or crashes the
+attempt becomes a result saying so, never an exception that takes the worker down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel
+
+from shoal.config import Settings
+from shoal.errors import ShoalError
+from shoal.protocol import (
+    AgentLog,
+    ExecuteTask,
+    FilePayload,
+    RejectedFile,
+    ResultStatus,
+    TaskAccepted,
+    TaskResult,
+)
+from shoal.tools.base import Tool, ToolOutcome, ToolRun
+from shoal.worker.batching import Batcher
+from shoal.worker.logstream import LogStream
+from shoal.worker.workspace import (
+    collect_files,
+    is_bare,
+    prepare_bare_workspace,
+    prepare_workspace,
+    prune_workspaces,
+    snapshot,
+)
+
+log = structlog.get_logger()
+
+KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
+PRUNE_EVERY = 10  # attempts between two prunes of old workspaces
+
+
+_Prepared = tuple[Path, list[RejectedFile], dict[str, str]]  # workspace, skipped files, snapshot
+
+
+def _prepare(root: Path, msg: ExecuteTask) -> _Prepared:
+    """Make the attempt's workspace and fingerprint it (one thread hop instead of two)."""
+    workspace, skipped = prepare_workspace(root, msg)
+    return workspace, skipped, snapshot(workspace)
+
+
+def _workspace_root(path: Path) -> Path:
+    """The workspaces folder, created, as an absolute path without symbolic links."""
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+@dataclass(slots=True)
+class Attempt:
+    """An attempt this worker is running."""
+
+    message: ExecuteTask
+    started: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    cancel_reason: str | None = None
+    finishing: bool = False  # its result is being saved; too late to cancel
+
+
+class Executor:
+    """Runs attempts with this worker's tools, each in its own workspace."""
+
+    def __init__(self, settings: Settings, tools: Mapping[str, Tool], workspaces: Path,
+                 send: Callable[[BaseModel], Awaitable[bool]]) -> None:
+        self.settings = settings
+        self.tools = tools
+        self.workspaces = workspaces
+        self._send = send
+        self._workspace_root: Path | None = None  # `workspaces`, created and resolved
+        self._preparer: Batcher[ExecuteTask, _Prepared] = Batcher(self._prepare_all)
+        self._collector: Batcher[
+            tuple[Path, dict[str, str], int], tuple[list[FilePayload], list[RejectedFile]]
+        ] = Batcher(self._collect_all)
+        self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
+
+    async def open(self) -> None:
+        """Create the workspaces folder."""
+        self._workspace_root = await asyncio.to_thread(_workspace_root, self.workspaces)
+
+    async def outcome(self, attempt: Attempt) -> TaskResult:
+        try:
+            result = await self._execute(attempt)
+        except asyncio.CancelledError:
+            if not _absorb_cancel(attempt):
+                raise
+            return _cancelled(attempt)
+        except Exception as exc:  # a bug here must fail one attempt, not the worker
+            log.exception("worker.attempt_crashed", attempt_id=str(attempt.message.attempt_id))
+            return failed(attempt, f"The worker failed while running the attempt: {exc}")
+        if _absorb_cancel(attempt):  # the tool swallowed the cancellation
+            return _cancelled(attempt)
+        return result
+
+    async def _execute(self, attempt: Attempt) -> TaskResult:
+        msg = attempt.message
+        await self._send(TaskAccepted(attempt_id=msg.attempt_id))
+        tool = self.tools.get(msg.tool)
+        if tool is None:
+            have = ", ".join(sorted(self.tools)) or "none"
+            return failed(attempt, f"This worker has no tool {msg.tool!r}; it has: {have}.")
+        # An attempt that brings no files gets its folder right here (one or two mkdir
+        # calls); one with upstream files, or a folder left by an earlier run, goes to a thread.
+        bare = (prepare_bare_workspace(self._workspace_root, msg)
+                if self._workspace_root is not None else None)
+        skipped: list[RejectedFile] = []
+        before: dict[str, str] = {}
+        if bare is not None:  # nothing to write into it, so nothing to fingerprint either
+            workspace = bare
+        else:
+            try:
+                workspace, skipped, before = await self._preparer.run(msg)
+            except OSError as exc:
+                return failed(attempt, f"Could not prepare the workspace: {exc}")
+        stream = LogStream()
+        for file in skipped:
+            stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
+        status, outcome = await self._run_tool(tool, _tool_run(msg, workspace, stream), stream)
+        files, rejected = await self._collect(workspace, before, outcome)
+        return _result(attempt, status, outcome=outcome, files=files, rejected=rejected)
+
+    async def _run_tool(
+        self, tool: Tool, run: ToolRun, stream: LogStream
+    ) -> tuple[ResultStatus, ToolOutcome]:
+        """Run the tool under its time limit while its log lines flow out beside it."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._forward_logs(run.attempt_id, stream))
+            try:
+                return await _call_tool(tool, run)
+            finally:
+                stream.close()
+
+    async def _forward_logs(self, attempt_id: uuid.UUID, stream: LogStream) -> None:
+        async for text in stream.batches():
+            await self._send(AgentLog(attempt_id=attempt_id, message=text))
+
+    async def _collect(
+        self, workspace: Path, before: dict[str, str], outcome: ToolOutcome
+    ) -> tuple[list[FilePayload], list[RejectedFile]]:
+        if not before and is_bare(workspace):  # the tool wrote nothing: no thread hop
+            return [], []
+        # Files travel in base64 (4/3 larger) beside the output; keep the whole message
+        # under max_result_bytes so it can never be too big to deliver.
+        room = self.settings.max_result_bytes * 3 // 4 - len(outcome.output.encode())
+        try:
+            return await self._collector.run((workspace, before, max(room, 0)))
+        except OSError as exc:
+            return [], [RejectedFile(path=".", reason=f"files could not be collected: {exc}")]
+
+    def _prepare_all(self, messages: list[ExecuteTask]) -> list[_Prepared | Exception]:
+        """Make the workspaces of `messages` (one thread job for a burst of attempts)."""
+        if self._workspace_root is None:
+            self._workspace_root = _workspace_root(self.workspaces)
+        out: list[_Prepared | Exception] = []
+        for msg in messages:
+            try:
+                bare = prepare_bare_workspace(self._workspace_root, msg)
+                # A bare workspace has nothing to fingerprint.
+                out.append((bare, [], {}) if bare is not None else _prepare(self.workspaces, msg))
+            except Exception as exc:  # that attempt fails; the others go on
+                out.append(exc)
+        return out
+
+    def _collect_all(
+        self, jobs: list[tuple[Path, dict[str, str], int]]
+    ) -> list[tuple[list[FilePayload], list[RejectedFile]] | Exception]:
+        """The files each finished attempt produced (one thread job for a burst)."""
+        out: list[tuple[list[FilePayload], list[RejectedFile]] | Exception] = []
+        for workspace, before, room in jobs:
+            try:
+                out.append(collect_files(
+                    workspace, before, max_files=self.settings.max_files_per_result,
+                    max_file_bytes=self.settings.max_file_bytes, max_total_bytes=room))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    async def finished(self, protect: set[str]) -> None:
+        """Count a finished attempt; every PRUNE_EVERY, prune old workspaces but `protect`."""
+        self._finished += 1
+        if self._finished % PRUNE_EVERY:
+            return
+        try:
+            await asyncio.to_thread(prune_workspaces, self.workspaces, keep=KEEP_WORKSPACES,
+                                    protect=protect)
+        except OSError:
+            log.warning("worker.prune_failed", exc_info=True)
+
+
+async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcome]:
+    """Run `tool` under the attempt's time limit; its errors become a failed outcome."""
+    scope = asyncio.timeout(run.timeout)
+    try:
+        async with scope:
+            outcome = await tool.run(run)
+    except TimeoutError as exc:
+        if not scope.expired():
+            return "failed", ToolOutcome(status="failed", error=describe(exc))
+        limit = f"The attempt ran past its time limit of {run.timeout:g} seconds and was stopped."
+        return "timed_out", ToolOutcome(status="failed", error=limit)
+    except Exception as exc:
+        log.warning("worker.tool_failed", attempt_id=str(run.attempt_id), exc_info=True)
+        return "failed", ToolOutcome(status="failed", error=describe(exc))
+    return outcome.status, outcome
+
+
+def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream) -> ToolRun:
+    return ToolRun(
+        attempt_id=msg.attempt_id,
+        task_id=msg.task_id,
+        subtask_id=msg.subtask_id,
+        role=msg.role,
+        name=msg.name,
+        instructions=msg.instructions,
+        workspace=workspace,
+        timeout=msg.timeout,
+        log=stream.write,
+        options=dict(msg.options),
+    )
+
+
+def _result(
+    attempt: Attempt,
+    status: ResultStatus,
+    *,
+    outcome: ToolOutcome,
+    files: list[FilePayload] | None = None,
+    rejected: list[RejectedFile] | None = None,
+) -> TaskResult:
+    return TaskResult(
+        attempt_id=attempt.message.attempt_id,
+        fence=attempt.message.fence,
+        status=status,
+        output=outcome.output,
+        files=files or [],
+        rejected_files=rejected or [],
+        usage=outcome.usage,
+        error=outcome.error,
+        duration_seconds=time.monotonic() - attempt.started,
+        denials=[d.as_dict() for d in outcome.denials],
+    )
+
+
+def failed(attempt: Attempt, error: str) -> TaskResult:
+    return _result(attempt, "failed", outcome=ToolOutcome(status="failed", error=error))
+
+
+def _cancelled(attempt: Attempt) -> TaskResult:
+    error = f"Cancelled: {attempt.cancel_reason}"
+    return _result(attempt, "cancelled", outcome=ToolOutcome(status="failed", error=error))
+
+
+def _absorb_cancel(attempt: Attempt) -> bool:
+    """True if the pending cancellation is the one this attempt asked for (then clear it)."""
+    if attempt.cancel_reason is None:
+        return False
+    task = asyncio.current_task()
+    # Anything left after uncancel() is a second cancellation (e.g. the worker is dying).
+    return task is None or task.uncancel() == 0
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, ShoalError):
+        return exc.message
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
