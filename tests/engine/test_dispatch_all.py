@@ -1,10 +1,11 @@
-"""`DispatchedAll` is exactly a `Dispatched` per attempt, in order, in one decision."""
+"""`DispatchedAll` is exactly a `Dispatched` per attempt, in order, in one decision; and an
+attempt's result stands in for a `task_accepted` that never came."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +16,9 @@ from shoal.engine.workflow import (
     Decision,
     Dispatched,
     DispatchedAll,
+    Finished,
     Start,
+    Started,
     decide,
 )
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -67,3 +70,22 @@ def test_evolve_matches_dataclasses_replace() -> None:
     assert evolve(sub, **changes) == replace(sub, **changes)
     with pytest.raises(TypeError):
         evolve(sub, no_such_field=1)
+
+
+def test_result_without_task_accepted_dates_the_start_from_its_duration() -> None:
+    """A quick attempt's worker sends no `task_accepted`; its result dates the start."""
+    state = _started(1)
+    att = _attempts(state)[0]
+    state = decide(state, Dispatched(att), Context(now=NOW)).state
+    later = NOW + timedelta(seconds=10)
+    done = decide(state, Finished(attempt_id=att.id, status="succeeded", duration_seconds=2.5),
+                  Context(now=later))
+    assert done.changed_attempts[att.id].started_at == later - timedelta(seconds=2.5)
+    # With a `task_accepted`, its time stands; and a start never precedes the dispatch.
+    accepted = decide(state, Started(att.id), Context(now=NOW + timedelta(seconds=1))).state
+    done = decide(accepted, Finished(attempt_id=att.id, status="succeeded",
+                                     duration_seconds=2.5), Context(now=later))
+    assert done.changed_attempts[att.id].started_at == NOW + timedelta(seconds=1)
+    done = decide(state, Finished(attempt_id=att.id, status="succeeded",
+                                  duration_seconds=60.0), Context(now=later))
+    assert done.changed_attempts[att.id].started_at == NOW

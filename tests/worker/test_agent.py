@@ -176,9 +176,12 @@ class SignallingOutbox(Outbox):
         super().__init__(directory)
         self.saved = asyncio.Event()
         self.removed = asyncio.Event()
+        self.hold: asyncio.Event | None = None  # when set by a test, saves wait for it
 
     async def save(self, result: TaskResult) -> None:
-        """Save, then signal."""
+        """Save (once `hold` allows), then signal."""
+        if self.hold is not None:
+            await self.hold.wait()
         await super().save(result)
         self.saved.set()
 
@@ -206,19 +209,44 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
         assert [t.name for t in register.tools] == ["gate"]
         msg = execute()
         await plane.send(msg)
-        assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
         assert (await plane.expect(AgentLog)).message == "starting"
+        # Still running ACCEPT_AFTER seconds later, so the worker says it accepted it.
+        assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
         gate.gate.set()
         result = await plane.expect(TaskResult)
         assert (result.status, result.fence, result.output) == ("succeeded", 7, "done")
         assert [(f.path, base64.b64decode(f.content_b64)) for f in result.files] == [
             ("out.txt", b"hello")
         ]
+        await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)  # beside the send
         buffered = worker.outbox.directory / f"{msg.attempt_id}.json"
         assert buffered.exists()
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
         await asyncio.wait_for(outbox_of(worker).removed.wait(), DEADLINE)
         assert not buffered.exists()
+
+
+async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+) -> None:
+    """A slow disk does not hold the result back; an early ack still removes the file."""
+    worker = make_worker(plane, tmp_path, gate)
+    outbox = outbox_of(worker)
+    outbox.hold = asyncio.Event()
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        await plane.expect(TaskAccepted)
+        gate.gate.set()
+        result = await plane.expect(TaskResult)
+        assert result.attempt_id == msg.attempt_id
+        assert not outbox.saved.is_set()  # sent while the write still waits
+        await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
+        outbox.hold.set()
+        await asyncio.wait_for(outbox.removed.wait(), DEADLINE)
+        assert outbox.saved.is_set()
+        assert not (outbox.directory / f"{msg.attempt_id}.json").exists()
 
 
 async def test_cancel_task_reports_cancelled(plane: FakeControlPlane, gate: GateTool,
@@ -351,14 +379,19 @@ async def test_time_limit_yields_timed_out(plane: FakeControlPlane, gate: GateTo
 async def test_duplicate_execute_is_ignored(plane: FakeControlPlane, gate: GateTool,
                                             tmp_path: Path) -> None:
     """A second execute_task for a running attempt starts nothing."""
-    async with running(make_worker(plane, tmp_path, gate)):
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
         await plane.expect(WorkerRegister)
         msg, marker = execute(), execute("none")
         await plane.send(msg)
         await plane.send(msg)
         await plane.send(marker)  # messages are handled in order: the marker comes next
+        # The marker's tool does not exist: its failed result comes at once, with no
+        # `task_accepted` before it, and only after the duplicate was handled.
+        result = await plane.expect(TaskResult)
+        assert (result.attempt_id, result.status) == (marker.attempt_id, "failed")
+        assert worker.running == [msg.attempt_id]
         assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
-        assert (await plane.expect(TaskAccepted)).attempt_id == marker.attempt_id
 
 
 async def test_no_free_slot_fails_attempt(plane: FakeControlPlane, gate: GateTool,

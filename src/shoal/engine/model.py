@@ -137,6 +137,10 @@ class TaskState:
     subtasks: Mapping[uuid.UUID, SubtaskRecord]
     attempts: Mapping[uuid.UUID, AttemptRecord]
     checkpoints: Mapping[uuid.UUID, CheckpointRecord] = field(default_factory=dict)  # pending
+    # Who depends on each subtask: derived from `subtasks`, built on first use and carried
+    # from one decision to the next (a subtask's dependencies never change once it exists).
+    dependents: Mapping[uuid.UUID, tuple[uuid.UUID, ...]] | None = field(
+        default=None, compare=False, repr=False)
 
 
 R = TypeVar("R")

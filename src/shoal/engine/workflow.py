@@ -98,6 +98,7 @@ class Finished:
     usage: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
     denials: tuple[Mapping[str, Any], ...] = ()  # what the permission policy refused
+    duration_seconds: float | None = None  # as the worker measured it
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,7 @@ class Step:
         self.subtasks = dict(state.subtasks)
         self.attempts = dict(state.attempts)
         self.checkpoints = dict(state.checkpoints)
+        self._dependents = state.dependents
         self.d = Decision(state=state)
 
     # -- recording changes --
@@ -205,6 +207,17 @@ class Step:
     def add_subtask(self, sub: SubtaskRecord) -> None:
         self.subtasks[sub.id] = sub
         self.d.new_subtasks.append(sub.id)
+        self._dependents = None
+
+    def dependents(self, sid: uuid.UUID) -> tuple[uuid.UUID, ...]:
+        """The subtasks that depend on `sid` (the index is built once per task, not per call)."""
+        if self._dependents is None:
+            index: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for sub in self.subtasks.values():
+                for dep in sub.dependencies:
+                    index.setdefault(dep, []).append(sub.id)
+            self._dependents = {k: tuple(v) for k, v in index.items()}
+        return self._dependents.get(sid, ())
 
     def set_attempt(self, att: AttemptRecord, **changes: Any) -> AttemptRecord:
         new = evolve(att, **changes)
@@ -246,7 +259,7 @@ class Step:
 
     def finish(self) -> Decision:
         self.d.state = TaskState(task=self.task, subtasks=self.subtasks, attempts=self.attempts,
-                                 checkpoints=self.checkpoints)
+                                 checkpoints=self.checkpoints, dependents=self._dependents)
         return self.d
 
 
@@ -381,9 +394,13 @@ def _finished(step: Step, inp: Finished) -> None:
         cost_usd=step.task.cost_usd + float(usage.get("cost_usd", 0.0)),
     )
     ok = inp.status == "succeeded"
+    started = att.started_at  # None when the result came before any `task_accepted`
+    if started is None and inp.duration_seconds is not None:
+        started = max(att.dispatched_at, step.ctx.now - timedelta(seconds=inp.duration_seconds))
     step.set_attempt(
         att, status=AttemptStatus.SUCCEEDED if ok else AttemptStatus.FAILED,
         finished_at=step.ctx.now, error=inp.error, usage=usage, lease_expires_at=None,
+        started_at=started,
     )
     if inp.rejected_files:
         names = ", ".join(str(r.get("path", "?"))[:80] for r in inp.rejected_files[:5])
@@ -473,11 +490,14 @@ def accepted(step: Step, sub: SubtaskRecord, *, frequency: bool = False) -> None
 
 
 def _queue_ready_dependents(step: Step, done: SubtaskRecord) -> None:
-    done_id, pending = done.id, SubtaskStatus.PENDING
-    for other in list(step.subtasks.values()):
-        if other.status is not pending or done_id not in other.dependencies:
+    pending, completed, subs = SubtaskStatus.PENDING, SubtaskStatus.COMPLETED, step.subtasks
+    for oid in step.dependents(done.id):
+        other = subs[oid]
+        if other.status is not pending:
             continue
-        if all(step.subtasks[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
+        # Dependencies tend to finish in the order they are listed: checking from the end
+        # finds one still running at once instead of walking all that are done (a fan-in).
+        if all(subs[d].status is completed for d in reversed(other.dependencies)):
             queued = step.set_subtask(other, status=SubtaskStatus.QUEUED)
             emit_subtask(step, queued)
 

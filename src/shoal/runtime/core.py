@@ -440,7 +440,7 @@ class Runtime:
                 attempt_id=msg.attempt_id, status=msg.status, output=msg.output,
                 files=tuple(manifest), rejected_files=tuple(rejected),
                 usage=msg.usage.model_dump(), error=msg.error,
-                denials=tuple(msg.denials)), ctx)
+                denials=tuple(msg.denials), duration_seconds=msg.duration_seconds), ctx)
         except StaleAttempt as exc:
             reason = exc.message
             job.result = lambda: (False, reason)

@@ -4,8 +4,9 @@
 full jitter. On every connection it registers (naming the attempts it still runs), re-sends the
 results the control plane has not acknowledged, and heartbeats. Each `execute_task` runs as its
 own task in a private workspace. Attempts do not belong to a connection: they keep running
-across reconnects, and every result is written to the on-disk outbox before it is sent and stays
-there until an `ack` arrives.
+across reconnects. Every result is kept until an `ack` arrives: in memory, and in the on-disk
+outbox, which is written beside the send rather than before it (ADR 0013) so a worker that
+crashes after an attempt finished still has the result to re-send when it comes back.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class Worker:
         self._heartbeat_interval = settings.heartbeat_interval
         self._system_info: dict[str, object] = {}
         self._running: dict[uuid.UUID, Attempt] = {}
-        self._buffered: set[uuid.UUID] = set()  # results in the outbox, not yet acked
+        self._unacked: dict[uuid.UUID, TaskResult] = {}  # results not yet acknowledged
+        self._saving: dict[uuid.UUID, asyncio.Task[None]] = {}  # outbox writes under way
         self._conn: ClientConnection | None = None
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -132,7 +134,7 @@ class Worker:
         if self.machine_id is None:
             self.machine_id = await asyncio.to_thread(load_machine_id, self.home / "machine_id")
         self._system_info = await asyncio.to_thread(system_info, self.settings.data_dir)
-        self._buffered = {result.attempt_id for result in await self.outbox.pending()}
+        self._unacked = {result.attempt_id: result for result in await self.outbox.pending()}
         await self._executor.open()
 
     # ---- connection ----------------------------------------------------------------------
@@ -186,7 +188,7 @@ class Worker:
         self._backoff.cap = min(self._backoff.cap, max(registered.lease_seconds / 3, 0.5))
         self._heartbeat_interval = max(registered.heartbeat_interval, 0.01)
         log.info("worker.registered", url=self.url, worker_id=str(registered.worker_id),
-                 running=len(self._running), buffered=len(self._buffered))
+                 running=len(self._running), buffered=len(self._unacked))
         self._conn = conn
         self._connected.set()
         try:
@@ -219,12 +221,12 @@ class Worker:
             tools=tool_infos(self.tools),
             slots=self.slots,
             running=self.running,
-            buffered=sorted(self._buffered),
+            buffered=sorted(self._unacked),
             version=__version__,
         )
 
     async def _resend_pending(self) -> None:
-        for result in await self.outbox.pending():
+        for result in list(self._unacked.values()):
             if not await self._send(result):
                 return
 
@@ -275,12 +277,12 @@ class Worker:
 
     async def _start(self, msg: ExecuteTask) -> None:
         attempt_id = msg.attempt_id
-        if attempt_id in self._running or attempt_id in self._buffered:
+        if attempt_id in self._running or attempt_id in self._unacked:
             log.info("worker.duplicate_attempt_ignored", attempt_id=str(attempt_id))
             return
         refusal = self._refusal()
         if refusal is not None:
-            await self._finish(failed(Attempt(msg), refusal))
+            await self._deliver(failed(Attempt(msg), refusal))
             return
         attempt = Attempt(msg)
         self._running[attempt_id] = attempt
@@ -310,42 +312,53 @@ class Worker:
             attempt.task.cancel()
 
     async def _forget(self, ack: Ack) -> None:
+        if self._unacked.pop(ack.attempt_id, None) is None:
+            return  # a second ack for the same result
+        saving = self._saving.get(ack.attempt_id)
+        if saving is not None:  # remove the file only once it is written
+            await asyncio.wait([saving])
         try:
             await self.outbox.remove(ack.attempt_id)
-        except OSError:  # it stays buffered: re-sent after a reconnect, and refused
+        except OSError:  # the file stays: re-sent after a restart, and refused
             log.warning("worker.outbox_remove_failed", attempt_id=str(ack.attempt_id),
                         exc_info=True)
-            return
-        self._buffered.discard(ack.attempt_id)
         log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
                  accepted=ack.accepted, reason=ack.reason)
 
     # ---- attempts ------------------------------------------------------------------------
 
     async def _run_attempt(self, attempt: Attempt) -> None:
-        """Run one attempt to a result, buffer it durably, then send it."""
+        """Run one attempt to a result, then deliver it."""
         try:
             result = await self._executor.outcome(attempt)
             attempt.finishing = True
-            await self._save(result)
         finally:
             self._running.pop(attempt.message.attempt_id, None)
-        await self._send(result)
+        await self._deliver(result)
         log.info("worker.attempt_finished", attempt_id=str(result.attempt_id),
                  status=result.status, seconds=round(result.duration_seconds, 3))
         await self._executor.finished({str(a.message.task_id) for a in self._running.values()})
 
+    async def _deliver(self, result: TaskResult) -> None:
+        """Keep `result` until it is acknowledged, write it to the outbox and send it at once.
+
+        The disk write does not hold up the send: while this process lives the result is in
+        memory and is re-sent after any reconnect; the file matters only if the process dies
+        before the ack, and then an attempt the control plane did not get is re-run once its
+        lease runs out, so no result is ever lost — at worst one attempt runs twice (ADR 0013).
+        """
+        aid = result.attempt_id
+        self._unacked[aid] = result
+        self._saving[aid] = self._tasks().create_task(self._save(result))
+        await self._send(result)
+
     async def _save(self, result: TaskResult) -> None:
         try:
             await self.outbox.save(result)
-        except OSError:  # still sent below; lost only if the connection is down as well
+        except OSError:  # it is still held in memory and re-sent after a reconnect
             log.exception("worker.outbox_write_failed", attempt_id=str(result.attempt_id))
-            return
-        self._buffered.add(result.attempt_id)
-
-    async def _finish(self, result: TaskResult) -> None:
-        await self._save(result)
-        await self._send(result)
+        finally:
+            self._saving.pop(result.attempt_id, None)
 
     async def _drain(self) -> None:
         """Let running attempts finish within the grace period, then cancel the rest."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
@@ -44,6 +45,7 @@ log = structlog.get_logger()
 
 KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
 PRUNE_EVERY = 10  # attempts between two prunes of old workspaces
+ACCEPT_AFTER = 0.05  # seconds an attempt runs before `task_accepted` is sent for it
 
 
 _Prepared = tuple[Path, list[RejectedFile], dict[str, str]]  # workspace, skipped files, snapshot
@@ -76,7 +78,7 @@ class Executor:
     """Runs attempts with this worker's tools, each in its own workspace."""
 
     def __init__(self, settings: Settings, tools: Mapping[str, Tool], workspaces: Path,
-                 send: Callable[[BaseModel], Awaitable[bool]]) -> None:
+                 send: Callable[[BaseModel], Coroutine[Any, Any, bool]]) -> None:
         self.settings = settings
         self.tools = tools
         self.workspaces = workspaces
@@ -87,12 +89,33 @@ class Executor:
             tuple[Path, dict[str, str], int], tuple[list[FilePayload], list[RejectedFile]]
         ] = Batcher(self._collect_all)
         self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
+        self._background: set[asyncio.Task[bool]] = set()  # `task_accepted` sends
 
     async def open(self) -> None:
         """Create the workspaces folder."""
         self._workspace_root = await asyncio.to_thread(_workspace_root, self.workspaces)
 
     async def outcome(self, attempt: Attempt) -> TaskResult:
+        """Run `attempt` to its result; never raises but for the worker's own cancellation.
+
+        `task_accepted` goes out only if the attempt is still running after ACCEPT_AFTER
+        seconds: a result says by itself that the attempt started, and attempts that end
+        sooner (lookups, no-ops, refusals) then cost one message instead of two (ADR 0013).
+        """
+        aid = attempt.message.attempt_id
+        accept = asyncio.get_running_loop().call_later(ACCEPT_AFTER, self._accept, aid)
+        try:
+            return await self._outcome(attempt)
+        finally:
+            accept.cancel()
+
+    def _accept(self, attempt_id: uuid.UUID) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._send(TaskAccepted(attempt_id=attempt_id)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _outcome(self, attempt: Attempt) -> TaskResult:
         try:
             result = await self._execute(attempt)
         except asyncio.CancelledError:
@@ -108,7 +131,6 @@ class Executor:
 
     async def _execute(self, attempt: Attempt) -> TaskResult:
         msg = attempt.message
-        await self._send(TaskAccepted(attempt_id=msg.attempt_id))
         tool = self.tools.get(msg.tool)
         if tool is None:
             have = ", ".join(sorted(self.tools)) or "none"
