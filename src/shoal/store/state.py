@@ -148,7 +148,8 @@ class BatchWriter:
                 pending[cid] = evolve(cp, version=cp.version + 1)
         for record in d.records:
             self._records.setdefault(record.table, []).append(dict(record.values))
-        return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending)
+        return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending,
+                         dependents=new.dependents)
 
     def flush(self, conn: sa.Connection) -> None:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
