@@ -1,4 +1,9 @@
-"""How the runtime loop groups jobs into commits (ADR 0010)."""
+"""How the runtime loop groups jobs into commits (ADR 0010).
+
+No test here sleeps to synchronise: "nothing committed yet" is checked after letting the loop
+run many times while a long linger cannot have expired, and "committed" is awaited on an event
+the stand-in for `_process` sets.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,32 @@ from shoal.runtime.batch import Job
 from shoal.runtime.core import Runtime
 from tests.conftest import make_settings
 
+DEADLINE = 5.0
+
 
 class Recorder:
     """Stands in for `Runtime._process`: notes the kinds of the jobs of every batch."""
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.changed = asyncio.Event()
 
     async def __call__(self, batch: list[Job], *, retry_alone: bool) -> None:
         self.batches.append([job.kind for job in batch])
+        self.changed.set()
+
+    async def wait_for(self, count: int) -> None:
+        """Until `count` batches were processed."""
+        async with asyncio.timeout(DEADLINE):
+            while len(self.batches) < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def _let_loop_run() -> None:
+    """Give the runtime loop many turns (no time passes worth speaking of)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
 
 
 def _runtime(tmp_path: Path, linger: float) -> tuple[Runtime, Recorder]:
@@ -35,25 +57,28 @@ async def test_bookkeeping_waits_for_the_result_that_follows(tmp_path: Path) -> 
     runtime, recorder = _runtime(tmp_path, linger=1.0)
     loop = asyncio.create_task(runtime._loop())
     runtime._post("accepted", None)
-    await asyncio.sleep(0.05)
-    assert recorder.batches == []  # still lingering
+    await _let_loop_run()
+    assert recorder.batches == []  # still lingering: a second cannot have passed
     runtime._post("result", None)
-    await asyncio.sleep(0.05)
+    await recorder.wait_for(1)
     assert recorder.batches == [["accepted", "result"]]
     runtime.stop()
-    await asyncio.wait_for(loop, 1)
+    await asyncio.wait_for(loop, DEADLINE)
 
 
 async def test_bookkeeping_alone_commits_after_the_linger(tmp_path: Path) -> None:
     """With nothing else coming, bookkeeping is committed once `batch_linger` has passed."""
     runtime, recorder = _runtime(tmp_path, linger=0.1)
+    clock = asyncio.get_running_loop().time
     loop = asyncio.create_task(runtime._loop())
+    posted = clock()
     runtime._post("heartbeat", None)
     runtime._post("log", None)
-    await asyncio.sleep(0.3)
+    await recorder.wait_for(1)
+    assert clock() - posted >= 0.1 * 0.9  # the loop's timer may fire a hair early
     assert recorder.batches == [["heartbeat", "log"]]
     runtime.stop()
-    await asyncio.wait_for(loop, 1)
+    await asyncio.wait_for(loop, DEADLINE)
 
 
 async def test_work_that_others_wait_on_never_lingers(tmp_path: Path) -> None:
@@ -61,9 +86,10 @@ async def test_work_that_others_wait_on_never_lingers(tmp_path: Path) -> None:
     runtime, recorder = _runtime(tmp_path, linger=1.0)
     loop = asyncio.create_task(runtime._loop())
     runtime._post("result", None)
-    await asyncio.sleep(0.05)
+    await _let_loop_run()  # committed within a few turns, not after the linger
+    assert recorder.batches == [["result"]]
     runtime._post("tick", None)
-    await asyncio.sleep(0.05)
+    await _let_loop_run()
     assert recorder.batches == [["result"], ["tick"]]
     runtime.stop()
-    await asyncio.wait_for(loop, 1)
+    await asyncio.wait_for(loop, DEADLINE)
