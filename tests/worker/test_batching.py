@@ -14,15 +14,17 @@ async def test_a_burst_shares_few_jobs_and_each_caller_gets_its_own_outcome() ->
     """Items submitted together run together; a failed item fails only its own caller."""
     jobs: list[list[int]] = []
     started = threading.Event()
+    entered = threading.Event()
 
     def double(items: list[int]) -> list[int | Exception]:
         jobs.append(items)
-        started.wait(1)  # hold the first job so the rest pile up behind it
+        entered.set()
+        started.wait(5)  # hold the first job so the rest pile up behind it
         return [ValueError(f"no {i}") if i == 3 else i * 2 for i in items]
 
     batcher: Batcher[int, int] = Batcher(double)
     first = asyncio.create_task(batcher.run(0))
-    await asyncio.sleep(0.05)
+    assert await asyncio.to_thread(entered.wait, 5)  # the first job is in its thread
     rest = [asyncio.create_task(batcher.run(i)) for i in range(1, 6)]
     started.set()
     assert await first == 0
