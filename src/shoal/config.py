@@ -6,6 +6,11 @@ environment at import time.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import secrets
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -13,6 +18,18 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET = "shoal-dev-secret-change-me"
+
+
+@functools.cache
+def process_instance_id() -> str:
+    """This process's name among control-plane copies: host, pid and a random suffix."""
+    return f"{socket.gethostname()[:64]}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def folder_instance_id(data_dir: Path) -> str:
+    """A name that stays the same across restarts, for the one copy that uses `data_dir`."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return f"{socket.gethostname()[:64]}-{digest}"
 
 
 class Settings(BaseSettings):
@@ -39,6 +56,14 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, le=20)
     retry_delays: list[float] = Field(default_factory=lambda: [10.0, 30.0, 60.0])
     retry_jitter: float = Field(0.1, ge=0, le=1)
+
+    # Task ownership among control-plane copies sharing one database (store/claims.py): each
+    # copy renews its claims every `claim_interval`; a copy silent for `claim_ttl` loses them.
+    # A stable `instance_id` (say, the pod name) lets a restarted copy take its tasks back at
+    # once instead of after `claim_ttl`.
+    instance_id: str = Field(default_factory=process_instance_id, min_length=1, max_length=255)
+    claim_ttl: float = Field(30.0, gt=0)
+    claim_interval: float = Field(10.0, gt=0)
 
     # Limits.
     subtask_timeout: float = Field(900.0, gt=0)
@@ -124,6 +149,8 @@ class Settings(BaseSettings):
             )
         if self.lease_seconds <= self.heartbeat_interval:
             raise ValueError("lease_seconds must be longer than heartbeat_interval")
+        if self.claim_ttl <= self.claim_interval:
+            raise ValueError("claim_ttl must be longer than claim_interval")
         return self
 
     @property

@@ -85,6 +85,8 @@ class Batch:
     reserved: list[tuple[Connection, uuid.UUID]] = field(default_factory=list)
     joined: list[Connection] = field(default_factory=list)
     closes: list[Connection] = field(default_factory=list)
+    owner: str | None = None  # the control-plane copy that claims the tasks this batch creates
+    owner_expires_at: datetime | None = None  # … until then
 
     def apply(self, work: TaskWork, d: Decision) -> None:
         """Fold a decision into its task's work and keep its events in order."""

@@ -47,6 +47,7 @@ from shoal.runtime.batch import Batch, Job, TaskWork
 from shoal.runtime.dispatch import cancel_message, execute_message
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
+from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
 from shoal.store import files as file_rows
 from shoal.store import queries
@@ -105,6 +106,7 @@ class Runtime:
         self._inbox: asyncio.Queue[Job] = asyncio.Queue()
         self.memory = TaskMemory(clock)
         self._scheduler = Scheduler(settings, self.fleet, self.memory, self._decide)
+        self._ownership = Ownership(settings, db, self.memory, self.fleet)
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
@@ -112,31 +114,34 @@ class Runtime:
     # ---- lifecycle --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Recover, then run the loop and the sweeper until `stop()`; drains the inbox."""
+        """Recover, then run the loop, the sweeper and the claims until `stop()`; drains the
+        inbox, then releases this copy's claims so another copy can take its tasks over."""
         await self._recover()
         self.ready.set()
         async with asyncio.TaskGroup() as tg:
             sweeper = tg.create_task(self._sweep())
+            claims = tg.create_task(self._ownership.keep(self._call, self._post))
             await self._loop()
             sweeper.cancel()
+            claims.cancel()
+        await self._ownership.release()  # not reached when cancelled (a crash): claims expire
 
     def stop(self) -> None:
-        """Ask the loop to finish what is queued and return."""
+        """Ask the loop to finish what is queued, release this copy's claims and return."""
         self._stopping.set()
         self._inbox.put_nowait(Job("noop", None))
 
     async def _recover(self) -> None:
-        """Reconcile what a crash left: unfinished tasks reload; live attempts get a grace lease."""
+        """Reconcile what a crash left: claim the unfinished tasks no live copy holds, reload
+        them, and give their live attempts a grace lease."""
         now = self._clock()
-        grace = now + timedelta(seconds=self.settings.lease_seconds)
+        claimed = await self._ownership.claim_at_start(now)
         async with self.db.begin() as conn:
             await worker_rows.mark_all_offline(conn)
-            states = await load_task_states(conn)
-        for st in states:
-            self.memory.remember(st)
-            for aid in st.attempts:
-                self.memory.leases[aid] = grace
-        log.info("runtime.recovered", tasks=len(states), live_attempts=len(self.memory.leases))
+            states = await load_task_states(conn, claimed) if claimed else []
+        self._ownership.install(states, now)
+        log.info("runtime.recovered", owner=self._ownership.owner, tasks=len(states),
+                 live_attempts=len(self.memory.leases))
 
     # ---- API-facing -------------------------------------------------------------------------
 
@@ -301,11 +306,8 @@ class Runtime:
         if work is not None:
             return work
         state = self.memory.states.get(task_id)
-        if state is None:
-            loaded = await load_task_states(await rd.conn(), [task_id])
-            if not loaded:
-                raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
-            state = loaded[0]
+        if state is None:  # ended, not yet adopted, or another copy's (then: Unavailable)
+            state = await self._ownership.take(rd.conn, task_id, b.now)
         work = b.works[task_id] = TaskWork(state)
         return work
 
@@ -315,6 +317,7 @@ class Runtime:
     async def _on_submit(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         task, plan, options = job.payload
         b.new_tasks.append(task)
+        b.owner, b.owner_expires_at = self._ownership.owner, self._ownership.expires_at(b.now)
         work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
         b.events.append(NewEvent(
             EventType.TASK_CREATED, {"task_id": str(task.id), "description": task.description,
@@ -451,6 +454,15 @@ class Runtime:
                 attempt_id=att.id, entries=manifest, now=b.now))
         job.result = lambda: (True, None)
 
+    async def _on_claims(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
+        job.result = self._ownership.renew_in(b)
+
+    async def _on_adopt_tasks(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
+        await self._ownership.adopt(rd.conn, b, job.payload)
+
+    async def _on_release_tasks(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
+        self._ownership.drop(b, job.payload)
+
     async def _on_tick(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         for aid, expires in list(self.memory.leases.items()):
             tid = self.memory.attempt_task.get(aid)
@@ -535,7 +547,7 @@ def _deferrable(batch: list[Job]) -> bool:
 def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
     """Everything a batch changed, in one transaction (runs on the store's writer)."""
     for task in b.new_tasks:
-        insert_task_sync(conn, task)
+        insert_task_sync(conn, task, owner=b.owner, owner_expires_at=b.owner_expires_at)
     writer = BatchWriter()
     states = {tid: writer.stage(work.old, work.merged)
               for tid, work in b.works.items() if work.dirty}

@@ -15,6 +15,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from shoal.states import TERMINAL_TASK
+
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 SeqType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
@@ -110,10 +112,26 @@ class Worker(Base):
     registered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+# Unfinished tasks, spelled out as literals so that PostgreSQL can match a query's condition to
+# the partial index below even in a generic (parameter-blind) plan.
+UNFINISHED_TASK = sa.text(
+    "status NOT IN (" + ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_TASK)) + ")"
+)
+
+
 class Task(Base):
-    """One user request and its settings."""
+    """One user request and its settings.
+
+    `owner_id` is the control-plane copy that drives the task while `owner_expires_at` lies in
+    the future (store/claims.py); claims change no `version`, since they change no state.
+    """
 
     __tablename__ = "tasks"
+    # The claim and renewal queries look only at unfinished tasks: a few, among all tasks ever.
+    __table_args__ = (
+        sa.Index("ix_tasks_unfinished_owner", "owner_id", "owner_expires_at",
+                 postgresql_where=UNFINISHED_TASK, sqlite_where=UNFINISHED_TASK),
+    )
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
     user_id: Mapped[uuid.UUID] = mapped_column(
         sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True
@@ -135,6 +153,8 @@ class Task(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     version: Mapped[int] = mapped_column(sa.Integer, default=1)
+    owner_id: Mapped[str | None] = mapped_column(sa.String(255))
+    owner_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Subtask(Base):

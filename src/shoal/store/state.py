@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,9 +47,15 @@ from shoal.store.convert import (
 _LIVE = [s.value for s in LIVE_ATTEMPT]
 
 
-def insert_task_sync(conn: sa.Connection, task: TaskRecord) -> None:
-    """Store a new task."""
-    insert_rows(conn, tasks, [task_values(task)])
+def insert_task_sync(
+    conn: sa.Connection, task: TaskRecord, *, owner: str | None = None,
+    owner_expires_at: datetime | None = None,
+) -> None:
+    """Store a new task, claimed by control-plane copy `owner` until `owner_expires_at`."""
+    values = task_values(task)
+    if owner is not None:
+        values.update(owner_id=owner, owner_expires_at=owner_expires_at)
+    insert_rows(conn, tasks, [values])
 
 
 async def insert_task(conn: AsyncConnection, task: TaskRecord) -> None:

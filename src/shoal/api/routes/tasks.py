@@ -143,6 +143,8 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
 async def cancel_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskCancelled:
     """Cancel a task; its running agents are told to stop."""
     tid = parse_id(task_id, kind="task")
+    async with services.db.connection() as conn:  # not yours: 404, whichever copy runs it
+        await _owned(conn, task_id, user.user_id)
     task = await services.runtime.cancel(tid, user.user_id)
     return TaskCancelled(task_id=task.id, status=task.status.value,
                          message="Task cancelled. All agents stopped.")

@@ -1,0 +1,190 @@
+"""Which unfinished tasks this control-plane copy drives: its claims, kept alive and given up.
+
+Copies sharing one database each drive only the tasks they hold a claim on (`store/claims.py`).
+A copy claims at start-up what nobody else holds; every `claim_interval` it renews its claims
+and takes over the tasks of copies that stopped renewing theirs (`claim_ttl`), inside a batch's
+transaction; it releases its claims when it stops gracefully, so that another copy takes them
+over at its next renewal instead of after `claim_ttl`. Commands for a task another live copy
+holds are refused with `Unavailable` (`task_owned_elsewhere`); forwarding them to that copy, and
+routing work to workers connected elsewhere, are the multi-instance work still to come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy import Connection as SyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.config import Settings
+from shoal.engine.model import TaskState
+from shoal.errors import NotFound, ShoalError, Unavailable
+from shoal.runtime.batch import Batch
+from shoal.runtime.dispatch import cancel_message
+from shoal.runtime.fleet import Fleet
+from shoal.runtime.memory import TaskMemory
+from shoal.store.claims import Claim, claim_of, claim_tasks, release_claims, renew_claims
+from shoal.store.db import Database
+from shoal.store.state import load_task_states
+
+log = structlog.get_logger(__name__)
+
+Opener = Callable[[], Awaitable[AsyncConnection]]  # the batch's read connection, opened on use
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one renewal changed: tasks another copy took over, and tasks this copy took."""
+
+    lost: frozenset[uuid.UUID]
+    taken: frozenset[uuid.UUID]
+
+
+class Ownership:
+    """This copy's claims on unfinished tasks, and the memory of the tasks it holds."""
+
+    def __init__(self, settings: Settings, db: Database, memory: TaskMemory, fleet: Fleet) -> None:
+        self.owner = settings.instance_id
+        self._ttl = settings.claim_ttl
+        self._interval = settings.claim_interval
+        self._grace = timedelta(seconds=settings.lease_seconds)
+        self._db = db
+        self._memory = memory
+        self._fleet = fleet
+
+    def expires_at(self, now: datetime) -> datetime:
+        """When a claim made at `now` runs out."""
+        return now + timedelta(seconds=self._ttl)
+
+    async def claim_at_start(self, now: datetime) -> list[uuid.UUID]:
+        """Claim every unfinished task no live copy holds (this copy's own from before too)."""
+        return await self._db.run_write(self._claim(now))
+
+    def install(self, states: Iterable[TaskState], now: datetime) -> None:
+        """Drive claimed `states` from memory; their live attempts get a grace lease in which
+        their workers can report back (and count against the slots of those connected here)."""
+        grace = now + self._grace
+        for st in states:
+            self._memory.remember(st)
+            for aid, att in st.attempts.items():
+                self._memory.leases[aid] = grace
+                wc = self._fleet.get(att.worker_id)
+                if wc is not None:
+                    wc.running.add(aid)
+
+    async def keep(self, call: Callable[[str, Any], Awaitable[Any]],
+                   post: Callable[[str, Any], None]) -> None:
+        """Every `claim_interval`, renew and claim through the loop (job `claims`); hand the
+        tasks taken over to job `adopt_tasks` and the tasks lost to job `release_tasks`."""
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                renewal: Renewal = await call("claims", None)
+            except ShoalError as exc:
+                if exc.code == "shutting_down":
+                    return
+                log.warning("runtime.claims_not_renewed", owner=self.owner, error=exc.message)
+                continue
+            if renewal.lost:
+                post("release_tasks", renewal.lost)
+            if renewal.taken:
+                post("adopt_tasks", renewal.taken)
+
+    def renew_in(self, b: Batch) -> Callable[[], Renewal]:
+        """Renew this copy's claims and claim orphaned tasks in `b`'s transaction (so that no
+        second transaction of this copy waits on the batch's row locks); after the commit, the
+        returned function says what changed."""
+        known = frozenset(self._memory.states)
+        found: dict[str, frozenset[uuid.UUID]] = {}
+        claim = self._claim(b.now)
+
+        def step(conn: SyncConnection) -> None:
+            found["held"] = frozenset(
+                renew_claims(conn, self.owner, now=b.now, ttl=self._ttl))
+            found["claimed"] = frozenset(claim(conn))
+
+        b.sql.append(step)
+        return lambda: Renewal(lost=known - found["held"], taken=found["claimed"] - known)
+
+    async def adopt(self, opener: Opener, b: Batch, task_ids: Collection[uuid.UUID]) -> None:
+        """Load and drive the tasks this copy has just taken over."""
+        fresh = [t for t in task_ids if t not in self._memory.states and t not in b.works]
+        if not fresh:
+            return
+        states = await load_task_states(await opener(), fresh)
+        self.install(states, b.now)
+        log.info("runtime.tasks_taken_over", owner=self.owner, tasks=len(states),
+                 live_attempts=sum(len(st.attempts) for st in states))
+
+    def drop(self, b: Batch, task_ids: Collection[uuid.UUID]) -> None:
+        """Stop driving tasks another copy took over; stop their attempts on workers here
+        (their results could not be accepted: the new owner re-runs them)."""
+        for tid in task_ids:
+            st = self._memory.states.get(tid)
+            if st is None:
+                continue  # it ended meanwhile
+            log.warning("runtime.task_lost", task_id=str(tid), owner=self.owner,
+                        reason="this copy's claim ran out and another copy took the task over")
+            for aid, att in st.attempts.items():
+                wc = self._fleet.get(att.worker_id)
+                if wc is not None and aid in wc.running:
+                    wc.running.discard(aid)
+                    b.messages.append((wc, cancel_message(aid, "another control plane took over")))
+            self._memory.drop(tid)
+
+    async def take(self, opener: Opener, task_id: uuid.UUID, now: datetime) -> TaskState:
+        """The state of a task memory does not hold, claimed first if it is unfinished.
+
+        Raises `NotFound` for an unknown task and `Unavailable` (`task_owned_elsewhere`) when
+        another live copy holds it.
+        """
+        conn = await opener()
+        claim = await conn.run_sync(claim_of, task_id)
+        if claim is None:
+            raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
+        if claim.held_by_other(self.owner, now):
+            raise _owned_elsewhere(claim, now)
+        if not claim.finished:
+            taken = await self._db.run_write(self._claim(now, [task_id]))
+            if task_id not in taken:  # another copy claimed it a moment ago
+                raise _owned_elsewhere(claim, now)
+        loaded = await load_task_states(conn, [task_id])
+        if not loaded:
+            raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
+        if not claim.finished:
+            self.install(loaded, now)
+        return loaded[0]
+
+    async def release(self) -> None:
+        """Give up every claim (graceful stop): other copies take the tasks over at once."""
+        try:
+            count = await self._db.run_write(functools.partial(release_claims, owner=self.owner))
+        except Exception as exc:  # the store is unreachable: the claims run out by themselves
+            log.warning("runtime.claims_not_released", owner=self.owner, error=str(exc))
+            return
+        log.info("runtime.claims_released", owner=self.owner, tasks=count)
+
+    def _claim(
+        self, now: datetime, task_ids: Collection[uuid.UUID] | None = None
+    ) -> Callable[[SyncConnection], list[uuid.UUID]]:
+        return functools.partial(claim_tasks, owner=self.owner, now=now, ttl=self._ttl,
+                                 task_ids=task_ids)
+
+
+def _owned_elsewhere(claim: Claim, now: datetime) -> Unavailable:
+    wait = 1.0
+    if claim.expires_at is not None:
+        wait = max(wait, (claim.expires_at - now).total_seconds())
+    return Unavailable(
+        f"Task {claim.task_id} is being run by another control-plane copy, and only that copy "
+        f"can change it. Retry in {wait:.0f} s: the retry may reach that copy, and if that copy "
+        "has stopped, this one takes the task over.",
+        retry_after=wait, code="task_owned_elsewhere", details={"task_id": str(claim.task_id)},
+    )
