@@ -8,7 +8,7 @@ parent can compare these times with its own:
 
 - `recv`: the `execute_task` message was read and parsed (the worker "has it");
 - `tool_start` / `tool_end`: the tool's `run` began and returned;
-- `sent`: the `task_result` was handed to the socket (after the outbox write);
+- `sent`: the `task_result` was handed to the socket (its outbox write runs beside it);
 - `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as

@@ -1,4 +1,4 @@
-"""Settings: task-claim timings are validated, and each process has one instance id."""
+"""Settings: task-claim timings are validated; the instance id is stable per data folder."""
 
 from __future__ import annotations
 
@@ -17,13 +17,10 @@ def test_claim_interval_must_be_shorter_than_claim_ttl(tmp_path: Path) -> None:
         make_settings(tmp_path, claim_ttl=10, claim_interval=10)
 
 
-def test_instance_id_is_one_per_process_unless_set(tmp_path: Path) -> None:
-    """Settings built in one process share its generated id; an explicit id wins."""
+def test_instance_id_is_stable_per_host_and_data_folder_unless_set(tmp_path: Path) -> None:
+    """A restarted copy keeps its id (and takes its tasks back at once); another data folder
+    gets another id; an explicit id wins."""
     assert make_settings(tmp_path).instance_id == make_settings(tmp_path).instance_id
-    assert make_settings(tmp_path, instance_id="pod-1").instance_id == "pod-1"
-
-
-def test_folder_instance_id_is_stable_per_data_folder(tmp_path: Path) -> None:
-    """`shoal up` keeps its id across restarts on one folder, and another folder gets another."""
-    assert folder_instance_id(tmp_path / "a") == folder_instance_id(tmp_path / "a")
+    assert make_settings(tmp_path).instance_id == folder_instance_id(tmp_path / "data")
     assert folder_instance_id(tmp_path / "a") != folder_instance_id(tmp_path / "b")
+    assert make_settings(tmp_path, instance_id="pod-1").instance_id == "pod-1"

@@ -6,10 +6,7 @@ environment at import time.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import os
-import secrets
 import socket
 from pathlib import Path
 from typing import Literal
@@ -20,14 +17,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEV_SECRET = "shoal-dev-secret-change-me"
 
 
-@functools.cache
-def process_instance_id() -> str:
-    """This process's name among control-plane copies: host, pid and a random suffix."""
-    return f"{socket.gethostname()[:64]}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
 def folder_instance_id(data_dir: Path) -> str:
-    """A name that stays the same across restarts, for the one copy that uses `data_dir`."""
+    """A name that stays the same across restarts, for the one copy that uses `data_dir` on
+    this host (the default `instance_id`)."""
     digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
     return f"{socket.gethostname()[:64]}-{digest}"
 
@@ -59,9 +51,10 @@ class Settings(BaseSettings):
 
     # Task ownership among control-plane copies sharing one database (store/claims.py): each
     # copy renews its claims every `claim_interval`; a copy silent for `claim_ttl` loses them.
-    # A stable `instance_id` (say, the pod name) lets a restarted copy take its tasks back at
-    # once instead of after `claim_ttl`.
-    instance_id: str = Field(default_factory=process_instance_id, min_length=1, max_length=255)
+    # Unset, `instance_id` is derived from the host name and the data folder, so a copy
+    # restarted after a crash takes its tasks back at once instead of after `claim_ttl`; two
+    # copies on one host with one data folder need an id each (PostgreSQL refuses a duplicate).
+    instance_id: str = Field("", max_length=255)
     claim_ttl: float = Field(30.0, gt=0)
     claim_interval: float = Field(10.0, gt=0)
 
@@ -151,6 +144,8 @@ class Settings(BaseSettings):
             raise ValueError("lease_seconds must be longer than heartbeat_interval")
         if self.claim_ttl <= self.claim_interval:
             raise ValueError("claim_ttl must be longer than claim_interval")
+        if not self.instance_id:
+            self.instance_id = folder_instance_id(self.data_dir)
         return self
 
     @property

@@ -15,7 +15,7 @@ from rich.console import Console
 from shoal import admin
 from shoal.auth.tokens import issue_token_pair
 from shoal.client import ShoalClient, load_credentials, save_credentials
-from shoal.config import Settings, folder_instance_id
+from shoal.config import Settings
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
 from shoal.testing.demo_model import running_demo_model
@@ -31,11 +31,6 @@ async def run_embedded(
     settings: Settings, *, console: Console, demo_task: str | None = None, slots: int = 2
 ) -> int:
     """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code."""
-    if "instance_id" not in settings.model_fields_set:
-        # The one control plane on its data folder: under the same id after a crash, it takes
-        # its tasks (and the results its worker kept) back at once, not after `claim_ttl`.
-        settings = settings.model_copy(
-            update={"instance_id": folder_instance_id(settings.data_dir)})
     async with contextlib.AsyncExitStack() as stack:
         model_label = f"{settings.openai_compat_model} at {settings.openai_compat_base_url}"
         if not settings.openai_compat_base_url:

@@ -42,10 +42,6 @@ FAST_TIMINGS = {
     "SHOAL_LEASE_SECONDS": "3",
     "SHOAL_SWEEP_INTERVAL": "0.2",
     "SHOAL_RETRY_DELAYS": "[0.2,0.2,0.2]",
-    # A server restarted after kill -9 has a new instance id: it takes the dead one's tasks
-    # over when their claims run out.
-    "SHOAL_CLAIM_TTL": "3",
-    "SHOAL_CLAIM_INTERVAL": "0.5",
     "SHOAL_BCRYPT_ROUNDS": "4",
 }
 

@@ -14,14 +14,23 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from shoal.api.app import build_services
 from shoal.config import Settings
+from shoal.errors import Conflict
+from shoal.runtime import ownership
 from shoal.store import workers as worker_rows
 from shoal.store.claims import Claim, claim_of
 from shoal.testing.server import RunningServer, running_server
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from shoal.worker.connection import Backoff
-from tests.conftest import make_settings
+from tests.conftest import (
+    POSTGRES_URL,
+    drop_postgres,
+    fresh_postgres,
+    make_settings,
+    require_service,
+)
 from tests.runtime.harness import (
     DEADLINE,
     attempt_statuses,
@@ -241,3 +250,35 @@ async def test_copy_restarted_under_a_new_id_adopts_the_attempt_still_running(
     assert detail["status"] == "completed", detail
     assert statuses == [["succeeded"], ["succeeded"]]
     assert tool.runs == 2
+
+
+@pytest.mark.postgres
+async def test_a_second_copy_under_the_same_id_stops_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two copies may not share an instance id: the second one's start-up fails (after a short
+    wait for a dead copy's lock to go), and once the first has stopped the id is free again."""
+    require_service(POSTGRES_URL, "PostgreSQL", "SHOAL_TEST_POSTGRES_URL")
+    monkeypatch.setattr(ownership, "NAME_LOCK_WAIT", 0.5)
+    url = await fresh_postgres(POSTGRES_URL)
+    settings = make_settings(tmp_path, database_url=url, instance_id="same")
+    try:
+        first = await build_services(settings)
+        running = asyncio.create_task(first.runtime.run())
+        await asyncio.wait_for(first.runtime.ready.wait(), DEADLINE)
+        second = await build_services(settings)
+        with pytest.raises(Conflict, match="running as instance 'same'") as refused:
+            await asyncio.wait_for(second.runtime.run(), DEADLINE)
+        assert refused.value.code == "instance_id_in_use"
+        await second.db.dispose()
+        first.runtime.stop()
+        await asyncio.wait_for(running, DEADLINE)
+        await first.db.dispose()
+        third = await build_services(settings)  # the name was let go of with the claims
+        running = asyncio.create_task(third.runtime.run())
+        await asyncio.wait_for(third.runtime.ready.wait(), DEADLINE)
+        third.runtime.stop()
+        await asyncio.wait_for(running, DEADLINE)
+        await third.db.dispose()
+    finally:
+        await drop_postgres(url, POSTGRES_URL)

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 import structlog
 from sqlalchemy import Connection as SyncConnection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.config import Settings
 from shoal.engine.model import TaskState
-from shoal.errors import NotFound, ShoalError, Unavailable
+from shoal.errors import Conflict, NotFound, ShoalError, Unavailable
 from shoal.runtime.batch import Batch
 from shoal.runtime.dispatch import cancel_message
 from shoal.runtime.fleet import Fleet
@@ -35,6 +37,9 @@ from shoal.store.db import Database
 from shoal.store.state import load_task_states
 
 log = structlog.get_logger(__name__)
+
+NAME_LOCK_WAIT = 10.0  # seconds a starting copy waits for its name to be free (PostgreSQL)
+NAME_LOCK_POLL = 0.2
 
 Opener = Callable[[], Awaitable[AsyncConnection]]  # the batch's read connection, opened on use
 
@@ -58,6 +63,9 @@ class Ownership:
         self._db = db
         self._memory = memory
         self._fleet = fleet
+        digest = hashlib.sha256(f"shoal-instance:{self.owner}".encode()).digest()
+        self._name_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._name_conn: AsyncConnection | None = None  # holds the name lock (PostgreSQL)
 
     def expires_at(self, now: datetime) -> datetime:
         """When a claim made at `now` runs out."""
@@ -65,7 +73,52 @@ class Ownership:
 
     async def claim_at_start(self, now: datetime) -> list[uuid.UUID]:
         """Claim every unfinished task no live copy holds (this copy's own from before too)."""
+        await self._hold_name()
         return await self._db.run_write(self._claim(now))
+
+    async def _hold_name(self) -> None:
+        """On PostgreSQL, hold a session lock named after this copy for as long as it runs, so
+        that a second copy started under the same id stops with a clear error instead of
+        driving the same tasks. The server frees the lock of a copy that died as soon as it
+        sees the connection close; a copy restarted at once waits a moment for that."""
+        if not self._db.is_postgres:
+            return
+        conn = await self._db.engine.connect()
+        try:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            held = await self._try_name_lock(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        if not held:
+            await conn.close()
+            raise Conflict(
+                f"Another control-plane copy is running as instance {self.owner!r} on this "
+                "database. Give each copy its own SHOAL_INSTANCE_ID (or its own SHOAL_DATA_DIR, "
+                "from which the default id is made).",
+                code="instance_id_in_use", details={"instance_id": self.owner})
+        self._name_conn = conn
+
+    async def _try_name_lock(self, conn: AsyncConnection) -> bool:
+        """Take the name lock, retrying for up to NAME_LOCK_WAIT seconds."""
+        deadline = asyncio.get_running_loop().time() + NAME_LOCK_WAIT
+        while not (await conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"),
+                                      {"k": self._name_key})).scalar():
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(NAME_LOCK_POLL)
+        return True
+
+    async def _let_go_of_name(self) -> None:
+        conn, self._name_conn = self._name_conn, None
+        if conn is None:
+            return
+        try:
+            await conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": self._name_key})
+        except Exception as exc:  # closing the connection frees it as well
+            log.info("runtime.name_lock_not_released", owner=self.owner, error=str(exc))
+        finally:
+            await conn.close()
 
     def install(self, states: Iterable[TaskState], now: datetime) -> None:
         """Drive claimed `states` from memory; their live attempts get a grace lease in which
@@ -168,8 +221,9 @@ class Ownership:
             count = await self._db.run_write(functools.partial(release_claims, owner=self.owner))
         except Exception as exc:  # the store is unreachable: the claims run out by themselves
             log.warning("runtime.claims_not_released", owner=self.owner, error=str(exc))
-            return
-        log.info("runtime.claims_released", owner=self.owner, tasks=count)
+        else:
+            log.info("runtime.claims_released", owner=self.owner, tasks=count)
+        await self._let_go_of_name()
 
     def _claim(
         self, now: datetime, task_ids: Collection[uuid.UUID] | None = None

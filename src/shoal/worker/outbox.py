@@ -1,9 +1,9 @@
 """The outbox: task results kept on disk until the control plane acknowledges them (DESIGN §3).
 
-A result is written here *before* it is sent, one JSON file per attempt, atomically (temporary
-file, fsync, rename, fsync of the folder), so a worker killed at any moment either has the whole
-result on disk or none of it. After a reconnect the worker re-sends `pending()`; an `ack`
-removes the file.
+A result is written here as it is sent (beside the send, not before it: ADR 0013), one JSON
+file per attempt, atomically (temporary file, fsync, rename, fsync of the folder), so a worker
+killed at any moment either has the whole result on disk or none of it. A restarted worker
+loads `pending()` and re-sends it; an `ack` removes the file.
 
 Saves are group-committed (ADR 0011): the saves that arrive while one batch is on disk wait for
 the next, and a batch is written by one thread job — every file written, then each fsync'd and
