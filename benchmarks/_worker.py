@@ -80,8 +80,8 @@ class TimedWorker(Worker):
         )
         await super()._start(msg)
 
-    async def _send(self, message: BaseModel) -> bool:
-        sent = await super()._send(message)
+    async def _send(self, message: BaseModel, text: str | None = None) -> bool:
+        sent = await super()._send(message, text)
         if isinstance(message, TaskResult):
             entry = self._records.setdefault(message.attempt_id, {})
             entry.update(sent=time.monotonic(), cpu_sent=time.process_time())

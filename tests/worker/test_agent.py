@@ -178,11 +178,11 @@ class SignallingOutbox(Outbox):
         self.removed = asyncio.Event()
         self.hold: asyncio.Event | None = None  # when set by a test, saves wait for it
 
-    async def save(self, result: TaskResult) -> None:
+    async def save(self, result: TaskResult, encoded: str | None = None) -> None:
         """Save (once `hold` allows), then signal."""
         if self.hold is not None:
             await self.hold.wait()
-        await super().save(result)
+        await super().save(result, encoded)
         self.saved.set()
 
     async def remove(self, attempt_id: uuid.UUID) -> None:

@@ -30,6 +30,14 @@ async def test_saved_result_is_pending(tmp_path: Path) -> None:
     assert await outbox.pending() == [result]
 
 
+async def test_saved_with_its_json_reads_back_the_same(tmp_path: Path) -> None:
+    """A result saved with the JSON the worker already made for the socket reads back equal."""
+    outbox = Outbox(tmp_path / "outbox")
+    result = _result("sent and saved")
+    await outbox.save(result, result.model_dump_json())
+    assert await outbox.pending() == [result]
+
+
 async def test_remove_forgets_result(tmp_path: Path) -> None:
     """remove() deletes the file, and removing twice is harmless."""
     outbox = Outbox(tmp_path)

@@ -230,13 +230,14 @@ class Worker:
             if not await self._send(result):
                 return
 
-    async def _send(self, message: BaseModel) -> bool:
-        """Send `message` if connected; False when it could not go out (it is not retried)."""
+    async def _send(self, message: BaseModel, text: str | None = None) -> bool:
+        """Send `message` (as `text`, its JSON, when the caller has it) if connected; False
+        when it could not go out (it is not retried)."""
         conn = self._conn
         if conn is None:
             return False
         try:
-            await conn.send(message.model_dump_json())
+            await conn.send(text or message.model_dump_json())
         except WebSocketException:
             return False
         return True
@@ -349,12 +350,13 @@ class Worker:
         """
         aid = result.attempt_id
         self._unacked[aid] = result
-        self._saving[aid] = self._tasks().create_task(self._save(result))
-        await self._send(result)
+        text = result.model_dump_json()  # once, for the socket and the disk
+        self._saving[aid] = self._tasks().create_task(self._save(result, text))
+        await self._send(result, text)
 
-    async def _save(self, result: TaskResult) -> None:
+    async def _save(self, result: TaskResult, text: str) -> None:
         try:
-            await self.outbox.save(result)
+            await self.outbox.save(result, text)
         except OSError:  # it is still held in memory and re-sent after a reconnect
             log.exception("worker.outbox_write_failed", attempt_id=str(result.attempt_id))
         finally:

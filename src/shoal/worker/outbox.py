@@ -29,6 +29,7 @@ from shoal.worker.batching import Batcher
 log = structlog.get_logger()
 
 _SUFFIX = ".json"
+_Item = tuple[TaskResult, str | None]  # a result, and its JSON when the caller has it
 _OPEN_FILES = 64  # temporary files a batch keeps open at once
 
 
@@ -37,14 +38,15 @@ class Outbox:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._saves: Batcher[TaskResult, None] = Batcher(self._save_all)
+        self._saves: Batcher[_Item, None] = Batcher(self._save_all)
         # Nobody waits for a removal: gather them for a while, then unlink in one thread job
         # (an unlink on the event loop can stall it for milliseconds behind a journal commit).
         self._removes: Batcher[uuid.UUID, None] = Batcher(self._remove_all, delay=0.05)
 
-    async def save(self, result: TaskResult) -> None:
-        """Write `result` durably; replaces an earlier result of the same attempt."""
-        await self._saves.run(result)
+    async def save(self, result: TaskResult, encoded: str | None = None) -> None:
+        """Write `result` durably (as `encoded`, its JSON, when the caller has it already);
+        replaces an earlier result of the same attempt."""
+        await self._saves.run((result, encoded))
 
     async def remove(self, attempt_id: uuid.UUID) -> None:
         """Forget the result of `attempt_id` (the control plane has decided on it).
@@ -61,9 +63,9 @@ class Outbox:
     def _path(self, attempt_id: uuid.UUID) -> Path:
         return self.directory / f"{attempt_id}{_SUFFIX}"
 
-    def _save_all(self, results: list[TaskResult]) -> list[Exception | None]:
-        failed = self._write_all({r.attempt_id: r for r in results})  # the last one wins
-        return [failed.get(r.attempt_id) for r in results]
+    def _save_all(self, items: list[_Item]) -> list[Exception | None]:
+        failed = self._write_all({r.attempt_id: (r, e) for r, e in items})  # the last one wins
+        return [failed.get(r.attempt_id) for r, _ in items]
 
     def _remove_all(self, attempt_ids: list[uuid.UUID]) -> list[Exception | None]:
         outcomes: list[Exception | None] = []
@@ -76,7 +78,9 @@ class Outbox:
                 outcomes.append(None)
         return outcomes
 
-    def _write_all(self, results: dict[uuid.UUID, TaskResult]) -> dict[uuid.UUID, Exception]:
+    def _write_all(
+        self, results: dict[uuid.UUID, _Item]
+    ) -> dict[uuid.UUID, Exception]:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -85,7 +89,7 @@ class Outbox:
         written: list[tuple[uuid.UUID, Path, Path]] = []
         for chunk in _chunks(list(results.values()), _OPEN_FILES):
             handles = []
-            for result in chunk:  # write them all, then fsync: one journal commit for most
+            for result, encoded in chunk:  # write all, then fsync: one journal commit for most
                 target = self._path(result.attempt_id)
                 tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
                 try:
@@ -95,7 +99,7 @@ class Outbox:
                     continue
                 handles.append((result.attempt_id, tmp, target, handle))
                 try:
-                    handle.write(result.model_dump_json().encode())
+                    handle.write((encoded or result.model_dump_json()).encode())
                     handle.flush()
                 except OSError as exc:
                     failed[result.attempt_id] = exc
@@ -128,7 +132,7 @@ class Outbox:
         return [r for r in results if r is not None]
 
 
-def _chunks(items: list[TaskResult], size: int) -> list[list[TaskResult]]:
+def _chunks(items: list[_Item], size: int) -> list[list[_Item]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
