@@ -95,7 +95,9 @@ class Worker:
         self._heartbeat_interval = settings.heartbeat_interval
         self._system_info: dict[str, object] = {}
         self._running: dict[uuid.UUID, Attempt] = {}
-        self._unacked: dict[uuid.UUID, TaskResult] = {}  # results not yet acknowledged
+        # Results not yet acknowledged: held in memory until their outbox write is done, then
+        # only on disk (None), so a long outage costs disk, not memory.
+        self._unacked: dict[uuid.UUID, TaskResult | None] = {}
         self._saving: dict[uuid.UUID, asyncio.Task[None]] = {}  # outbox writes under way
         self._conn: ClientConnection | None = None
         self._connected = asyncio.Event()
@@ -134,7 +136,7 @@ class Worker:
         if self.machine_id is None:
             self.machine_id = await asyncio.to_thread(load_machine_id, self.home / "machine_id")
         self._system_info = await asyncio.to_thread(system_info, self.settings.data_dir)
-        self._unacked = {result.attempt_id: result for result in await self.outbox.pending()}
+        self._unacked = dict.fromkeys(result.attempt_id for result in await self.outbox.pending())
         await self._executor.open()
 
     # ---- connection ----------------------------------------------------------------------
@@ -226,7 +228,15 @@ class Worker:
         )
 
     async def _resend_pending(self) -> None:
-        for result in list(self._unacked.values()):
+        on_disk: dict[uuid.UUID, TaskResult] | None = None
+        for aid, held in list(self._unacked.items()):
+            result = held
+            if result is None:
+                if on_disk is None:
+                    on_disk = {r.attempt_id: r for r in await self.outbox.pending()}
+                result = on_disk.get(aid)
+            if result is None or aid not in self._unacked:
+                continue  # acknowledged meanwhile, or its file could not be read
             if not await self._send(result):
                 return
 
@@ -313,8 +323,9 @@ class Worker:
             attempt.task.cancel()
 
     async def _forget(self, ack: Ack) -> None:
-        if self._unacked.pop(ack.attempt_id, None) is None:
+        if ack.attempt_id not in self._unacked:
             return  # a second ack for the same result
+        del self._unacked[ack.attempt_id]
         saving = self._saving.get(ack.attempt_id)
         if saving is not None:  # remove the file only once it is written
             await asyncio.wait([saving])
@@ -343,10 +354,11 @@ class Worker:
     async def _deliver(self, result: TaskResult) -> None:
         """Keep `result` until it is acknowledged, write it to the outbox and send it at once.
 
-        The disk write does not hold up the send: while this process lives the result is in
-        memory and is re-sent after any reconnect; the file matters only if the process dies
-        before the ack, and then an attempt the control plane did not get is re-run once its
-        lease runs out, so no result is ever lost — at worst one attempt runs twice (ADR 0013).
+        The disk write does not hold up the send. Until the ack the result is re-sent after
+        any reconnect: from memory while its write is under way, from disk once it is done
+        (so a long outage costs disk, not memory). Should the process die before the write
+        is done, an attempt the control plane did not get runs again once its lease runs out:
+        no result is lost, at worst one attempt runs twice (ADR 0013).
         """
         aid = result.attempt_id
         self._unacked[aid] = result
@@ -355,12 +367,16 @@ class Worker:
         await self._send(result, text)
 
     async def _save(self, result: TaskResult, text: str) -> None:
+        aid = result.attempt_id
         try:
             await self.outbox.save(result, text)
-        except OSError:  # it is still held in memory and re-sent after a reconnect
-            log.exception("worker.outbox_write_failed", attempt_id=str(result.attempt_id))
+        except OSError:  # it stays in memory and is re-sent from there after a reconnect
+            log.exception("worker.outbox_write_failed", attempt_id=str(aid))
+        else:
+            if aid in self._unacked:  # on disk now: no need to hold it in memory as well
+                self._unacked[aid] = None
         finally:
-            self._saving.pop(result.attempt_id, None)
+            self._saving.pop(aid, None)
 
     async def _drain(self) -> None:
         """Let running attempts finish within the grace period, then cancel the rest."""
