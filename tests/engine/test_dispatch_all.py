@@ -11,16 +11,8 @@ import pytest
 
 from shoal.engine import planning
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, evolve
-from shoal.engine.workflow import (
-    Context,
-    Decision,
-    Dispatched,
-    DispatchedAll,
-    Finished,
-    Start,
-    Started,
-    decide,
-)
+from shoal.engine.step import Context, Decision
+from shoal.engine.workflow import Dispatched, DispatchedAll, Finished, Start, Started, decide
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,13 +12,12 @@ import pytest
 
 from shoal.engine import planning, quality
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import (
     DEADLINE_KEY,
     QUALITY_KEY,
     CheckpointDecision,
     CheckpointExpired,
-    Context,
-    Decision,
     Dispatched,
     EngineInput,
     Finished,

@@ -11,7 +11,8 @@ import pytest
 
 from shoal.engine import planning
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
-from shoal.engine.workflow import CancelRequested, Context, Dispatched, Finished, Start, decide
+from shoal.engine.step import Context
+from shoal.engine.workflow import CancelRequested, Dispatched, Finished, Start, decide
 from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import accounts

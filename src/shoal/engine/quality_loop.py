@@ -2,7 +2,7 @@
 
 `workflow.decide()` hands over here when an agent subtask produced its output, when a quality
 step (evaluate, judge, review, correct) ended, and for checkpoint decisions. Everything is
-pure, like the rest of the engine: it changes the working copy of the task (`flow.Step`) and
+pure, like the rest of the engine: it changes the working copy of the task (`step.Step`) and
 records events, rows and audit entries for the runtime to commit.
 """
 
@@ -23,6 +23,7 @@ from shoal.engine.quality import (
     QUALITY_KINDS,
     TOOLS_WITHOUT_REVIEW,
 )
+from shoal.engine.step import Step
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
@@ -34,11 +35,11 @@ def quality_on(task: TaskRecord, sub: SubtaskRecord) -> bool:
             and (sub.assigned_tool or "") not in TOOLS_WITHOUT_REVIEW)
 
 
-def _targets(step: flow.Step, sub: SubtaskRecord) -> SubtaskRecord | None:
+def _targets(step: Step, sub: SubtaskRecord) -> SubtaskRecord | None:
     return step.subtasks.get(sub.target_id) if sub.target_id else None
 
 
-def parsed_answer(step: flow.Step, sub: SubtaskRecord, text: str,
+def parsed_answer(step: Step, sub: SubtaskRecord, text: str,
                    output: dict[str, Any]) -> bool:
     """Parse a judge's or reviewer's JSON into `output["parsed"]`.
 
@@ -87,11 +88,11 @@ def evaluator_answer(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _round_of(step: flow.Step, target: SubtaskRecord, kind: str) -> int:
+def _round_of(step: Step, target: SubtaskRecord, kind: str) -> int:
     return sum(1 for s in step.subtasks.values() if s.target_id == target.id and s.kind == kind)
 
 
-def _quality_step(step: flow.Step, target: SubtaskRecord, kind: str,
+def _quality_step(step: Step, target: SubtaskRecord, kind: str,
                   **fields: Any) -> SubtaskRecord:
     number = _round_of(step, target, kind) + 1
     names = {"evaluate": "Evaluate", "judge": "Judge", "review": "Review", "correct": "Fix"}
@@ -106,7 +107,7 @@ def _quality_step(step: flow.Step, target: SubtaskRecord, kind: str,
     return sub
 
 
-def verify(step: flow.Step, target: SubtaskRecord) -> None:
+def verify(step: Step, target: SubtaskRecord) -> None:
     """Queue the evaluation of `target`'s output: the evaluator tool and the judge."""
     files = [str(f.get("path")) for f in (target.output or {}).get("files", [])]
     if files:
@@ -118,7 +119,7 @@ def verify(step: flow.Step, target: SubtaskRecord) -> None:
                   description=f"Score how complete and well-built '{target.name}' is.")
 
 
-def quality_step_done(step: flow.Step, sub: SubtaskRecord) -> None:
+def quality_step_done(step: Step, sub: SubtaskRecord) -> None:
     """A quality step ended (completed, or failed for good): move its target on."""
     target = _targets(step, sub)
     if target is None or step.task.status in TERMINAL_TASK:
@@ -131,7 +132,7 @@ def quality_step_done(step: flow.Step, sub: SubtaskRecord) -> None:
         _correction_done(step, target, sub)
 
 
-def _maybe_evaluated(step: flow.Step, target: SubtaskRecord) -> None:
+def _maybe_evaluated(step: Step, target: SubtaskRecord) -> None:
     if target.status is not SubtaskStatus.VERIFYING:
         return
     latest: dict[str, SubtaskRecord] = {}
@@ -169,7 +170,7 @@ def _round(sub: SubtaskRecord) -> int:
     return int(sub.options.get("round", 0))
 
 
-def _add_review(step: flow.Step, target: SubtaskRecord) -> None:
+def _add_review(step: Step, target: SubtaskRecord) -> None:
     author = [str(target.assigned_worker)] if target.assigned_worker else []
     _quality_step(step, target, "review", role="reviewer", complexity=2,
                   recommended_tool=target.assigned_tool,
@@ -177,7 +178,7 @@ def _add_review(step: flow.Step, target: SubtaskRecord) -> None:
                   options={"exclude_workers": author, "cycle": target.review_cycles + 1})
 
 
-def _review_done(step: flow.Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
+def _review_done(step: Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
     if target.status is not SubtaskStatus.VERIFYING:
         return
     parsed = (review.output or {}).get("parsed") if review.status is SubtaskStatus.COMPLETED \
@@ -222,7 +223,7 @@ def _review_done(step: flow.Step, target: SubtaskRecord, review: SubtaskRecord) 
                                  f"{parsed['score']:g}: {parsed.get('summary', '')}".strip())
 
 
-def _add_correction(step: flow.Step, target: SubtaskRecord, *, source: str, issues: list[Any],
+def _add_correction(step: Step, target: SubtaskRecord, *, source: str, issues: list[Any],
                     instructions: str = "", guidance: str = "", correction_type: str = "",
                     reference_files: tuple[str, ...] = (), pin_worker: bool) -> SubtaskRecord:
     """Queue a correction of `target` (its files go along) and mark it `correcting`."""
@@ -242,7 +243,7 @@ def _add_correction(step: flow.Step, target: SubtaskRecord, *, source: str, issu
     return fix
 
 
-def _correction_done(step: flow.Step, target: SubtaskRecord, fix: SubtaskRecord) -> None:
+def _correction_done(step: Step, target: SubtaskRecord, fix: SubtaskRecord) -> None:
     if target.status is not SubtaskStatus.CORRECTING:
         return
     if fix.status is not SubtaskStatus.COMPLETED:
@@ -270,7 +271,7 @@ _EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEd
                          "edit", "apply_patch"})
 
 
-def approval_request(step: flow.Step, sub: SubtaskRecord, output: dict[str, Any],
+def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
                       asked: list[dict[str, Any]]) -> None:
     """The agent asked for something the policy says a person decides: pause and ask."""
     target = _targets(step, sub) if sub.kind == "correct" else sub
@@ -305,7 +306,7 @@ def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
     return granted
 
 
-def _accept(step: flow.Step, target: SubtaskRecord) -> None:
+def _accept(step: Step, target: SubtaskRecord) -> None:
     """The quality loop is satisfied with `target`: complete it and move the task on.
 
     The frequency rule counts a subtask once: accepting it again after a correction opens no
@@ -323,7 +324,7 @@ def _accept(step: flow.Step, target: SubtaskRecord) -> None:
 # ---- checkpoints ----------------------------------------------------------------------------
 
 
-def open_checkpoint(step: flow.Step, reason: str, target: SubtaskRecord | None, *,
+def open_checkpoint(step: Step, reason: str, target: SubtaskRecord | None, *,
                      message: str) -> None:
     """Pause the task for a person; `target` is the subtask the checkpoint is about."""
     if step.task.status in TERMINAL_TASK:
@@ -345,7 +346,7 @@ def open_checkpoint(step: flow.Step, reason: str, target: SubtaskRecord | None, 
     step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp))
 
 
-def _checkpoint_data(step: flow.Step, target: SubtaskRecord | None, message: str) -> dict[str, Any]:
+def _checkpoint_data(step: Step, target: SubtaskRecord | None, message: str) -> dict[str, Any]:
     agents = [s for s in step.subtasks.values() if s.kind == "agent"]
     done = [s for s in agents if s.status is SubtaskStatus.COMPLETED]
     scores = [float(s.evaluation["overall"]) for s in agents
@@ -384,7 +385,7 @@ def checkpoint_summary(cp: CheckpointRecord) -> dict[str, Any]:
             "deadline_at": cp.deadline_at.isoformat() if cp.deadline_at else None}
 
 
-def _pending(step: flow.Step, checkpoint_id: uuid.UUID) -> CheckpointRecord:
+def _pending(step: Step, checkpoint_id: uuid.UUID) -> CheckpointRecord:
     cp = step.checkpoints.get(checkpoint_id)
     if cp is None:
         raise Conflict("This checkpoint has already been decided.", code="checkpoint_decided",
@@ -392,7 +393,7 @@ def _pending(step: flow.Step, checkpoint_id: uuid.UUID) -> CheckpointRecord:
     return cp
 
 
-def decide_checkpoint(step: flow.Step, inp: flow.CheckpointDecision) -> None:
+def decide_checkpoint(step: Step, inp: flow.CheckpointDecision) -> None:
     cp = _pending(step, inp.checkpoint_id)
     target_id = inp.subtask_id or cp.subtask_id
     target = step.subtasks.get(target_id) if target_id else None
@@ -445,7 +446,7 @@ def decide_checkpoint(step: flow.Step, inp: flow.CheckpointDecision) -> None:
     _resume_if_clear(step)
 
 
-def _check_correctable(step: flow.Step, inp: flow.CheckpointDecision,
+def _check_correctable(step: Step, inp: flow.CheckpointDecision,
                        target: SubtaskRecord | None) -> None:
     if target is None or target.task_id != step.task.id or target.kind != "agent":
         raise InvalidInput(
@@ -459,7 +460,7 @@ def _check_correctable(step: flow.Step, inp: flow.CheckpointDecision,
         raise InvalidInput("Say what to change (`guidance`).", details={"field": "guidance"})
 
 
-def _resume_if_clear(step: flow.Step) -> None:
+def _resume_if_clear(step: Step) -> None:
     if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
         return
     step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
@@ -467,7 +468,7 @@ def _resume_if_clear(step: flow.Step) -> None:
     flow.complete_task_if_done(step)
 
 
-def checkpoint_expired(step: flow.Step, checkpoint_id: uuid.UUID) -> None:
+def checkpoint_expired(step: Step, checkpoint_id: uuid.UUID) -> None:
     cp = _pending(step, checkpoint_id)
     if cp.deadline_at is None or cp.deadline_at > step.ctx.now:
         raise Conflict("This checkpoint's deadline has not passed.", code="not_expired")
@@ -486,13 +487,13 @@ def checkpoint_expired(step: flow.Step, checkpoint_id: uuid.UUID) -> None:
               escalated=True)
 
 
-def close_checkpoints(step: flow.Step, why: str) -> None:
+def close_checkpoints(step: Step, why: str) -> None:
     for cp in list(step.checkpoints.values()):
         step.set_checkpoint(cp, status="rejected", decision="closed", decided_at=step.ctx.now,
                             notes=f"Closed: {why}.")
 
 
-def unplaceable(step: flow.Step, inp: flow.Unplaceable) -> None:
+def unplaceable(step: Step, inp: flow.Unplaceable) -> None:
     sub = step.subtasks.get(inp.subtask_id)
     if sub is None or sub.status is not SubtaskStatus.QUEUED or sub.kind not in QUALITY_KINDS:
         return
@@ -521,7 +522,7 @@ def unplaceable(step: flow.Step, inp: flow.Unplaceable) -> None:
     quality_step_done(step, sub)
 
 
-def task_scores(step: flow.Step) -> dict[str, Any] | None:
+def task_scores(step: Step) -> dict[str, Any] | None:
     """The task's mean scores over its evaluated work subtasks."""
     return quality.mean_scores([s.evaluation for s in step.subtasks.values()
                                 if s.kind == "agent" and s.evaluation])

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection as SyncConnection
 
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
-from shoal.engine.workflow import Decision
+from shoal.engine.step import Decision
 from shoal.events import NewEvent
 from shoal.runtime.fleet import Connection
 

@@ -28,11 +28,11 @@ from shoal.config import Settings
 from shoal.engine import planning
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
+from shoal.engine.step import Context
 from shoal.engine.workflow import (
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
-    Context,
     EngineInput,
     Expired,
     Finished,

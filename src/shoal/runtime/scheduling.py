@@ -16,7 +16,8 @@ from typing import Any
 from shoal.config import Settings
 from shoal.engine.allocation import SubtaskDemand, allocate, unplaceable_reason
 from shoal.engine.model import AttemptRecord
-from shoal.engine.workflow import QUALITY_KINDS, Context, DispatchedAll, EngineInput, Unplaceable
+from shoal.engine.step import Context
+from shoal.engine.workflow import QUALITY_KINDS, DispatchedAll, EngineInput, Unplaceable
 from shoal.events import EventType, NewEvent
 from shoal.runtime.batch import Batch, TaskWork
 from shoal.runtime.fleet import Connection, Fleet

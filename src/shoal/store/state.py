@@ -24,7 +24,7 @@ from shoal.engine.model import (
     evolve,
     record_fields,
 )
-from shoal.engine.workflow import Decision
+from shoal.engine.step import Decision
 from shoal.errors import Conflict
 from shoal.states import LIVE_ATTEMPT, TERMINAL_TASK
 from shoal.store import fast

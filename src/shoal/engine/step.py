@@ -1,0 +1,139 @@
+"""The working copy of one task while a decision is made, and what a decision yields.
+
+`Step` is mutable so the engine's functions can record changes one by one; `Step.finish()`
+freezes them into a `Decision`: the new state plus exactly what changed (rows to write, events
+to append, attempts to cancel). `Context` is all a decision may know about the world.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from shoal.engine.model import (
+    AttemptRecord,
+    CheckpointRecord,
+    Record,
+    SubtaskRecord,
+    TaskState,
+    evolve,
+)
+from shoal.engine.quality import PENDING_REVIEW
+from shoal.engine.retry import RetryPolicy
+from shoal.events import EventType, NewEvent
+from shoal.states import LIVE_ATTEMPT
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a decision may know about the world: time, chance, ids, policies, limits."""
+
+    now: datetime
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    rand: float = 0.5
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4
+    max_subtasks: int = 500
+    review_without_peer: Literal["skip", "same_worker", "checkpoint"] = "skip"
+
+
+@dataclass(slots=True)
+class Decision:
+    """The outcome of one decision: the new state and what changed in it."""
+
+    state: TaskState
+    task_changed: bool = False
+    new_subtasks: list[uuid.UUID] = field(default_factory=list)
+    changed_subtasks: set[uuid.UUID] = field(default_factory=set)
+    changed_attempts: dict[uuid.UUID, AttemptRecord] = field(default_factory=dict)
+    new_attempts: set[uuid.UUID] = field(default_factory=set)
+    events: list[NewEvent] = field(default_factory=list)
+    cancels: list[AttemptRecord] = field(default_factory=list)
+    new_checkpoints: list[uuid.UUID] = field(default_factory=list)
+    changed_checkpoints: dict[uuid.UUID, CheckpointRecord] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+
+
+class Step:
+    """A mutable working copy of one task's state while a decision is made."""
+
+    def __init__(self, state: TaskState, ctx: Context) -> None:
+        self.ctx = ctx
+        self.task = state.task
+        self.subtasks = dict(state.subtasks)
+        self.attempts = dict(state.attempts)
+        self.checkpoints = dict(state.checkpoints)
+        self._dependents = state.dependents
+        self.d = Decision(state=state)
+
+    # -- recording changes --
+    def set_task(self, **changes: Any) -> None:
+        self.task = evolve(self.task, updated_at=self.ctx.now, **changes)
+        self.d.task_changed = True
+
+    def set_subtask(self, sub: SubtaskRecord, **changes: Any) -> SubtaskRecord:
+        new = evolve(sub, **changes)
+        self.subtasks[sub.id] = new
+        if sub.id not in self.d.new_subtasks:
+            self.d.changed_subtasks.add(sub.id)
+        return new
+
+    def add_subtask(self, sub: SubtaskRecord) -> None:
+        self.subtasks[sub.id] = sub
+        self.d.new_subtasks.append(sub.id)
+        self._dependents = None
+
+    def dependents(self, sid: uuid.UUID) -> tuple[uuid.UUID, ...]:
+        """The subtasks that depend on `sid` (the index is built once per task, not per call)."""
+        if self._dependents is None:
+            index: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for sub in self.subtasks.values():
+                for dep in sub.dependencies:
+                    index.setdefault(dep, []).append(sub.id)
+            self._dependents = {k: tuple(v) for k, v in index.items()}
+        return self._dependents.get(sid, ())
+
+    def set_attempt(self, att: AttemptRecord, **changes: Any) -> AttemptRecord:
+        new = evolve(att, **changes)
+        self.d.changed_attempts[att.id] = new
+        if new.status in LIVE_ATTEMPT:
+            self.attempts[att.id] = new
+        else:
+            self.attempts.pop(att.id, None)
+        return new
+
+    def add_checkpoint(self, cp: CheckpointRecord) -> None:
+        self.checkpoints[cp.id] = cp
+        self.d.new_checkpoints.append(cp.id)
+        self.d.changed_checkpoints[cp.id] = cp
+
+    def set_checkpoint(self, cp: CheckpointRecord, **changes: Any) -> CheckpointRecord:
+        new = evolve(cp, **changes)
+        self.d.changed_checkpoints[cp.id] = new
+        if new.status == PENDING_REVIEW:
+            self.checkpoints[cp.id] = new
+        else:
+            self.checkpoints.pop(cp.id, None)
+        return new
+
+    def record(self, table: str, **values: Any) -> None:
+        self.d.records.append(Record(table, values))
+
+    def audit(self, user_id: uuid.UUID | None, action: str, object_type: str,
+              object_id: uuid.UUID, **details: Any) -> None:
+        self.record("audit_log", id=self.ctx.new_id(), user_id=user_id, action=action,
+                    object_type=object_type, object_id=object_id, task_id=self.task.id,
+                    details=details, created_at=self.ctx.now)
+
+    def emit(self, type_: EventType, **data: Any) -> None:
+        self.d.events.append(
+            NewEvent(type=type_, data={"task_id": str(self.task.id), **data},
+                     task_id=self.task.id, user_id=self.task.user_id)
+        )
+
+    def finish(self) -> Decision:
+        self.d.state = TaskState(task=self.task, subtasks=self.subtasks, attempts=self.attempts,
+                                 checkpoints=self.checkpoints, dependents=self._dependents)
+        return self.d
