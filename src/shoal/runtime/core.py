@@ -255,7 +255,7 @@ class Runtime:
                 for job in batch:
                     await self._handle(rd, b, job, ctx)
             self._scheduler.schedule(b, ctx)
-            states, stored = await self.db.run_write(lambda conn: _write(conn, b))
+            states, stored = await self.db.run_write(lambda conn: _write(conn, b), inline=True)
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone)
             return

@@ -8,6 +8,7 @@ fighting over the lock.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,11 +23,27 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 T = TypeVar("T")
 
 
+BUSY_TIMEOUT_MS = 10000
+CHECKPOINT_EVERY = 200  # writes between two WAL checkpoints of the SQLite writer
+
+
+def _is_busy(exc: sa.exc.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the lock."""
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
+
+
+def _writer_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread instead
+    cur.close()
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
@@ -36,7 +53,8 @@ class Database:
 
     `run_write(fn)` runs a synchronous function inside one transaction. On SQLite it runs on a
     dedicated thread with a plain sqlite3 connection, so a whole batch of statements costs one
-    thread hop instead of one per statement; on PostgreSQL it runs through the async engine.
+    thread hop instead of one per statement (or, with `inline=True`, right on the loop when the
+    lock is free: ADR 0014); on PostgreSQL it runs through the async engine.
     """
 
     def __init__(
@@ -48,6 +66,8 @@ class Database:
         self._sync_engine = sync_engine
         self._write_engine = write_engine or engine
         self._writer: ThreadPoolExecutor | None = None
+        self._write_lock = threading.Lock()  # the SQLite writer connection: one user at a time
+        self._writes = 0
 
     @classmethod
     def connect(cls, url: str, *, pool_size: int = 10) -> Database:
@@ -63,6 +83,7 @@ class Database:
                                       poolclass=sa.pool.StaticPool,
                                       connect_args={"check_same_thread": False})
             sa.event.listen(writer, "connect", _sqlite_pragmas)
+            sa.event.listen(writer, "connect", _writer_pragmas)
             return cls(engine, writer)
         engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True
@@ -83,20 +104,72 @@ class Database:
         async with self.engine.begin() as conn:
             await conn.run_sync(_upgrade)
 
-    async def run_write(self, fn: Callable[[sa.Connection], T]) -> T:
-        """Run `fn(connection)` in one transaction: committed if it returns, rolled back if not."""
+    async def run_write(self, fn: Callable[[sa.Connection], T], *, inline: bool = False) -> T:
+        """Run `fn(connection)` in one transaction: committed if it returns, rolled back if not.
+
+        With `inline` (for a short `fn` that may run twice: the runtime's batches), SQLite first
+        tries the transaction right here on the event loop without waiting for the lock; if
+        another connection holds it, or the writer thread is busy, the transaction is rolled
+        back and runs on the writer thread as usual (ADR 0014).
+        """
         if self._sync_engine is None:
             async with self._write_engine.begin() as conn:
                 return await conn.run_sync(fn)
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shoal-db-writer")
         engine = self._sync_engine
+        if inline:
+            done, value = self._try_inline(engine, fn)
+            if done:
+                return value  # type: ignore[return-value]
 
         def transaction() -> T:
-            with engine.begin() as conn:
+            with self._write_lock, engine.begin() as conn:
                 return fn(conn)
 
-        return await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
+        finally:
+            self._after_commit()
+
+    def _try_inline(
+        self, engine: sa.Engine, fn: Callable[[sa.Connection], T]
+    ) -> tuple[bool, T | None]:
+        """Run `fn` on this thread if the write lock is free at once; (False, None) if not."""
+        if not self._write_lock.acquire(blocking=False):
+            return False, None
+        try:
+            with engine.connect() as conn:
+                raw: Any = conn.connection.driver_connection  # the sqlite3 connection
+                raw.execute("PRAGMA busy_timeout=0")  # outside SQLAlchemy's transaction
+                try:
+                    with conn.begin():
+                        value = fn(conn)
+                except sa.exc.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    return False, None  # rolled back; the writer thread waits for the lock
+                finally:
+                    raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        finally:
+            self._write_lock.release()
+        self._after_commit()
+        return True, value
+
+    def _after_commit(self) -> None:
+        """Every CHECKPOINT_EVERY writes, checkpoint the WAL on the writer thread, so the loop
+        never pays for it (the writer connection's own auto-checkpoint is off)."""
+        self._writes += 1
+        if self._writes % CHECKPOINT_EVERY or self._writer is None or self._sync_engine is None:
+            return
+        engine, lock = self._sync_engine, self._write_lock
+
+        def checkpoint() -> None:
+            with lock, engine.connect() as conn:
+                raw: Any = conn.connection.driver_connection
+                raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+        self._writer.submit(checkpoint)
 
     def begin(self) -> Any:
         """A connection inside one transaction (commit on success, rollback on error)."""

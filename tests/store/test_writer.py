@@ -1,0 +1,73 @@
+"""The SQLite writer (ADR 0014): a runtime batch is written on the event loop when the lock is
+free, and on the writer thread, without blocking the loop, when another connection holds it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from shoal.store.db import Database
+
+DEADLINE = 10.0
+
+
+def _insert(value: int, seen: list[str]) -> object:
+    def write(conn: sa.Connection) -> int:
+        seen.append(threading.current_thread().name)
+        conn.exec_driver_sql("INSERT INTO t (x) VALUES (?)", (value,))
+        return value
+
+    return write
+
+
+async def _database(tmp_path: Path) -> Database:
+    db = Database.connect(f"sqlite+aiosqlite:///{tmp_path / 'w.db'}")
+    await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE t (x INTEGER)"))
+    return db
+
+
+async def _values(db: Database) -> list[int]:
+    async with db.connection() as conn:
+        return [r[0] for r in (await conn.exec_driver_sql("SELECT x FROM t ORDER BY x")).all()]
+
+
+async def test_inline_write_runs_on_the_loop_when_the_lock_is_free(tmp_path: Path) -> None:
+    """No thread hop: the batch runs on the loop's own thread and is committed."""
+    db = await _database(tmp_path)
+    seen: list[str] = []
+    try:
+        assert await db.run_write(_insert(1, seen), inline=True) == 1  # type: ignore[arg-type]
+        assert seen == [threading.current_thread().name]
+        assert await _values(db) == [1]
+    finally:
+        await db.dispose()
+
+
+async def test_inline_write_waits_on_the_writer_thread_when_locked(tmp_path: Path) -> None:
+    """Another connection holds the write lock: the batch is rolled back, handed to the writer
+    thread, which waits for the lock while the loop goes on; then it commits exactly once."""
+    db = await _database(tmp_path)
+    seen: list[str] = []
+    try:
+        # Were the inline try to wait for the lock (10 s), it would block the loop, and this
+        # deadline would fire as soon as the loop ran again.
+        async with asyncio.timeout(DEADLINE / 2), db.engine.connect() as other:
+            await other.begin()
+            await other.exec_driver_sql("INSERT INTO t (x) VALUES (0)")  # takes the write lock
+            write = asyncio.create_task(db.run_write(_insert(2, seen), inline=True))  # type: ignore[arg-type]
+            ticks = 0
+            while not seen or seen[-1] == threading.current_thread().name:
+                ticks += 1  # the loop keeps running while the write waits
+                await asyncio.sleep(0)
+            assert not write.done()
+            assert seen[0] == threading.current_thread().name  # tried inline first
+            assert seen[-1].startswith("shoal-db-writer")
+            await other.commit()
+        assert await asyncio.wait_for(write, DEADLINE) == 2
+        assert ticks > 0
+        assert await _values(db) == [0, 2]  # the inline try left nothing behind
+    finally:
+        await db.dispose()
