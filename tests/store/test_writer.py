@@ -7,8 +7,10 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
+from shoal.store import db as db_module
 from shoal.store.db import Database
 
 DEADLINE = 10.0
@@ -71,3 +73,28 @@ async def test_inline_write_waits_on_the_writer_thread_when_locked(tmp_path: Pat
         assert await _values(db) == [0, 2]  # the inline try left nothing behind
     finally:
         await db.dispose()
+
+
+async def test_the_wal_is_checkpointed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's own auto-checkpoint is off; the periodic checkpoint on the writer thread
+    keeps the WAL from growing with every write (without it, it would)."""
+
+    async def wal_size_after_writes(name: str, every: int) -> int:
+        monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", every)
+        db = Database.connect(f"sqlite+aiosqlite:///{tmp_path / name}")
+        try:
+            await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+            for _ in range(60):
+                await db.run_write(lambda conn: conn.exec_driver_sql(
+                    "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+            await db.run_write(lambda conn: None)  # after any queued checkpoint (one thread)
+            return (tmp_path / f"{name}-wal").stat().st_size
+        finally:
+            await db.dispose()
+
+    unchecked = await wal_size_after_writes("never.db", 10**9)
+    checked = await wal_size_after_writes("often.db", 5)
+    assert unchecked > 60 * 8192  # every write stayed in the WAL
+    assert checked < unchecked / 4

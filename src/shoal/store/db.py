@@ -127,10 +127,9 @@ class Database:
             with self._write_lock, engine.begin() as conn:
                 return fn(conn)
 
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
-        finally:
-            self._after_commit()
+        value = await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
+        self._after_commit()
+        return value
 
     def _try_inline(
         self, engine: sa.Engine, fn: Callable[[sa.Connection], T]
@@ -157,7 +156,7 @@ class Database:
         return True, value
 
     def _after_commit(self) -> None:
-        """Every CHECKPOINT_EVERY writes, checkpoint the WAL on the writer thread, so the loop
+        """Every CHECKPOINT_EVERY commits, checkpoint the WAL on the writer thread, so the loop
         never pays for it (the writer connection's own auto-checkpoint is off)."""
         self._writes += 1
         if self._writes % CHECKPOINT_EVERY or self._writer is None or self._sync_engine is None:
