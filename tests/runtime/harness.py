@@ -14,13 +14,30 @@ import httpx
 from shoal import admin
 from shoal.config import Settings
 from shoal.testing.server import RunningServer
-from shoal.tools.base import Tool
+from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from shoal.worker.agent import Worker
 from shoal.worker.connection import Backoff
 
 DEADLINE = 20.0
 T = TypeVar("T")
+
+
+class GatedEcho(EchoTool):
+    """The echo tool, except that runs with option `gated` wait until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.runs = 0
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Count the run, wait at the gate if asked to, then echo."""
+        self.runs += 1
+        if run.options.get("gated"):
+            self.started.set()
+            await self.gate.wait()
+        return await super().run(run)
 
 
 async def wait_until(

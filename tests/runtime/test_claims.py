@@ -21,8 +21,6 @@ from shoal.runtime import ownership
 from shoal.store import workers as worker_rows
 from shoal.store.claims import Claim, claim_of
 from shoal.testing.server import RunningServer, running_server
-from shoal.tools.base import ToolOutcome, ToolRun
-from shoal.tools.echo import EchoTool
 from shoal.worker.connection import Backoff
 from tests.conftest import (
     POSTGRES_URL,
@@ -33,6 +31,7 @@ from tests.conftest import (
 )
 from tests.runtime.harness import (
     DEADLINE,
+    GatedEcho,
     attempt_statuses,
     echo_worker,
     login,
@@ -42,23 +41,6 @@ from tests.runtime.harness import (
 )
 
 ONE_STEP = [{"name": "a", "description": "echo", "tool": "echo"}]
-
-
-class GatedEcho(EchoTool):
-    """The echo tool, except that runs with option `gated` wait until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.gate = asyncio.Event()
-        self.started = asyncio.Event()
-        self.runs = 0
-
-    async def run(self, run: ToolRun) -> ToolOutcome:
-        """Count the run, wait at the gate if asked to, then echo."""
-        self.runs += 1
-        if run.options.get("gated"):
-            self.started.set()
-            await self.gate.wait()
-        return await super().run(run)
 
 
 def runtime_task() -> asyncio.Task[None]:

@@ -12,12 +12,11 @@ import pytest
 
 from shoal.config import Settings
 from shoal.testing.server import RunningServer, running_server
-from shoal.tools.base import ToolOutcome, ToolRun
-from shoal.tools.echo import EchoTool
 from shoal.worker.connection import Backoff
 from tests.conftest import make_settings
 from tests.runtime.harness import (
     DEADLINE,
+    GatedEcho,
     attempt_statuses,
     by_name,
     echo_worker,
@@ -31,23 +30,6 @@ from tests.runtime.harness import (
 )
 
 LONG = 30.0  # seconds an echo subtask waits when the test means to stop it first
-
-
-class GatedEcho(EchoTool):
-    """The echo tool, except that runs with option `gated` wait until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.gate = asyncio.Event()
-        self.started = asyncio.Event()
-        self.runs = 0
-
-    async def run(self, run: ToolRun) -> ToolOutcome:
-        """Count the run, wait at the gate if asked to, then echo."""
-        self.runs += 1
-        if run.options.get("gated"):
-            self.started.set()
-            await self.gate.wait()
-        return await super().run(run)
 
 
 @pytest.fixture
