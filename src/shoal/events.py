@@ -65,3 +65,39 @@ class Event:
     def visible_to(self, user_id: uuid.UUID) -> bool:
         """Whether this user may see the event."""
         return self.user_id is None or self.user_id == user_id
+
+
+_SNAPSHOTS = frozenset({EventType.TASK_UPDATE, EventType.SUBTASK_UPDATE})
+
+
+def _snapshot_key(event: NewEvent) -> tuple[Any, ...] | None:
+    """What a state snapshot describes (its task, or its subtask); None for other events."""
+    if event.type not in _SNAPSHOTS:
+        return None
+    if event.type is EventType.SUBTASK_UPDATE:
+        return (event.type, event.data.get("subtask_id"))
+    return (event.type, event.task_id)
+
+
+def compact(events: list[NewEvent]) -> list[NewEvent]:
+    """`events` of one transaction without the snapshots a later one there supersedes.
+
+    A `task_update` or `subtask_update` carries the whole state of its task or subtask, and
+    only committed state is ever visible: a subtask queued and dispatched in one transaction
+    was never durably "queued", so its first snapshot says nothing the second does not. It is
+    dropped when the later snapshot of the same task or subtask has every key it has (so no
+    extra detail, such as a plan, is lost). Everything else keeps its place (ADR 0015).
+    """
+    last: dict[tuple[Any, ...], int] = {}
+    for i, event in enumerate(events):
+        key = _snapshot_key(event)
+        if key is not None:
+            last[key] = i
+    out: list[NewEvent] = []
+    for i, event in enumerate(events):
+        key = _snapshot_key(event)
+        later = last[key] if key is not None else i
+        if later != i and event.data.keys() <= events[later].data.keys():
+            continue
+        out.append(event)
+    return out

@@ -41,7 +41,7 @@ from shoal.engine.workflow import (
     decide,
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
-from shoal.events import Event, EventType, NewEvent
+from shoal.events import Event, EventType, NewEvent, compact
 from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
 from shoal.runtime.batch import Batch, Job, TaskWork
 from shoal.runtime.dispatch import cancel_message, execute_message
@@ -554,7 +554,7 @@ def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], 
     writer.flush(conn)
     for step in b.sql:
         step(conn)
-    return states, append_events_sync(conn, b.events, b.now)
+    return states, append_events_sync(conn, compact(b.events), b.now)
 
 
 async def _send(wc: Connection, text: str) -> None:

@@ -36,6 +36,7 @@ def _is_busy(exc: sa.exc.OperationalError) -> bool:
 def _writer_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the writer thread instead
+    cur.execute("PRAGMA busy_timeout=0")  # inline tries never wait; the writer thread does
     cur.close()
 
 
@@ -124,8 +125,14 @@ class Database:
                 return value  # type: ignore[return-value]
 
         def transaction() -> T:
-            with self._write_lock, engine.begin() as conn:
-                return fn(conn)
+            with self._write_lock, engine.connect() as conn:
+                raw: Any = conn.connection.driver_connection  # the sqlite3 connection
+                raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # wait for the lock here
+                try:
+                    with conn.begin():
+                        return fn(conn)
+                finally:
+                    raw.execute("PRAGMA busy_timeout=0")
 
         value = await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
         self._after_commit()
@@ -138,9 +145,7 @@ class Database:
         if not self._write_lock.acquire(blocking=False):
             return False, None
         try:
-            with engine.connect() as conn:
-                raw: Any = conn.connection.driver_connection  # the sqlite3 connection
-                raw.execute("PRAGMA busy_timeout=0")  # outside SQLAlchemy's transaction
+            with engine.connect() as conn:  # busy_timeout=0 here: the try never waits
                 try:
                     with conn.begin():
                         value = fn(conn)
@@ -148,8 +153,6 @@ class Database:
                     if not _is_busy(exc):
                         raise
                     return False, None  # rolled back; the writer thread waits for the lock
-                finally:
-                    raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         finally:
             self._write_lock.release()
         self._after_commit()

@@ -17,6 +17,7 @@ and sends a batch's updates, and its events, as one statement each (`store.state
 
 from __future__ import annotations
 
+import sqlite3
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -42,12 +43,33 @@ class Prepared:
         if not rows:
             return 0
         params = [self.params(r) for r in rows]
+        if conn.dialect.driver == "pysqlite":
+            return _sqlite(conn, self.sql, params, many=True).rowcount
         result = conn.exec_driver_sql(self.sql, params if len(params) != 1 else params[0])
         return int(result.rowcount)
 
     def scalar(self, conn: sa.Connection, row: Mapping[str, Any] | None = None) -> Any:
         """Run the statement once and return the first column of its first row."""
-        return conn.exec_driver_sql(self.sql, self.params(row or {})).scalar()
+        params = self.params(row or {})
+        if conn.dialect.driver == "pysqlite":
+            found = _sqlite(conn, self.sql, params, many=False).fetchone()
+            return None if found is None else found[0]
+        return conn.exec_driver_sql(self.sql, params).scalar()
+
+
+def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
+    """Run `sql` on the sqlite3 connection under `conn`, inside `conn`'s transaction.
+
+    pysqlite's own statement cache keeps the statement prepared; going around SQLAlchemy's
+    execution context (a cursor wrapper, result metadata, events) halves the cost of a small
+    statement (ADR 0015). A driver error is wrapped as SQLAlchemy would wrap it, so callers
+    (the busy check of `Database.run_write`, the runtime's rollback) see the same exceptions.
+    """
+    raw: Any = conn.connection.driver_connection
+    try:
+        return raw.executemany(sql, params) if many else raw.execute(sql, params)
+    except sqlite3.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
 
 
 RowFunction = Callable[[Mapping[str, Any]], tuple[Any, ...]]
@@ -114,6 +136,8 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
     values (None, {}, []) once instead of on every row."""
     impl = type_.dialect_impl(dialect)
     proc = impl.bind_processor(dialect)
+    if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
+        return _remember_last(proc)
     if proc is None or not isinstance(impl, sa.JSON):
         return proc
     encode = proc
@@ -129,6 +153,23 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
         return encode(value)
 
     return json_processor
+
+
+def _remember_last(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`proc` with its last answer kept: a batch stamps most of its rows with the same
+    timestamp object, and formatting a datetime for SQLite costs microseconds each time."""
+    last: tuple[Any, Any] = (None, proc(None))  # swapped whole: safe across threads
+
+    def remembered(value: Any) -> Any:
+        nonlocal last
+        seen, answer = last
+        if value is seen:
+            return answer
+        answer = proc(value)
+        last = (value, answer)
+        return answer
+
+    return remembered
 
 
 def insert(table: sa.Table, keys: Sequence[str]) -> Callable[[sa.Dialect], SQLCompiler]:

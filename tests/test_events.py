@@ -1,0 +1,46 @@
+"""`compact`: one transaction's superseded state snapshots are dropped, nothing else."""
+
+from __future__ import annotations
+
+import uuid
+
+from shoal.events import EventType, NewEvent, compact
+
+TASK = uuid.uuid4()
+
+
+def _sub(sid: str, status: str, **extra: object) -> NewEvent:
+    return NewEvent(EventType.SUBTASK_UPDATE, {"subtask_id": sid, "status": status, **extra},
+                    task_id=TASK)
+
+
+def _task(progress: int, **extra: object) -> NewEvent:
+    return NewEvent(EventType.TASK_UPDATE, {"status": "in_progress", "progress": progress,
+                                            **extra}, task_id=TASK)
+
+
+def test_a_later_snapshot_of_the_same_subtask_supersedes_an_earlier_one() -> None:
+    done, queued, dispatched = _sub("a", "completed"), _sub("b", "queued"), _sub("b", "dispatched")
+    progress = _task(50)
+    assert compact([done, queued, progress, dispatched]) == [done, progress, dispatched]
+
+
+def test_task_snapshots_keep_only_the_last_per_task() -> None:
+    other = NewEvent(EventType.TASK_UPDATE, {"status": "in_progress", "progress": 1},
+                     task_id=uuid.uuid4())
+    assert compact([_task(10), other, _task(20)]) == [other, _task(20)]
+
+
+def test_a_snapshot_with_detail_the_later_one_lacks_is_kept() -> None:
+    planned = _task(5, plan=["a", "b"], plan_source="planner")
+    assert compact([planned, _task(10)]) == [planned, _task(10)]
+    failed = _sub("a", "queued", error="timed out")
+    assert compact([failed, _sub("a", "dispatched")]) == [failed, _sub("a", "dispatched")]
+
+
+def test_other_events_are_never_dropped_or_moved() -> None:
+    log = NewEvent(EventType.AGENT_LOG, {"message": "x"}, task_id=TASK)
+    complete = NewEvent(EventType.TASK_COMPLETE, {"task_id": str(TASK)}, task_id=TASK)
+    events = [log, _sub("a", "queued"), log, _sub("a", "completed"), complete, complete]
+    assert compact(events) == [log, log, _sub("a", "completed"), complete, complete]
+    assert compact([]) == []
