@@ -44,7 +44,7 @@ class Prepared:
             return 0
         params = [self.params(r) for r in rows]
         if conn.dialect.driver == "pysqlite":
-            return _sqlite(conn, self.sql, params, many=True).rowcount
+            return int(_sqlite(conn, self.sql, params, many=True).rowcount)
         result = conn.exec_driver_sql(self.sql, params if len(params) != 1 else params[0])
         return int(result.rowcount)
 
