@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shoal.engine import planning
-from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, evolve
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, changed_fields, evolve
 from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import Dispatched, DispatchedAll, Finished, Start, Started, decide
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -62,6 +62,19 @@ def test_evolve_matches_dataclasses_replace() -> None:
     assert evolve(sub, **changes) == replace(sub, **changes)
     with pytest.raises(TypeError):
         evolve(sub, no_such_field=1)
+    assert evolve(sub) == sub and evolve(sub) is not sub
+    state = _started(1)
+    assert evolve(state, task=state.task) == state
+
+
+def test_changed_fields_names_exactly_the_fields_that_differ() -> None:
+    """`changed_fields` (what an update writes) names every differing field and no other."""
+    sub = next(iter(_started(1).subtasks.values()))
+    assert changed_fields(sub, sub) == []
+    after = evolve(sub, status=SubtaskStatus.IN_PROGRESS, progress=7, output={"text": "x"})
+    assert sorted(changed_fields(sub, after)) == ["output", "progress", "status"]
+    same = evolve(sub, output=dict(sub.output or {}))  # equal, not identical: not a change
+    assert changed_fields(sub, same) == ([] if sub.output is not None else ["output"])
 
 
 def test_result_without_task_accepted_dates_the_start_from_its_duration() -> None:

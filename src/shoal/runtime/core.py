@@ -487,14 +487,16 @@ class Runtime:
             for record in b.works[tid].merged.records:
                 if record.table == "guidance":
                     self._guidance.pop(st.task.user_id, None)
-        for job in batch:
-            job.settle()
-        for old in b.closes:
-            await old.close(4000, "replaced by a newer connection from the same machine")
+        # Work first: an acknowledgement or an API answer can wait the few microseconds it
+        # takes to queue the next attempts; a chain of subtasks cannot.
         for wc, text in b.messages:
             await _send(wc, text)
         for wc, att in b.dispatches:
             await self._send_execute(wc, att)
+        for job in batch:
+            job.settle()
+        for old in b.closes:
+            await old.close(4000, "replaced by a newer connection from the same machine")
         for work in b.works.values():
             for att in work.merged.cancels:
                 target = self.fleet.get(att.worker_id)

@@ -21,8 +21,8 @@ from shoal.engine.model import (
     SubtaskRecord,
     TaskRecord,
     TaskState,
+    changed_fields,
     evolve,
-    record_fields,
 )
 from shoal.engine.step import Decision
 from shoal.errors import Conflict
@@ -184,12 +184,8 @@ def _changed(before: Any, after: Any) -> frozenset[str] | None:
     """The columns whose fields differ between records `before` and `after` (None: all)."""
     if before is None:
         return None
-    changed = []
-    for name in record_fields(type(after)):
-        was, now = getattr(before, name), getattr(after, name)
-        if was is not now and was != now and name != "version":
-            changed.append(_COLUMN_OF.get(name, name))
-    return frozenset(changed)
+    return frozenset(_COLUMN_OF.get(name, name) for name in changed_fields(before, after)
+                     if name != "version")
 
 
 def _update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
