@@ -215,8 +215,30 @@ def bench_settings(tmp: Path, url: str) -> Settings:
     )
 
 
-async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
-    """Run every workload `args.repeat` times on a fresh database of `kind`."""
+PROBES = 200  # one-row transactions timed for the commit floor
+
+
+async def commit_floor(db: Database) -> list[float]:
+    """Milliseconds for each of PROBES one-row transactions through the store's write path.
+
+    Every step of the W2 chain commits its decision before it dispatches the next subtask, so
+    one durable commit is the floor of W2's per-subtask time: on PostgreSQL it includes the
+    WAL flush to disk (fsync), which no control-plane work can hide.
+    """
+    async with db.begin() as conn:
+        await conn.execute(sa.text("CREATE TABLE bench_commit_probe (n INTEGER)"))
+    insert = "INSERT INTO bench_commit_probe (n) VALUES (1)"
+    times = []
+    for _ in range(PROBES):
+        started = time.perf_counter()
+        await db.run_write(lambda conn: conn.exec_driver_sql(insert), inline=True)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outcome], list[float]]:
+    """Run every workload `args.repeat` times on a fresh database of `kind`; also time the
+    database's commit floor there."""
     outcomes = [Outcome(w) for w in workloads(quick=args.quick, only=args.only)]
     records: Records = {}
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
@@ -232,6 +254,7 @@ async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
                     for _ in range(args.repeat):
                         for outcome in outcomes:
                             outcome.runs.append(await bench.run(outcome.work))
+                commits = await commit_floor(srv.services.db)
                 await client.aclose()
     if args.records:
         await asyncio.to_thread(
@@ -241,7 +264,7 @@ async def bench_database(kind: str, args: argparse.Namespace) -> list[Outcome]:
         for _ in range(args.repeat):
             outcome.baseline.append(await run_baseline(outcome.work.dag, outcome.work.delay))
         attach_timings(outcome, records)
-    return outcomes
+    return outcomes, commits
 
 
 def save_records(path: Path, outcomes: list[Outcome], records: Records) -> None:
@@ -299,9 +322,10 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
             )
             continue
         started = time.monotonic()
-        outcomes = await bench_database(kind, args)
-        render(kind, outcomes, console, args.repeat)
-        doc["databases"][kind] = {"seconds": time.monotonic() - started, **summary(outcomes)}
+        outcomes, commits = await bench_database(kind, args)
+        render(kind, outcomes, console, args.repeat, commits)
+        doc["databases"][kind] = {"seconds": time.monotonic() - started,
+                                  **summary(outcomes, commits)}
     return doc
 
 

@@ -82,6 +82,7 @@ class WorkerRegister(_Message):
     running: list[uuid.UUID] = Field(default_factory=list)
     buffered: list[uuid.UUID] = Field(default_factory=list)  # finished, result not yet acked
     version: str | None = None
+    features: list[str] = Field(default_factory=list, max_length=20)  # e.g. "acks"
 
 
 class Heartbeat(_Message):
@@ -177,6 +178,14 @@ class Ack(_Message):
     reason: str | None = None
 
 
+class Acks(_Message):
+    """`Ack`s for every result of one worker a commit handled, in one message: sent instead of
+    single acks to workers that list `acks` among their `features`."""
+
+    type: Literal["acks"] = "acks"
+    acks: list[Ack] = Field(min_length=1)
+
+
 class ErrorMessage(_Message):
     """A message the control plane could not handle."""
 
@@ -186,7 +195,7 @@ class ErrorMessage(_Message):
 
 
 ServerMessage = Annotated[
-    Registered | ExecuteTask | CancelTask | Ack | ErrorMessage,
+    Registered | ExecuteTask | CancelTask | Ack | Acks | ErrorMessage,
     Field(discriminator="type"),
 ]
 

@@ -20,6 +20,7 @@ from shoal.config import Settings
 from shoal.errors import InvalidInput, Unauthorized
 from shoal.protocol import (
     Ack,
+    Acks,
     AgentLog,
     CancelTask,
     ExecuteTask,
@@ -121,7 +122,7 @@ class FakeControlPlane:
                 assert isinstance(message, kind), message
                 return message
 
-    async def send(self, message: ExecuteTask | CancelTask | Ack) -> None:
+    async def send(self, message: ExecuteTask | CancelTask | Ack | Acks) -> None:
         """Send a message on the current connection."""
         assert self.connection is not None
         await self.connection.send(message.model_dump_json())
@@ -176,6 +177,8 @@ class SignallingOutbox(Outbox):
         super().__init__(directory)
         self.saved = asyncio.Event()
         self.removed = asyncio.Event()
+        self.removed_ids: list[uuid.UUID] = []
+        self.removed_all: tuple[int, asyncio.Event] | None = None  # (count, set on reaching it)
         self.hold: asyncio.Event | None = None  # when set by a test, saves wait for it
 
     async def save(self, result: TaskResult, encoded: str | None = None) -> None:
@@ -188,7 +191,10 @@ class SignallingOutbox(Outbox):
     async def remove(self, attempt_id: uuid.UUID) -> None:
         """Remove, then signal."""
         await super().remove(attempt_id)
+        self.removed_ids.append(attempt_id)
         self.removed.set()
+        if self.removed_all is not None and len(self.removed_ids) >= self.removed_all[0]:
+            self.removed_all[1].set()
 
 
 def execute(tool: str = "gate", *, timeout: float = 60.0) -> ExecuteTask:
@@ -224,6 +230,30 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
         await asyncio.wait_for(outbox_of(worker).removed.wait(), DEADLINE)
         assert not buffered.exists()
+
+
+async def test_one_acks_message_forgets_every_result_it_names(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+) -> None:
+    """The worker says it understands `acks`; one such message removes each result it names."""
+    worker = make_worker(plane, tmp_path, gate)
+    outbox = outbox_of(worker)
+    done = asyncio.Event()
+    outbox.removed_all = (2, done)
+    async with running(worker):
+        assert "acks" in (await plane.expect(WorkerRegister)).features
+        first, second = execute(), execute()
+        await plane.send(first)
+        await plane.send(second)
+        gate.gate.set()
+        results = {(await plane.expect(TaskResult)).attempt_id for _ in range(2)}
+        assert results == {first.attempt_id, second.attempt_id}
+        await plane.send(Acks(acks=[Ack(attempt_id=first.attempt_id, accepted=True),
+                                    Ack(attempt_id=second.attempt_id, accepted=False,
+                                        reason="refused")]))
+        await asyncio.wait_for(done.wait(), DEADLINE)
+    assert sorted(outbox.removed_ids) == sorted(results)
+    assert not list(outbox.directory.glob("*.json"))
 
 
 async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(

@@ -21,9 +21,7 @@ from pydantic import ValidationError
 from shoal.api.deps import Services
 from shoal.artifacts.store import validate_files
 from shoal.auth.tokens import hash_opaque_token
-from shoal.errors import ShoalError
 from shoal.protocol import (
-    Ack,
     AgentLog,
     ErrorMessage,
     Heartbeat,
@@ -135,17 +133,15 @@ def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: A
     elif isinstance(msg, AgentLog):
         runtime.agent_log(conn, msg)
     elif isinstance(msg, TaskResult):
-        tg.create_task(_result(services, conn, msg, send))
+        if msg.files:  # stored first (off the reader); the runtime acks once it is durable
+            tg.create_task(_result(services, conn, msg))
+        else:
+            runtime.post_result(conn, msg, [], [r.model_dump() for r in msg.rejected_files])
 
 
-async def _result(services: Services, conn: Connection, msg: TaskResult, send: Any) -> None:
+async def _result(services: Services, conn: Connection, msg: TaskResult) -> None:
     manifest, rejected = await ingest_files(services, msg)
-    try:
-        accepted, reason = await services.runtime.result(conn, msg, manifest, rejected)
-    except ShoalError as exc:
-        log.warning("worker.result_not_stored", attempt=str(msg.attempt_id), error=exc.message)
-        return  # no ack: the worker keeps the result and re-sends it after reconnecting
-    await send(Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason).model_dump_json())
+    services.runtime.post_result(conn, msg, manifest, rejected)
 
 
 async def ingest_files(

@@ -42,7 +42,15 @@ from shoal.engine.workflow import (
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
-from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
+from shoal.protocol import (
+    Ack,
+    Acks,
+    AgentLog,
+    Heartbeat,
+    Registered,
+    TaskResult,
+    WorkerRegister,
+)
 from shoal.runtime.batch import Batch, Job, TaskWork
 from shoal.runtime.dispatch import cancel_message, execute_message
 from shoal.runtime.fleet import Connection, Fleet
@@ -200,6 +208,15 @@ class Runtime:
         )
         return outcome
 
+    def post_result(
+        self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],
+        rejected: list[dict[str, Any]],
+    ) -> None:
+        """Apply an attempt's result; the runtime acknowledges it to `conn` once durable,
+        together with the other results of that worker the same commit handled. Nothing is
+        acknowledged if the commit fails: the worker re-sends after reconnecting."""
+        self._post("result", (conn, msg, manifest, rejected))
+
     # ---- the loop ---------------------------------------------------------------------------
 
     async def _call(self, kind: str, payload: Any) -> Any:
@@ -352,7 +369,7 @@ class Runtime:
                                        exists=known is not None, token_id=token_id, now=b.now))
         wc = Connection(worker_id=worker_id, machine_id=msg.machine_id, name=msg.machine_name,
                         tools={t.name: t.local for t in msg.tools}, slots=msg.slots,
-                        send=send, close=close)
+                        send=send, close=close, features=frozenset(msg.features))
         old = self.fleet.add(wc)
         if old is not None:
             b.closes.append(old)
@@ -487,16 +504,15 @@ class Runtime:
             for record in b.works[tid].merged.records:
                 if record.table == "guidance":
                     self._guidance.pop(st.task.user_id, None)
-        # Work first: an acknowledgement or an API answer can wait the few microseconds it
-        # takes to queue the next attempts; a chain of subtasks cannot.
-        for wc, text in b.messages:
-            await _send(wc, text)
-        for wc, att in b.dispatches:
-            await self._send_execute(wc, att)
         for job in batch:
             job.settle()
         for old in b.closes:
             await old.close(4000, "replaced by a newer connection from the same machine")
+        for wc, text in b.messages:
+            await _send(wc, text)
+        for wc, att in b.dispatches:
+            await self._send_execute(wc, att)
+        await _acknowledge(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:
                 target = self.fleet.get(att.worker_id)
@@ -557,6 +573,29 @@ def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], 
     for step in b.sql:
         step(conn)
     return states, append_events_sync(conn, compact(b.events), b.now)
+
+
+async def _acknowledge(batch: list[Job]) -> None:
+    """Send the acks of the posted results in `batch`: one `acks` message per worker that
+    understands it, single `ack`s to others. A result whose job failed gets none."""
+    by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
+    for job in batch:
+        if job.kind != "result" or job.future is not None:
+            continue
+        wc, msg = job.payload[0], job.payload[1]
+        if job.error is not None:  # the worker keeps the result and re-sends it later
+            log.warning("runtime.result_not_stored", attempt=str(msg.attempt_id),
+                        error=str(job.error))
+            continue
+        accepted, reason = job.result() if job.result else (False, None)
+        by_worker.setdefault(id(wc), (wc, []))[1].append(
+            Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason))
+    for wc, acks in by_worker.values():
+        if "acks" in wc.features:
+            await _send(wc, Acks(acks=acks).model_dump_json())
+            continue
+        for ack in acks:
+            await _send(wc, ack.model_dump_json())
 
 
 async def _send(wc: Connection, text: str) -> None:

@@ -24,6 +24,7 @@ class Connection:
     send: Send
     close: Callable[[int, str], Awaitable[None]]
     running: set[uuid.UUID] = field(default_factory=set)
+    features: frozenset[str] = frozenset()  # protocol additions the worker understands
     cpu_percent: float = 0.0
     memory_percent: float = 0.0
     disk_percent: float = 0.0

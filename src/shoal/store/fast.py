@@ -137,7 +137,7 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
     impl = type_.dialect_impl(dialect)
     proc = impl.bind_processor(dialect)
     if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
-        return _remember_last(proc)
+        return _remembering(proc)
     if proc is None or not isinstance(impl, sa.JSON):
         return proc
     encode = proc
@@ -155,18 +155,21 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
     return json_processor
 
 
-def _remember_last(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`proc` with its last answer kept: a batch stamps most of its rows with the same
-    timestamp object, and formatting a datetime for SQLite costs microseconds each time."""
-    last: tuple[Any, Any] = (None, proc(None))  # swapped whole: safe across threads
+def _remembering(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`proc` with its recent answers kept: a batch stamps its rows with a few timestamps
+    (the batch's now, leases, start times), and formatting a datetime for SQLite costs
+    microseconds each time. Equal instants give equal answers, so the value is the key."""
+    seen: dict[Any, Any] = {}
 
     def remembered(value: Any) -> Any:
-        nonlocal last
-        seen, answer = last
-        if value is seen:
-            return answer
+        try:
+            return seen[value]
+        except KeyError:
+            pass
         answer = proc(value)
-        last = (value, answer)
+        if len(seen) >= 64:
+            seen.clear()  # a dict is safe to clear while another thread reads it
+        seen[value] = answer
         return answer
 
     return remembered

@@ -191,13 +191,23 @@ def _changed(before: Any, after: Any) -> frozenset[str] | None:
 def _update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
     """The columns some row of `rows` changed (all when one says None), in table order."""
     table = _TABLES[name]
-    changed: set[str] = set()
-    for _, touched, _ in rows:
-        changed.update(touched if touched is not None else table.columns.keys())
-    if len({values["id"] for values, _, _ in rows}) != len(rows):
-        raise Conflict(f"One {name} row was staged twice in one batch.", code="stale_write")
-    return tuple(c.name for c in table.columns if c.name in changed
-                 and c.name not in ("id", "version"))
+    if len(rows) == 1:  # the common case: a chain's step touches one row per table
+        touched = rows[0][1]
+        changed = frozenset(touched if touched is not None else table.columns.keys())
+    else:
+        if len({values["id"] for values, _, _ in rows}) != len(rows):
+            raise Conflict(f"One {name} row was staged twice in one batch.", code="stale_write")
+        changed = frozenset().union(*(t if t is not None else table.columns.keys()
+                                      for _, t, _ in rows))
+    key = (name, changed)
+    columns = _COLUMNS_FOR.get(key)
+    if columns is None:
+        columns = _COLUMNS_FOR[key] = tuple(
+            c.name for c in table.columns if c.name in changed and c.name not in ("id", "version"))
+    return columns
+
+
+_COLUMNS_FOR: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}  # few distinct sets
 
 
 def _update_rows(conn: sa.Connection, name: str, rows: list[_Update]) -> None:

@@ -31,6 +31,7 @@ from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
     Ack,
+    Acks,
     CancelTask,
     ErrorMessage,
     ExecuteTask,
@@ -225,6 +226,7 @@ class Worker:
             running=self.running,
             buffered=sorted(self._unacked),
             version=__version__,
+            features=["acks"],
         )
 
     async def _resend_pending(self) -> None:
@@ -281,6 +283,9 @@ class Worker:
             self._cancel(message)
         elif isinstance(message, Ack):  # the removal is batched: do not hold up the reader
             self._tasks().create_task(self._forget(message))
+        elif isinstance(message, Acks):
+            for ack in message.acks:
+                self._tasks().create_task(self._forget(ack))
         elif isinstance(message, Registered):
             self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
