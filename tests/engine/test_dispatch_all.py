@@ -95,3 +95,26 @@ def test_result_without_task_accepted_dates_the_start_from_its_duration() -> Non
     done = decide(state, Finished(attempt_id=att.id, status="succeeded",
                                   duration_seconds=60.0), Context(now=later))
     assert done.changed_attempts[att.id].started_at == NOW
+
+
+def test_progress_counts_carried_between_decisions_match_a_recount() -> None:
+    """The (agents, completed) counts a state carries stay equal to counting its subtasks,
+    and the task's progress follows them, failures and retries included."""
+    state = _started(4)
+
+    def recount(st: TaskState) -> tuple[int, int]:
+        agents = [s for s in st.subtasks.values() if s.kind == "agent"]
+        return len(agents), sum(s.status is SubtaskStatus.COMPLETED for s in agents)
+
+    outcomes = ["succeeded", "failed", "succeeded", "succeeded", "succeeded"]
+    for status in outcomes:
+        att = _attempts(state)[0]
+        state = decide(state, Dispatched(att), Context(now=NOW)).state
+        state = decide(state, Finished(attempt_id=att.id, status=status, error="boom"),
+                       Context(now=NOW)).state
+        assert state.agents is None or state.agents == recount(state)
+        total, done = recount(state)
+        ended = state.task.status is TaskStatus.COMPLETED
+        assert state.task.progress == (100 if ended else 5 + int(90 * done / total))
+    assert recount(state) == (4, 4)
+    assert state.agents == (4, 4)

@@ -141,6 +141,9 @@ class TaskState:
     # from one decision to the next (a subtask's dependencies never change once it exists).
     dependents: Mapping[uuid.UUID, tuple[uuid.UUID, ...]] | None = field(
         default=None, compare=False, repr=False)
+    # (agent subtasks, completed ones) for the task's progress: derived the same way, and kept
+    # up to date by each decision instead of counted over every subtask after each one.
+    agents: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
 
 R = TypeVar("R")

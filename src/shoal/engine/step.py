@@ -24,7 +24,7 @@ from shoal.engine.model import (
 from shoal.engine.quality import PENDING_REVIEW
 from shoal.engine.retry import RetryPolicy
 from shoal.events import EventType, NewEvent
-from shoal.states import LIVE_ATTEMPT
+from shoal.states import LIVE_ATTEMPT, SubtaskStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,7 @@ class Step:
         self.attempts = dict(state.attempts)
         self.checkpoints = dict(state.checkpoints)
         self._dependents = state.dependents
+        self._agents = state.agents
         self.d = Decision(state=state)
 
     # -- recording changes --
@@ -75,15 +76,41 @@ class Step:
 
     def set_subtask(self, sub: SubtaskRecord, **changes: Any) -> SubtaskRecord:
         new = evolve(sub, **changes)
+        old = self.subtasks.get(sub.id)
         self.subtasks[sub.id] = new
         if sub.id not in self.d.new_subtasks:
             self.d.changed_subtasks.add(sub.id)
+        self._count(old, new)
         return new
 
     def add_subtask(self, sub: SubtaskRecord) -> None:
+        self._count(self.subtasks.get(sub.id), sub)
         self.subtasks[sub.id] = sub
         self.d.new_subtasks.append(sub.id)
         self._dependents = None
+
+    def agent_counts(self) -> tuple[int, int]:
+        """(agent subtasks, completed ones): counted once per task, then kept up to date."""
+        if self._agents is None:
+            total = done = 0
+            completed = SubtaskStatus.COMPLETED
+            for s in self.subtasks.values():
+                if s.kind == "agent":
+                    total += 1
+                    done += s.status is completed
+            self._agents = (total, done)
+        return self._agents
+
+    def _count(self, old: SubtaskRecord | None, new: SubtaskRecord) -> None:
+        if self._agents is None:
+            return
+        total, done = self._agents
+        completed = SubtaskStatus.COMPLETED
+        if old is not None and old.kind == "agent":
+            total, done = total - 1, done - (old.status is completed)
+        if new.kind == "agent":
+            total, done = total + 1, done + (new.status is completed)
+        self._agents = (total, done)
 
     def dependents(self, sid: uuid.UUID) -> tuple[uuid.UUID, ...]:
         """The subtasks that depend on `sid` (the index is built once per task, not per call)."""
@@ -135,5 +162,6 @@ class Step:
 
     def finish(self) -> Decision:
         self.d.state = TaskState(task=self.task, subtasks=self.subtasks, attempts=self.attempts,
-                                 checkpoints=self.checkpoints, dependents=self._dependents)
+                                 checkpoints=self.checkpoints, dependents=self._dependents,
+                                 agents=self._agents)
         return self.d

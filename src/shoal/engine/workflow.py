@@ -471,13 +471,7 @@ def _stop_everything(step: Step, reason: str) -> None:
 
 
 def _update_progress(step: Step) -> None:
-    total = done = 0  # one plain pass: this runs after every completed subtask
-    completed = SubtaskStatus.COMPLETED
-    for s in step.subtasks.values():
-        if s.kind == "agent":
-            total += 1
-            if s.status is completed:
-                done += 1
+    total, done = step.agent_counts()  # kept by the step: this runs after every completion
     progress = 5 + int(90 * done / total) if total else 5
     if progress != step.task.progress:
         step.set_task(progress=progress)

@@ -156,7 +156,7 @@ class BatchWriter:
         for record in d.records:
             self._records.setdefault(record.table, []).append(dict(record.values))
         return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending,
-                         dependents=new.dependents)
+                         dependents=new.dependents, agents=new.agents)
 
     def flush(self, conn: sa.Connection) -> None:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
