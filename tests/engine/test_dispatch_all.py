@@ -118,3 +118,23 @@ def test_progress_counts_carried_between_decisions_match_a_recount() -> None:
         assert state.task.progress == (100 if ended else 5 + int(90 * done / total))
     assert recount(state) == (4, 4)
     assert state.agents == (4, 4)
+
+
+def test_a_result_that_used_nothing_does_not_rewrite_the_task() -> None:
+    """Token and cost totals grow with a result's usage; a failed attempt that used nothing
+    (and moved no progress) leaves the task's row as it was."""
+    state = _started(2)
+    att = _attempts(state)[0]
+    state = decide(state, Dispatched(att), Context(now=NOW)).state
+    failed = decide(state, Finished(attempt_id=att.id, status="failed", error="boom"),
+                    Context(now=NOW))
+    assert not failed.task_changed
+    assert failed.state.task == state.task
+    again = _attempts(failed.state)[0]
+    state = decide(failed.state, Dispatched(again), Context(now=NOW)).state
+    used = decide(state, Finished(attempt_id=again.id, status="failed", error="boom",
+                                  usage={"input_tokens": 7, "output_tokens": 3,
+                                         "cost_usd": 0.5}), Context(now=NOW))
+    assert used.task_changed
+    task = used.state.task
+    assert (task.input_tokens, task.output_tokens, task.cost_usd) == (7, 3, 0.5)

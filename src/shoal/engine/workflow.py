@@ -273,11 +273,12 @@ def _finished(step: Step, inp: Finished) -> None:
     att = _live_attempt(step, inp.attempt_id)
     sub = step.subtasks[att.subtask_id]
     usage = dict(inp.usage)
-    step.set_task(
-        input_tokens=step.task.input_tokens + int(usage.get("input_tokens", 0)),
-        output_tokens=step.task.output_tokens + int(usage.get("output_tokens", 0)),
-        cost_usd=step.task.cost_usd + float(usage.get("cost_usd", 0.0)),
-    )
+    spent = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
+             float(usage.get("cost_usd", 0.0)))
+    if any(spent):  # a result that used nothing leaves the task's row alone
+        step.set_task(input_tokens=step.task.input_tokens + spent[0],
+                      output_tokens=step.task.output_tokens + spent[1],
+                      cost_usd=step.task.cost_usd + spent[2])
     ok = inp.status == "succeeded"
     started = att.started_at  # None when the result came before any `task_accepted`
     if started is None and inp.duration_seconds is not None:
