@@ -3,7 +3,6 @@ that understands it, single `ack`s to one that does not, nothing for a result no
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -43,10 +42,10 @@ async def test_acks_are_grouped_per_worker_that_understands_them() -> None:
     third, fourth = _posted(old), _posted(old, False, "ended")
     failed = _posted(new)
     failed.error = Unavailable("not stored", retry_after=1)
-    awaited = _posted(new)
-    awaited.future = asyncio.get_running_loop().create_future()  # its caller answers it
+    undecided = _posted(old)
+    undecided.result = None  # never decided: acking it would make the worker drop it
 
-    await _acknowledge([first, third, failed, second, awaited, fourth,
+    await _acknowledge([first, third, failed, second, undecided, fourth,
                         Job("heartbeat", None)])
 
     def entry(job: Job) -> dict[str, Any]:

@@ -198,16 +198,6 @@ class Runtime:
         """A line of live output from an attempt."""
         self._post("log", (conn, msg))
 
-    async def result(
-        self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],
-        rejected: list[dict[str, Any]],
-    ) -> tuple[bool, str | None]:
-        """Apply an attempt's result; (accepted, reason) once durable."""
-        outcome: tuple[bool, str | None] = await self._call(
-            "result", (conn, msg, manifest, rejected)
-        )
-        return outcome
-
     def post_result(
         self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],
         rejected: list[dict[str, Any]],
@@ -580,14 +570,14 @@ async def _acknowledge(batch: list[Job]) -> None:
     understands it, single `ack`s to others. A result whose job failed gets none."""
     by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
     for job in batch:
-        if job.kind != "result" or job.future is not None:
+        if job.kind != "result":
             continue
         wc, msg = job.payload[0], job.payload[1]
-        if job.error is not None:  # the worker keeps the result and re-sends it later
+        if job.error is not None or job.result is None:  # kept by the worker, re-sent later
             log.warning("runtime.result_not_stored", attempt=str(msg.attempt_id),
                         error=str(job.error))
             continue
-        accepted, reason = job.result() if job.result else (False, None)
+        accepted, reason = job.result()
         by_worker.setdefault(id(wc), (wc, []))[1].append(
             Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason))
     for wc, acks in by_worker.values():

@@ -1,0 +1,94 @@
+"""Python function calls per subtask on the control plane: a measure of its work per subtask
+that, unlike wall-clock or CPU time, does not move with the machine's speed.
+
+    .venv/bin/python benchmarks/calls_per_subtask.py [--db sqlite|postgres] [--only W1,W2,W3]
+                                                     [--top N]
+
+For each workload: the same control plane and worker process as `bench_dag.py`, one warm-up run,
+then one run under cProfile (the control-plane process only). Prints the calls per subtask and,
+with `--top N`, the N functions with the most time of their own. Compare two versions of the
+code by running this with `PYTHONPATH` pointed at each one's `src` (a git worktree): the counts
+repeat within about 1 % run to run, where wall-clock figures on a shared machine may drift twofold.
+cProfile slows the run down, so its times only rank the functions against each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import sys
+import tempfile
+from pathlib import Path
+
+from _workloads import workloads
+from bench_dag import (
+    Bench,
+    bench_settings,
+    database,
+    postgres_reachable,
+    quiet_logs,
+    signed_in_client,
+    worker_process,
+)
+from rich.console import Console
+from rich.table import Table
+
+from shoal.testing.server import running_server
+
+
+async def measure(kind: str, only: str, top: int, console: Console) -> None:
+    """Profile one run of each workload on a fresh database of `kind` and print the counts."""
+    table = Table(title=f"Control-plane function calls per subtask — {kind}", title_justify="left")
+    for col in ("workload", "n", "calls per subtask", "makespan under cProfile"):
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    tops: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="shoal-calls-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url)
+            async with running_server(settings) as srv:
+                client = await signed_in_client(srv, settings)
+                async with worker_process(srv, tmp, uvloop=False, records={}):
+                    bench = Bench(srv, client, "bus")
+                    for work in workloads(quick=False, only=only):
+                        await bench.run(work)  # warm-up: compile statements, fill caches
+                        profile = cProfile.Profile()
+                        profile.enable()
+                        run = await bench.run(work)
+                        profile.disable()
+                        stats = pstats.Stats(profile)
+                        n = len(work.dag)
+                        table.add_row(f"{work.key} {work.label}", str(n),
+                                      f"{stats.total_calls / n:,.0f}",  # type: ignore[attr-defined]
+                                      f"{run.makespan * 1000:.0f} ms")
+                        if top:
+                            out = io.StringIO()
+                            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+                            tops.append(f"{work.key}:\n{out.getvalue()}")
+                await client.aclose()
+    console.print(table)
+    for text in tops:
+        console.print(text, markup=False, highlight=False)
+
+
+def main() -> None:
+    """Parse the options and run."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--only", default="", metavar="W1,W2,W3")
+    parser.add_argument("--top", type=int, default=0, metavar="N",
+                        help="also list the N functions with the most time of their own")
+    args = parser.parse_args()
+    quiet_logs()
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if args.db == "postgres" and not postgres_reachable():
+        console.print("[red]PostgreSQL is not reachable; set SHOAL_BENCH_POSTGRES_URL.[/]")
+        raise SystemExit(2)
+    asyncio.run(measure(args.db, args.only, args.top, console))
+
+
+if __name__ == "__main__":
+    main()
