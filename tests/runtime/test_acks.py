@@ -10,7 +10,7 @@ from typing import Any
 from shoal.errors import Unavailable
 from shoal.protocol import TaskResult
 from shoal.runtime.batch import Job
-from shoal.runtime.core import _acknowledge
+from shoal.runtime.dispatch import acknowledge
 from shoal.runtime.fleet import Connection
 
 
@@ -45,7 +45,7 @@ async def test_acks_are_grouped_per_worker_that_understands_them() -> None:
     undecided = _posted(old)
     undecided.result = None  # never decided: acking it would make the worker drop it
 
-    await _acknowledge([first, third, failed, second, undecided, fourth,
+    await acknowledge([first, third, failed, second, undecided, fourth,
                         Job("heartbeat", None)])
 
     def entry(job: Job) -> dict[str, Any]:

@@ -42,17 +42,9 @@ from shoal.engine.workflow import (
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
-from shoal.protocol import (
-    Ack,
-    Acks,
-    AgentLog,
-    Heartbeat,
-    Registered,
-    TaskResult,
-    WorkerRegister,
-)
+from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
 from shoal.runtime.batch import Batch, Job, TaskWork
-from shoal.runtime.dispatch import cancel_message, execute_message
+from shoal.runtime.dispatch import acknowledge, cancel_message, execute_message, send_to
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
@@ -499,16 +491,16 @@ class Runtime:
         for old in b.closes:
             await old.close(4000, "replaced by a newer connection from the same machine")
         for wc, text in b.messages:
-            await _send(wc, text)
+            await send_to(wc, text)
         for wc, att in b.dispatches:
             await self._send_execute(wc, att)
-        await _acknowledge(batch)  # after the next work: a chain waits on that, not on acks
+        await acknowledge(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:
                 target = self.fleet.get(att.worker_id)
                 if target is not None:
                     target.running.discard(att.id)
-                    await _send(target, cancel_message(att.id, "cancelled"))
+                    await send_to(target, cancel_message(att.id, "cancelled"))
         if stored:
             try:
                 await self.bus.publish(stored)
@@ -528,7 +520,7 @@ class Runtime:
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
             return
-        await _send(wc, text)
+        await send_to(wc, text)
 
     async def _user_guidance(self, user_id: uuid.UUID) -> list[str]:
         """The guidance `user_id` asked to apply to future subtasks (cached)."""
@@ -563,36 +555,6 @@ def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], 
     for step in b.sql:
         step(conn)
     return states, append_events_sync(conn, compact(b.events), b.now)
-
-
-async def _acknowledge(batch: list[Job]) -> None:
-    """Send the acks of the posted results in `batch`: one `acks` message per worker that
-    understands it, single `ack`s to others. A result whose job failed gets none."""
-    by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
-    for job in batch:
-        if job.kind != "result":
-            continue
-        wc, msg = job.payload[0], job.payload[1]
-        if job.error is not None or job.result is None:  # kept by the worker, re-sent later
-            log.warning("runtime.result_not_stored", attempt=str(msg.attempt_id),
-                        error=str(job.error))
-            continue
-        accepted, reason = job.result()
-        by_worker.setdefault(id(wc), (wc, []))[1].append(
-            Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason))
-    for wc, acks in by_worker.values():
-        if "acks" in wc.features:
-            await _send(wc, Acks(acks=acks).model_dump_json())
-            continue
-        for ack in acks:
-            await _send(wc, ack.model_dump_json())
-
-
-async def _send(wc: Connection, text: str) -> None:
-    try:
-        await wc.send(text)
-    except Exception as exc:  # a dead socket: the lease will bring the attempt back
-        log.info("runtime.send_failed", worker=str(wc.worker_id), error=str(exc))
 
 
 def _worker_event(wc: Connection, status: str) -> NewEvent:

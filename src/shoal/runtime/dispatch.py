@@ -1,4 +1,4 @@
-"""Building the messages that carry work to workers."""
+"""Building and sending the messages that carry work and acknowledgements to workers."""
 
 from __future__ import annotations
 
@@ -7,11 +7,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import structlog
+
 from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
-from shoal.protocol import CancelTask, ExecuteTask, FilePayload, UpstreamResult
+from shoal.protocol import Ack, Acks, CancelTask, ExecuteTask, FilePayload, UpstreamResult
+from shoal.runtime.batch import Job
+from shoal.runtime.fleet import Connection
 from shoal.workflows.dag import instructions_for
+
+log = structlog.get_logger(__name__)
 
 PERMISSIONS_KEY = "shoal.permissions"  # in the task's metadata: its permission policy
 
@@ -133,3 +139,34 @@ def _any_files(subs: Iterable[SubtaskRecord]) -> bool:
 def cancel_message(attempt_id: uuid.UUID, reason: str) -> str:
     """The `cancel_task` message, as JSON."""
     return CancelTask(attempt_id=attempt_id, reason=reason).model_dump_json()
+
+
+async def acknowledge(batch: list[Job]) -> None:
+    """Send the acks of the posted results in `batch`: one `acks` message per worker that
+    understands it, single `ack`s to others. A result whose job failed gets none."""
+    by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
+    for job in batch:
+        if job.kind != "result":
+            continue
+        wc, msg = job.payload[0], job.payload[1]
+        if job.error is not None or job.result is None:  # kept by the worker, re-sent later
+            log.warning("runtime.result_not_stored", attempt=str(msg.attempt_id),
+                        error=str(job.error))
+            continue
+        accepted, reason = job.result()
+        by_worker.setdefault(id(wc), (wc, []))[1].append(
+            Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason))
+    for wc, acks in by_worker.values():
+        if "acks" in wc.features:
+            await send_to(wc, Acks(acks=acks).model_dump_json())
+            continue
+        for ack in acks:
+            await send_to(wc, ack.model_dump_json())
+
+
+async def send_to(wc: Connection, text: str) -> None:
+    """Queue `text` for `wc`; a dead socket is only logged (the lease brings its work back)."""
+    try:
+        await wc.send(text)
+    except Exception as exc:  # a dead socket: the lease will bring the attempt back
+        log.info("runtime.send_failed", worker=str(wc.worker_id), error=str(exc))
