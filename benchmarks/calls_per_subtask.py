@@ -8,7 +8,7 @@ For each workload: the same control plane and worker process as `bench_dag.py`, 
 then one run under cProfile (the control-plane process only). Prints the calls per subtask and,
 with `--top N`, the N functions with the most time of their own. Compare two versions of the
 code by running this with `PYTHONPATH` pointed at each one's `src` (a git worktree): the counts
-repeat within about 1 % run to run, where wall-clock figures on a shared machine may drift twofold.
+repeat within about 2 % run to run, where wall-clock figures on a shared machine may drift twofold.
 cProfile slows the run down, so its times only rank the functions against each other.
 """
 
