@@ -236,26 +236,39 @@ async def commit_floor(db: Database) -> list[float]:
     return times
 
 
-async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outcome], list[float]]:
-    """Run every workload `args.repeat` times on a fresh database of `kind`; also time the
-    database's commit floor there."""
-    outcomes = [Outcome(w) for w in workloads(quick=args.quick, only=args.only)]
-    records: Records = {}
+@contextlib.asynccontextmanager
+async def cluster(
+    kind: str, *, uvloop: bool = False, observe: str = "bus", records: Records | None = None
+) -> AsyncIterator[Bench]:
+    """A fresh database of `kind`, the control plane on it, a signed-in client and the worker
+    process, as a `Bench` to submit workloads with; `records` gets the worker's timestamps
+    once it has stopped."""
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
             settings = bench_settings(tmp, url)
             async with running_server(settings) as srv:
                 client = await signed_in_client(srv, settings)
-                async with worker_process(srv, tmp, uvloop=args.uvloop, records=records):
-                    bench = Bench(srv, client, args.observe)
-                    for warm in workloads(quick=True, only="W1,W2"):  # compile, fill caches
-                        await bench.run(warm)
-                    for _ in range(args.repeat):
-                        for outcome in outcomes:
-                            outcome.runs.append(await bench.run(outcome.work))
-                commits = await commit_floor(srv.services.db)
-                await client.aclose()
+                try:
+                    async with worker_process(srv, tmp, uvloop=uvloop,
+                                              records=records if records is not None else {}):
+                        yield Bench(srv, client, observe)
+                finally:
+                    await client.aclose()
+
+
+async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outcome], list[float]]:
+    """Run every workload `args.repeat` times on a fresh database of `kind`; also time the
+    database's commit floor there."""
+    outcomes = [Outcome(w) for w in workloads(quick=args.quick, only=args.only)]
+    records: Records = {}
+    async with cluster(kind, uvloop=args.uvloop, observe=args.observe, records=records) as bench:
+        for warm in workloads(quick=True, only="W1,W2"):  # compile, fill caches
+            await bench.run(warm)
+        for _ in range(args.repeat):
+            for outcome in outcomes:
+                outcome.runs.append(await bench.run(outcome.work))
+        commits = await commit_floor(bench.srv.services.db)  # the workers idle meanwhile
     if args.records:
         await asyncio.to_thread(
             save_records, Path(f"{args.records}.{kind}.json"), outcomes, records

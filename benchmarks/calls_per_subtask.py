@@ -20,23 +20,11 @@ import cProfile
 import io
 import pstats
 import sys
-import tempfile
-from pathlib import Path
 
 from _workloads import workloads
-from bench_dag import (
-    Bench,
-    bench_settings,
-    database,
-    postgres_reachable,
-    quiet_logs,
-    signed_in_client,
-    worker_process,
-)
+from bench_dag import cluster, postgres_reachable, quiet_logs
 from rich.console import Console
 from rich.table import Table
-
-from shoal.testing.server import running_server
 
 
 async def measure(kind: str, only: str, top: int, console: Console) -> None:
@@ -45,30 +33,22 @@ async def measure(kind: str, only: str, top: int, console: Console) -> None:
     for col in ("workload", "n", "calls per subtask", "makespan under cProfile"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     tops: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="shoal-calls-") as name:
-        tmp = Path(name)
-        async with database(kind, tmp) as url:
-            settings = bench_settings(tmp, url)
-            async with running_server(settings) as srv:
-                client = await signed_in_client(srv, settings)
-                async with worker_process(srv, tmp, uvloop=False, records={}):
-                    bench = Bench(srv, client, "bus")
-                    for work in workloads(quick=False, only=only):
-                        await bench.run(work)  # warm-up: compile statements, fill caches
-                        profile = cProfile.Profile()
-                        profile.enable()
-                        run = await bench.run(work)
-                        profile.disable()
-                        stats = pstats.Stats(profile)
-                        n = len(work.dag)
-                        table.add_row(f"{work.key} {work.label}", str(n),
-                                      f"{stats.total_calls / n:,.0f}",  # type: ignore[attr-defined]
-                                      f"{run.makespan * 1000:.0f} ms")
-                        if top:
-                            out = io.StringIO()
-                            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
-                            tops.append(f"{work.key}:\n{out.getvalue()}")
-                await client.aclose()
+    async with cluster(kind) as bench:
+        for work in workloads(quick=False, only=only):
+            await bench.run(work)  # warm-up: compile statements, fill caches
+            profile = cProfile.Profile()
+            profile.enable()
+            run = await bench.run(work)
+            profile.disable()
+            stats = pstats.Stats(profile)
+            n = len(work.dag)
+            table.add_row(f"{work.key} {work.label}", str(n),
+                          f"{stats.total_calls / n:,.0f}",  # type: ignore[attr-defined]
+                          f"{run.makespan * 1000:.0f} ms")
+            if top:
+                out = io.StringIO()
+                pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+                tops.append(f"{work.key}:\n{out.getvalue()}")
     console.print(table)
     for text in tops:
         console.print(text, markup=False, highlight=False)
