@@ -38,7 +38,7 @@ from shoal.tools.registry import discover_tools
 from shoal.worker.agent import Worker, run_worker
 from shoal.worker.connection import Backoff, websocket_url
 from shoal.worker.logstream import LogStream
-from shoal.worker.outbox import Outbox
+from shoal.worker.outbox import Outbox, read_pending
 from shoal.worker.system import load_machine_id
 
 M = TypeVar("M", bound=WorkerMessage)
@@ -159,6 +159,11 @@ def outbox_of(worker: Worker) -> SignallingOutbox:
     return worker.outbox
 
 
+def on_disk(worker: Worker) -> list[TaskResult]:
+    """The results a restarted `worker` would find in its outbox."""
+    return read_pending(worker.outbox.directory)
+
+
 @contextlib.asynccontextmanager
 async def running(worker: Worker) -> AsyncIterator[None]:
     """Run `worker` for the duration of the block, then stop it without grace."""
@@ -225,11 +230,10 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
             ("out.txt", b"hello")
         ]
         await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)  # beside the send
-        buffered = worker.outbox.directory / f"{msg.attempt_id}.json"
-        assert buffered.exists()
+        assert [r.attempt_id for r in on_disk(worker)] == [msg.attempt_id]
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
         await asyncio.wait_for(outbox_of(worker).removed.wait(), DEADLINE)
-        assert not buffered.exists()
+        assert on_disk(worker) == []
 
 
 async def test_one_acks_message_forgets_every_result_it_names(
@@ -253,7 +257,7 @@ async def test_one_acks_message_forgets_every_result_it_names(
                                         reason="refused")]))
         await asyncio.wait_for(done.wait(), DEADLINE)
     assert sorted(outbox.removed_ids) == sorted(results)
-    assert not list(outbox.directory.glob("*.json"))
+    assert on_disk(worker) == []
 
 
 async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
@@ -276,7 +280,7 @@ async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
         outbox.hold.set()
         await asyncio.wait_for(outbox.removed.wait(), DEADLINE)
         assert outbox.saved.is_set()
-        assert not (outbox.directory / f"{msg.attempt_id}.json").exists()
+        assert on_disk(worker) == []
 
 
 async def test_cancel_task_reports_cancelled(plane: FakeControlPlane, gate: GateTool,

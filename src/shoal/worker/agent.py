@@ -123,6 +123,7 @@ class Worker:
             connection.cancel()
             heartbeats.cancel()
         self._group = None
+        await asyncio.to_thread(self.outbox.close)
         log.info("worker.stopped", worker=self.name)
         if self._fatal is not None:
             raise self._fatal
