@@ -9,6 +9,7 @@ from pathlib import Path
 
 from shoal.protocol import ExecuteTask, FilePayload, UpstreamResult
 from shoal.worker.workspace import (
+    READY_DIR,
     collect_files,
     prepare_workspace,
     prune_workspaces,
@@ -172,6 +173,15 @@ def test_prune_keeps_recent_and_protected_tasks(tmp_path: Path) -> None:
     removed = prune_workspaces(tmp_path, keep=2, protect={"busy"})
     assert removed == ["older"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "newest", "old"]
+
+
+def test_prune_leaves_the_ready_folders_alone(tmp_path: Path) -> None:
+    """The folders made ahead of need are not a task's, whatever their age."""
+    (tmp_path / READY_DIR).mkdir()
+    os.utime(tmp_path / READY_DIR, (1, 1))
+    (tmp_path / "task").mkdir()
+    assert prune_workspaces(tmp_path, keep=0) == ["task"]
+    assert [p.name for p in tmp_path.iterdir()] == [READY_DIR]
 
 
 def test_remove_workspaces_deletes_task_folder(tmp_path: Path) -> None:

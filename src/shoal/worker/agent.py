@@ -44,7 +44,7 @@ from shoal.protocol import (
 from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.worker.connection import Backoff, websocket_url
-from shoal.worker.executor import Attempt, Executor, describe, failed
+from shoal.worker.executor import READY_WORKSPACES, Attempt, Executor, describe, failed
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
 
@@ -90,7 +90,8 @@ class Worker:
         self.home = settings.data_dir / "worker" / self.name
         self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
-        self._executor = Executor(settings, self.tools, self.workspaces, self._send)
+        self._executor = Executor(settings, self.tools, self.workspaces, self._send,
+                                  ready=min(self.slots, READY_WORKSPACES))
         self._backoff = backoff or Backoff()
         self._grace = shutdown_grace
         self._heartbeat_interval = settings.heartbeat_interval

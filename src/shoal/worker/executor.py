@@ -34,18 +34,23 @@ from shoal.worker.batching import Batcher
 from shoal.worker.logstream import LogStream
 from shoal.worker.workspace import (
     collect_files,
+    file_away,
     is_bare,
+    make_ready,
     prepare_bare_workspace,
     prepare_workspace,
     prune_workspaces,
+    reset_ready,
     snapshot,
+    workspace_path,
 )
 
 log = structlog.get_logger()
 
 KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
 PRUNE_EVERY = 10  # attempts between two prunes of old workspaces
-ACCEPT_AFTER = 0.05  # seconds an attempt runs before `task_accepted` is sent for it
+READY_WORKSPACES = 64  # most empty attempt folders kept made ahead of need (ADR 0017)
+ACCEPT_AFTER = 0.25  # seconds an attempt runs before `task_accepted` is sent for it (ADR 0017)
 
 
 _Prepared = tuple[Path, list[RejectedFile], dict[str, str]]  # workspace, skipped files, snapshot
@@ -78,7 +83,8 @@ class Executor:
     """Runs attempts with this worker's tools, each in its own workspace."""
 
     def __init__(self, settings: Settings, tools: Mapping[str, Tool], workspaces: Path,
-                 send: Callable[[BaseModel], Coroutine[Any, Any, bool]]) -> None:
+                 send: Callable[[BaseModel], Coroutine[Any, Any, bool]], *,
+                 ready: int = READY_WORKSPACES) -> None:
         self.settings = settings
         self.tools = tools
         self.workspaces = workspaces
@@ -90,10 +96,21 @@ class Executor:
         ] = Batcher(self._collect_all)
         self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
         self._background: set[asyncio.Task[bool]] = set()  # `task_accepted` sends
+        # Empty folders made ahead of need, so an attempt that brings no files starts without
+        # a folder creation in its path; one it leaves empty comes back here (ADR 0017).
+        self._ready: list[Path] = []
+        self._ready_size = ready
+        self._refilling = False
+        self._moves: list[tuple[Path, Path]] = []  # used ready folders that hold files
 
     async def open(self) -> None:
-        """Create the workspaces folder."""
-        self._workspace_root = await asyncio.to_thread(_workspace_root, self.workspaces)
+        """Create the workspaces folder and the folders kept ready."""
+        root = await asyncio.to_thread(_workspace_root, self.workspaces)
+        self._workspace_root = root
+        try:
+            self._ready = await asyncio.to_thread(reset_ready, root, self._ready_size)
+        except OSError:  # attempts make their folders as they start instead
+            log.warning("worker.ready_workspaces_failed", exc_info=True)
 
     async def outcome(self, attempt: Attempt) -> TaskResult:
         """Run `attempt` to its result; never raises but for the worker's own cancellation.
@@ -135,10 +152,12 @@ class Executor:
         if tool is None:
             have = ", ".join(sorted(self.tools)) or "none"
             return failed(attempt, f"This worker has no tool {msg.tool!r}; it has: {have}.")
-        # An attempt that brings no files gets its folder right here (one or two mkdir
-        # calls); one with upstream files, or a folder left by an earlier run, goes to a thread.
-        bare = (prepare_bare_workspace(self._workspace_root, msg)
-                if self._workspace_root is not None else None)
+        # An attempt that brings no files takes a folder made ahead of need, or makes its own
+        # right here (one or two mkdir calls); one with upstream files, or a folder left by an
+        # earlier run, goes to a thread.
+        ready = self._take_ready(msg)
+        bare = ready or (prepare_bare_workspace(self._workspace_root, msg)
+                         if self._workspace_root is not None else None)
         skipped: list[RejectedFile] = []
         before: dict[str, str] = {}
         if bare is not None:  # nothing to write into it, so nothing to fingerprint either
@@ -148,12 +167,33 @@ class Executor:
                 workspace, skipped, before = await self._preparer.run(msg)
             except OSError as exc:
                 return failed(attempt, f"Could not prepare the workspace: {exc}")
-        stream = LogStream()
-        for file in skipped:
-            stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
-        status, outcome = await self._run_tool(tool, _tool_run(msg, workspace, stream), stream)
-        files, rejected = await self._collect(workspace, before, outcome)
+        empty: bool | None = None
+        try:
+            stream = LogStream()
+            for file in skipped:
+                stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
+            status, outcome = await self._run_tool(tool, _tool_run(msg, workspace, stream),
+                                                   stream)
+            empty = not before and is_bare(workspace)  # the tool wrote nothing
+            files, rejected = await self._collect(workspace, before, outcome, empty=empty)
+        finally:
+            if ready is not None:
+                self._give_back(ready, msg, empty=is_bare(ready) if empty is None else empty)
         return _result(attempt, status, outcome=outcome, files=files, rejected=rejected)
+
+    def _take_ready(self, msg: ExecuteTask) -> Path | None:
+        """A ready folder for an attempt that brings no files, if one is left."""
+        if not self._ready or any(upstream.files for upstream in msg.upstream):
+            return None
+        return self._ready.pop()
+
+    def _give_back(self, folder: Path, msg: ExecuteTask, *, empty: bool) -> None:
+        """A ready folder the attempt left empty is ready again; one with files in it moves
+        to the attempt's own place after the result has gone out (`finished`)."""
+        if empty:
+            self._ready.append(folder)
+        elif self._workspace_root is not None:
+            self._moves.append((folder, workspace_path(self._workspace_root, msg)))
 
     async def _run_tool(
         self, tool: Tool, run: ToolRun, stream: LogStream
@@ -171,9 +211,9 @@ class Executor:
             await self._send(AgentLog(attempt_id=attempt_id, message=text))
 
     async def _collect(
-        self, workspace: Path, before: dict[str, str], outcome: ToolOutcome
+        self, workspace: Path, before: dict[str, str], outcome: ToolOutcome, *, empty: bool
     ) -> tuple[list[FilePayload], list[RejectedFile]]:
-        if not before and is_bare(workspace):  # the tool wrote nothing: no thread hop
+        if empty:  # the tool wrote nothing: no thread hop
             return [], []
         # Files travel in base64 (4/3 larger) beside the output; keep the whole message
         # under max_result_bytes so it can never be too big to deliver.
@@ -212,15 +252,40 @@ class Executor:
         return out
 
     async def finished(self, protect: set[str]) -> None:
-        """Count a finished attempt; every PRUNE_EVERY, prune old workspaces but `protect`."""
+        """After an attempt's result went out: move used ready folders that hold files to
+        their attempts' places, make ready folders when fewer than half are left, and every
+        PRUNE_EVERY attempts prune old workspaces but those of the tasks in `protect`."""
         self._finished += 1
-        if self._finished % PRUNE_EVERY:
+        moves, self._moves = self._moves, []
+        missing = self._ready_size - len(self._ready)
+        refill = (missing if missing > self._ready_size // 2 and not self._refilling
+                  and self._workspace_root is not None else 0)
+        prune = self._finished % PRUNE_EVERY == 0
+        if not (moves or refill or prune):
             return
+        self._refilling = self._refilling or refill > 0
         try:
-            await asyncio.to_thread(prune_workspaces, self.workspaces, keep=KEEP_WORKSPACES,
-                                    protect=protect)
+            made = await asyncio.to_thread(self._tidy, moves, refill, protect if prune else None)
         except OSError:
-            log.warning("worker.prune_failed", exc_info=True)
+            log.warning("worker.workspace_upkeep_failed", exc_info=True)
+            made = []
+        finally:
+            self._refilling = self._refilling and not refill
+        self._ready.extend(made)
+
+    def _tidy(
+        self, moves: list[tuple[Path, Path]], refill: int, protect: set[str] | None
+    ) -> list[Path]:
+        """`finished`'s file work, in one thread job; returns the folders made ready."""
+        file_away(moves)
+        if protect is not None:
+            try:
+                prune_workspaces(self.workspaces, keep=KEEP_WORKSPACES, protect=protect)
+            except OSError:
+                log.warning("worker.prune_failed", exc_info=True)
+        if refill and self._workspace_root is not None:
+            return make_ready(self._workspace_root, refill)
+        return []
 
 
 async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcome]:

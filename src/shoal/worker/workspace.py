@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import os
 import shutil
+import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,9 +261,47 @@ def prune_workspaces(root: Path, *, keep: int, protect: Collection[str] = ()) ->
     """
     if not root.is_dir():
         return []
-    folders = [p for p in root.iterdir() if p.is_dir() and p.name not in protect]
+    folders = [p for p in root.iterdir()
+               if p.is_dir() and p.name not in protect and not p.name.startswith(".")]
     folders.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     removed = [p.name for p in folders[keep:]]
     for task_id in removed:
         remove_workspaces(root, task_id)
     return removed
+
+
+# ---- folders made ahead of need (ADR 0017) -----------------------------------------------------
+
+READY_DIR = ".ready"  # under the workspaces root; a task id never starts with a dot
+
+
+def reset_ready(root: Path, count: int) -> list[Path]:
+    """Clear what an earlier run left in `root/.ready` (folders of attempts it was running:
+    their results were collected or their attempts run again) and make `count` empty ones."""
+    shutil.rmtree(root / READY_DIR, ignore_errors=True)
+    return make_ready(root, count)
+
+
+def make_ready(root: Path, count: int) -> list[Path]:
+    """`count` new empty folders under `root/.ready`."""
+    folder = root / READY_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    made = []
+    for _ in range(count):
+        path = folder / uuid.uuid4().hex
+        path.mkdir()
+        made.append(path)
+    return made
+
+
+def file_away(moves: Collection[tuple[Path, Path]]) -> None:
+    """Move ready folders an attempt left files in to that attempt's own place
+    (`workspace_path`), where they are kept and pruned like any other workspace."""
+    for source, target in moves:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():  # left by an earlier run of the same attempt
+                shutil.rmtree(target)
+            os.replace(source, target)
+        except OSError:  # keep nothing half-moved in the pool's folder
+            shutil.rmtree(source, ignore_errors=True)

@@ -1,0 +1,139 @@
+"""Tests for running one attempt: the workspaces made ahead of need (ADR 0017)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from shoal.config import Settings
+from shoal.protocol import ExecuteTask, FilePayload, UpstreamResult
+from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.worker.executor import Attempt, Executor
+from shoal.worker.workspace import READY_DIR
+
+
+class RecordingTool:
+    """Notes the workspace of each run and writes the files its options name."""
+
+    name = "rec"
+    local = True
+
+    def __init__(self) -> None:
+        self.workspaces: list[Path] = []
+        self.arrived: asyncio.Queue[Path] = asyncio.Queue()  # each run's workspace, as it starts
+        self.hold: asyncio.Event | None = None  # when set by a test, runs wait for it
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Record the workspace, maybe wait, write `options["write"]`, succeed."""
+        self.workspaces.append(run.workspace)
+        self.arrived.put_nowait(run.workspace)
+        if self.hold is not None:
+            await self.hold.wait()
+        for name in run.options.get("write", []):
+            (run.workspace / name).write_text("made")
+        return ToolOutcome(status="succeeded", output="ok")
+
+
+async def _nothing(message: BaseModel) -> bool:
+    return True
+
+
+def _message(task_id: uuid.UUID | None = None, *, write: tuple[str, ...] = (),
+             upstream: list[UpstreamResult] | None = None) -> ExecuteTask:
+    return ExecuteTask(
+        attempt_id=uuid.uuid4(), fence=1, task_id=task_id or uuid.uuid4(),
+        subtask_id=uuid.uuid4(), role="coder", tool="rec", name="step", instructions="go",
+        timeout=30, options={"write": list(write)}, upstream=upstream or [])
+
+
+async def _executor(tmp_path: Path, tool: RecordingTool, ready: int = 4) -> Executor:
+    executor = Executor(Settings(mode="dev", data_dir=tmp_path), {"rec": tool},
+                        tmp_path / "workspaces", _nothing, ready=ready)
+    await executor.open()
+    return executor
+
+
+def _ready_folders(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / READY_DIR).iterdir())
+
+
+async def test_an_attempt_left_empty_gives_its_ready_folder_back(tmp_path: Path) -> None:
+    """A bare attempt runs in a folder made ahead of need; left empty, it is used again."""
+    tool = RecordingTool()
+    executor = await _executor(tmp_path, tool)
+    first = await executor.outcome(Attempt(_message()))
+    second = await executor.outcome(Attempt(_message()))
+    assert (first.status, second.status) == ("succeeded", "succeeded")
+    assert tool.workspaces[0] == tool.workspaces[1]
+    assert tool.workspaces[0].parent == (tmp_path / "workspaces" / READY_DIR).resolve()
+    assert len(await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")) == 4
+
+
+async def test_a_ready_folder_with_files_moves_to_its_attempt(tmp_path: Path) -> None:
+    """Files come back in the result; the folder then moves to the attempt's own place and a
+    fresh one takes its spot in the pool."""
+    tool = RecordingTool()
+    executor = await _executor(tmp_path, tool, ready=1)
+    msg = _message(write=("out.txt",))
+    result = await executor.outcome(Attempt(msg))
+    assert [f.path for f in result.files] == ["out.txt"]
+    await executor.finished(set())
+    kept = tmp_path / "workspaces" / str(msg.task_id) / str(msg.attempt_id) / "out.txt"
+    assert await asyncio.to_thread(kept.read_text) == "made"
+    await executor.outcome(Attempt(_message()))
+    assert tool.workspaces[1] != tool.workspaces[0]
+    assert not await asyncio.to_thread(tool.workspaces[0].exists)
+
+
+async def test_attempts_beyond_the_pool_make_their_own_folders(tmp_path: Path) -> None:
+    """With every ready folder in use, an attempt makes its folder where it always did."""
+    tool = RecordingTool()
+    tool.hold = asyncio.Event()
+    executor = await _executor(tmp_path, tool, ready=1)
+    first, second = _message(), _message()
+    runs = [asyncio.create_task(executor.outcome(Attempt(m))) for m in (first, second)]
+    for _ in runs:  # both are inside the tool at once
+        await asyncio.wait_for(tool.arrived.get(), 10)
+    tool.hold.set()
+    assert [r.status for r in await asyncio.gather(*runs)] == ["succeeded", "succeeded"]
+    own = (tmp_path / "workspaces" / str(second.task_id) / str(second.attempt_id)).resolve()
+    assert tool.workspaces[0].parent.name == READY_DIR
+    assert tool.workspaces[1] == own
+
+
+async def test_an_attempt_with_upstream_files_gets_its_own_folder(tmp_path: Path) -> None:
+    """Upstream files are written into a fresh folder of the attempt, not a ready one."""
+    tool = RecordingTool()
+    executor = await _executor(tmp_path, tool)
+    upstream = UpstreamResult(subtask_id=uuid.uuid4(), name="before", output="",
+                              files=[FilePayload(path="in.txt", content_b64="aGk=")])
+    msg = _message(upstream=[upstream])
+    await executor.outcome(Attempt(msg))
+    assert tool.workspaces == [
+        (tmp_path / "workspaces" / str(msg.task_id) / str(msg.attempt_id)).resolve()]
+
+
+async def test_the_pool_is_refilled_when_it_runs_low(tmp_path: Path) -> None:
+    """Folders that moved away are replaced once fewer than half are left."""
+    tool = RecordingTool()
+    executor = await _executor(tmp_path, tool, ready=2)
+    for _ in range(2):
+        await executor.outcome(Attempt(_message(write=("x.txt",))))
+    await executor.finished(set())
+    assert len(await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")) == 2
+    await executor.outcome(Attempt(_message()))
+    assert tool.workspaces[2].parent.name == READY_DIR
+
+
+async def test_leftovers_of_an_earlier_run_are_cleared_at_open(tmp_path: Path) -> None:
+    """A folder a crashed worker left in the pool, files and all, is gone after a restart."""
+    stale = tmp_path / "workspaces" / READY_DIR / "left-over"
+    await asyncio.to_thread(stale.mkdir, parents=True)
+    await asyncio.to_thread((stale / "half.txt").write_text, "x")
+    await _executor(tmp_path, RecordingTool(), ready=3)
+    folders = await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")
+    assert len(folders) == 3
+    assert "left-over" not in folders
