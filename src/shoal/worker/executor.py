@@ -200,7 +200,8 @@ class Executor:
     ) -> tuple[ResultStatus, ToolOutcome]:
         """Run the tool under its time limit while its log lines flow out beside it."""
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._forward_logs(run.attempt_id, stream))
+            stream.start_with(lambda: group.create_task(self._forward_logs(run.attempt_id,
+                                                                           stream)))
             try:
                 return await _call_tool(tool, run)
             finally:

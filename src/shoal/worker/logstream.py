@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 LOG_BUFFER_LINES = 1000  # per attempt; beyond this, lines are counted and dropped
 MAX_LOG_LINE = 8000  # characters; longer lines are clipped
@@ -14,9 +14,9 @@ MAX_LOG_MESSAGE = 64_000  # characters per `agent_log` (the protocol's limit)
 class LogStream:
     """One attempt's log lines on their way to the control plane, in a bounded buffer.
 
-    The tool calls `write` (from the event loop's thread); a forwarder iterates `batches()`,
-    which joins whatever piled up into as few `agent_log` messages as fit, so a flood of lines
-    costs few messages. Past `limit` buffered lines, new lines are counted and reported as
+    The tool calls `write` (from the event loop's thread); a forwarder, started with the first
+    line (`start_with`), iterates `batches()`, which joins whatever piled up into as few
+    `agent_log` messages as fit, so a flood of lines costs few messages. Past `limit` buffered lines, new lines are counted and reported as
     dropped instead of growing memory.
     """
 
@@ -26,6 +26,15 @@ class LogStream:
         self._dropped = 0
         self._closed = False
         self._ready = asyncio.Event()
+        self._starter: Callable[[], object] | None = None
+
+    def start_with(self, starter: Callable[[], object]) -> None:
+        """Call `starter` (which begins forwarding) now if lines are waiting, else on the
+        first `write`: an attempt that logs nothing costs no forwarding task."""
+        if self._lines or self._dropped:
+            starter()
+        else:
+            self._starter = starter
 
     def write(self, line: str) -> None:
         """Queue one line (clipped if very long); never blocks."""
@@ -37,10 +46,14 @@ class LogStream:
             clipped = line if len(line) <= MAX_LOG_LINE else line[:MAX_LOG_LINE] + " …[clipped]"
             self._lines.append(clipped)
         self._ready.set()
+        if self._starter is not None:
+            starter, self._starter = self._starter, None
+            starter()
 
     def close(self) -> None:
         """No more lines will come; `batches()` ends once the buffer is empty."""
         self._closed = True
+        self._starter = None
         self._ready.set()
 
     async def batches(self) -> AsyncIterator[str]:
