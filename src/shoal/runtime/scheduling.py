@@ -110,6 +110,8 @@ class Scheduler:
         self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID],
         ctx: Context,
     ) -> None:
+        if not demands:  # the common case: everything ready was placed
+            return
         views = [c.view() for c in self.fleet.connections()]
         for d in demands:
             if d.subtask_id in self.memory.warned:

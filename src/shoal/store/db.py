@@ -8,6 +8,7 @@ fighting over the lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +69,7 @@ class Database:
         self._write_engine = write_engine or engine
         self._writer: ThreadPoolExecutor | None = None
         self._write_lock = threading.Lock()  # the SQLite writer connection: one user at a time
+        self._write_conn: sa.Connection | None = None  # kept open between writes (under the lock)
         self._writes = 0
 
     @classmethod
@@ -125,13 +127,17 @@ class Database:
                 return value  # type: ignore[return-value]
 
         def transaction() -> T:
-            with self._write_lock, engine.connect() as conn:
+            with self._write_lock:
+                conn = self._writer_connection(engine)
                 raw: Any = conn.connection.driver_connection  # the sqlite3 connection
                 raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # wait for the lock here
                 try:
                     with conn.begin():
                         return fn(conn)
-                finally:
+                except BaseException:
+                    self._drop_writer_connection()
+                    raise
+                finally:  # on the sqlite3 connection, which outlives a dropped wrapper
                     raw.execute("PRAGMA busy_timeout=0")
 
         value = await asyncio.get_running_loop().run_in_executor(self._writer, transaction)
@@ -145,14 +151,18 @@ class Database:
         if not self._write_lock.acquire(blocking=False):
             return False, None
         try:
-            with engine.connect() as conn:  # busy_timeout=0 here: the try never waits
-                try:
-                    with conn.begin():
-                        value = fn(conn)
-                except sa.exc.OperationalError as exc:
-                    if not _is_busy(exc):
-                        raise
-                    return False, None  # rolled back; the writer thread waits for the lock
+            conn = self._writer_connection(engine)  # busy_timeout=0 here: the try never waits
+            try:
+                with conn.begin():
+                    value = fn(conn)
+            except sa.exc.OperationalError as exc:
+                if not _is_busy(exc):
+                    self._drop_writer_connection()
+                    raise
+                return False, None  # rolled back; the writer thread waits for the lock
+            except BaseException:
+                self._drop_writer_connection()
+                raise
         finally:
             self._write_lock.release()
         self._after_commit()
@@ -167,11 +177,26 @@ class Database:
         engine, lock = self._sync_engine, self._write_lock
 
         def checkpoint() -> None:
-            with lock, engine.connect() as conn:
-                raw: Any = conn.connection.driver_connection
+            with lock:
+                raw: Any = self._writer_connection(engine).connection.driver_connection
                 raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
         self._writer.submit(checkpoint)
+
+    def _writer_connection(self, engine: sa.Engine) -> sa.Connection:
+        """The SQLite writer's connection, opened on first use and then kept: checking a
+        connection out of the pool and back in costs more than a small batch's statements.
+        The caller holds the write lock."""
+        if self._write_conn is None or self._write_conn.closed:
+            self._write_conn = engine.connect()
+        return self._write_conn
+
+    def _drop_writer_connection(self) -> None:
+        """Close the writer's connection after a failure; the next write opens a fresh one."""
+        conn, self._write_conn = self._write_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def begin(self) -> Any:
         """A connection inside one transaction (commit on success, rollback on error)."""
@@ -189,6 +214,8 @@ class Database:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
             self._writer = None
+        with self._write_lock:
+            self._drop_writer_connection()
         if self._sync_engine is not None:
             self._sync_engine.dispose()
 
