@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from shoal.events import EventType, NewEvent
 from shoal.store.db import Database
-from shoal.store.events import append_events, events_since, last_seq
+from shoal.store.events import append_events, append_events_sync, events_since, last_seq
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 ALICE, BOB = uuid.uuid4(), uuid.uuid4()
@@ -82,3 +82,16 @@ async def test_events_since_respects_since_and_limit(db: Database) -> None:
         everything = await events_since(conn, 0, user_id=ALICE)
         page = await events_since(conn, everything[0].seq, user_id=ALICE, limit=2)
     assert [e.data["n"] for e in page] == [2, 3]
+
+
+async def test_a_large_append_through_the_writer_keeps_order(db: Database) -> None:
+    """Through the runtime's write path, 1,200 events (several statements' worth) come back
+    with consecutive sequence numbers in the order given, and read back in that order."""
+    new = [event(n, user=ALICE, task=TASK_A) for n in range(1200)]
+    stored = await db.run_write(lambda conn: append_events_sync(conn, new, NOW), inline=True)
+    seqs = [e.seq for e in stored]
+    assert seqs == list(range(seqs[0], seqs[0] + 1200))
+    assert [e.data["n"] for e in stored] == list(range(1200))
+    async with db.connection() as conn:
+        back = await events_since(conn, seqs[0] - 1, user_id=ALICE, limit=2000)
+    assert [(e.seq, e.data["n"]) for e in back] == [(e.seq, e.data["n"]) for e in stored]

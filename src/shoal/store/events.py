@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -32,7 +34,9 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
         return []
     rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
              "data": e.data, "created_at": now} for e in new]
-    if conn.dialect.name == "sqlite":
+    if conn.dialect.name == "sqlite" and _RETURNING:
+        seqs = _append_sqlite(conn, rows)
+    elif conn.dialect.name == "sqlite":
         # One executemany; SQLite holds the write lock, so the new rowids are the last n.
         insert_rows(conn, events, rows)
         newest = fast.prepared(conn, "events.max_seq", _MAX_SEQ)
@@ -51,6 +55,30 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
 
 
 _COLUMNS = ("type", "task_id", "user_id", "data", "created_at")
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # INSERT … RETURNING
+_SQLITE_ROWS = 500  # rows per INSERT statement (five parameters each)
+
+
+def _append_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert `rows` with one multi-row `INSERT … RETURNING seq` per chunk; their seqs, in
+    order. Rows of one statement get ascending seqs in the order they are listed, whatever
+    order RETURNING reports them in, so sorting pairs them up."""
+    stmt = fast.prepared(conn, ("insert", "events", _COLUMNS), fast.insert(events, _COLUMNS))
+    assert stmt is not None  # a plain insert with positional parameters always prepares
+    seqs: list[int] = []
+    for at in range(0, len(rows), _SQLITE_ROWS):
+        chunk = rows[at:at + _SQLITE_ROWS]
+        params = [value for row in chunk for value in stmt.params(row)]
+        found = fast.run_sqlite(conn, _multi_row_sql(stmt.sql, len(chunk)), params).fetchall()
+        seqs.extend(sorted(r[0] for r in found))
+    return seqs
+
+
+@functools.lru_cache(maxsize=64)
+def _multi_row_sql(single: str, n: int) -> str:
+    """`INSERT … VALUES (?, …)` for one row, turned into one for `n` rows with RETURNING."""
+    values = single[single.rindex("VALUES ") + len("VALUES "):]
+    return single + f", {values}" * (n - 1) + " RETURNING seq"
 
 
 def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:

@@ -57,6 +57,15 @@ class Prepared:
         return conn.exec_driver_sql(self.sql, params).scalar()
 
 
+def run_sqlite(conn: sa.Connection, sql: str, params: Sequence[Any]) -> Any:
+    """Run `sql` once on SQLite inside `conn`'s transaction: straight on the sqlite3
+    connection under it (see `_sqlite`), or through `conn` for another driver. Returns
+    something with `fetchall()`."""
+    if conn.dialect.driver == "pysqlite":
+        return _sqlite(conn, sql, params, many=False)
+    return conn.exec_driver_sql(sql, tuple(params))
+
+
 def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
     """Run `sql` on the sqlite3 connection under `conn`, inside `conn`'s transaction.
 
