@@ -60,16 +60,20 @@ def _ready_folders(root: Path) -> list[str]:
     return sorted(p.name for p in (root / READY_DIR).iterdir())
 
 
-async def test_an_attempt_left_empty_gives_its_ready_folder_back(tmp_path: Path) -> None:
-    """A bare attempt runs in a folder made ahead of need; left empty, it is used again."""
+async def test_a_ready_folder_is_used_once_and_removed_when_left_empty(tmp_path: Path) -> None:
+    """A bare attempt runs in a folder made ahead of need; the next attempt gets another one,
+    and the used folder, left empty, is removed once the result has gone out."""
     tool = RecordingTool()
     executor = await _executor(tmp_path, tool)
     first = await executor.outcome(Attempt(_message()))
     second = await executor.outcome(Attempt(_message()))
     assert (first.status, second.status) == ("succeeded", "succeeded")
-    assert tool.workspaces[0] == tool.workspaces[1]
+    assert tool.workspaces[0] != tool.workspaces[1]
     assert tool.workspaces[0].parent == (tmp_path / "workspaces" / READY_DIR).resolve()
-    assert len(await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")) == 4
+    await executor.finished(set())
+    assert not await asyncio.to_thread(tool.workspaces[0].exists)
+    assert not await asyncio.to_thread(tool.workspaces[1].exists)
+    assert len(await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")) == 2
 
 
 async def test_a_ready_folder_with_files_moves_to_its_attempt(tmp_path: Path) -> None:
@@ -85,6 +89,7 @@ async def test_a_ready_folder_with_files_moves_to_its_attempt(tmp_path: Path) ->
     assert await asyncio.to_thread(kept.read_text) == "made"
     await executor.outcome(Attempt(_message()))
     assert tool.workspaces[1] != tool.workspaces[0]
+    assert tool.workspaces[1].parent.name == READY_DIR
     assert not await asyncio.to_thread(tool.workspaces[0].exists)
 
 

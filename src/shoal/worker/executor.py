@@ -97,11 +97,11 @@ class Executor:
         self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
         self._background: set[asyncio.Task[bool]] = set()  # `task_accepted` sends
         # Empty folders made ahead of need, so an attempt that brings no files starts without
-        # a folder creation in its path; one it leaves empty comes back here (ADR 0017).
+        # a folder creation in its path (ADR 0017). Each is used once.
         self._ready: list[Path] = []
         self._ready_size = ready
         self._refilling = False
-        self._moves: list[tuple[Path, Path]] = []  # used ready folders that hold files
+        self._used: list[tuple[Path, Path | None]] = []  # used ready folder → where it goes
 
     async def open(self) -> None:
         """Create the workspaces folder and the folders kept ready."""
@@ -178,7 +178,7 @@ class Executor:
             files, rejected = await self._collect(workspace, before, outcome, empty=empty)
         finally:
             if ready is not None:
-                self._give_back(ready, msg, empty=is_bare(ready) if empty is None else empty)
+                self._release(ready, msg, empty=is_bare(ready) if empty is None else empty)
         return _result(attempt, status, outcome=outcome, files=files, rejected=rejected)
 
     def _take_ready(self, msg: ExecuteTask) -> Path | None:
@@ -187,13 +187,13 @@ class Executor:
             return None
         return self._ready.pop()
 
-    def _give_back(self, folder: Path, msg: ExecuteTask, *, empty: bool) -> None:
-        """A ready folder the attempt left empty is ready again; one with files in it moves
-        to the attempt's own place after the result has gone out (`finished`)."""
-        if empty:
-            self._ready.append(folder)
-        elif self._workspace_root is not None:
-            self._moves.append((folder, workspace_path(self._workspace_root, msg)))
+    def _release(self, folder: Path, msg: ExecuteTask, *, empty: bool) -> None:
+        """After the result has gone out (`finished`), a used ready folder is removed if the
+        attempt left it empty, or moves to the attempt's own place. It is never used again:
+        something the attempt started could still write into it."""
+        target = None if empty or self._workspace_root is None else workspace_path(
+            self._workspace_root, msg)
+        self._used.append((folder, target))
 
     async def _run_tool(
         self, tool: Tool, run: ToolRun, stream: LogStream
@@ -253,20 +253,20 @@ class Executor:
         return out
 
     async def finished(self, protect: set[str]) -> None:
-        """After an attempt's result went out: move used ready folders that hold files to
-        their attempts' places, make ready folders when fewer than half are left, and every
-        PRUNE_EVERY attempts prune old workspaces but those of the tasks in `protect`."""
+        """After an attempt's result went out: put used ready folders away, make ready folders
+        when fewer than half are left, and every PRUNE_EVERY attempts prune old workspaces but
+        those of the tasks in `protect`."""
         self._finished += 1
-        moves, self._moves = self._moves, []
+        used, self._used = self._used, []
         missing = self._ready_size - len(self._ready)
         refill = (missing if missing > self._ready_size // 2 and not self._refilling
                   and self._workspace_root is not None else 0)
         prune = self._finished % PRUNE_EVERY == 0
-        if not (moves or refill or prune):
+        if not (used or refill or prune):
             return
         self._refilling = self._refilling or refill > 0
         try:
-            made = await asyncio.to_thread(self._tidy, moves, refill, protect if prune else None)
+            made = await asyncio.to_thread(self._tidy, used, refill, protect if prune else None)
         except OSError:
             log.warning("worker.workspace_upkeep_failed", exc_info=True)
             made = []
@@ -275,10 +275,10 @@ class Executor:
         self._ready.extend(made)
 
     def _tidy(
-        self, moves: list[tuple[Path, Path]], refill: int, protect: set[str] | None
+        self, used: list[tuple[Path, Path | None]], refill: int, protect: set[str] | None
     ) -> list[Path]:
         """`finished`'s file work, in one thread job; returns the folders made ready."""
-        file_away(moves)
+        file_away(used)
         if protect is not None:
             try:
                 prune_workspaces(self.workspaces, keep=KEEP_WORKSPACES, protect=protect)

@@ -16,8 +16,8 @@ class LogStream:
 
     The tool calls `write` (from the event loop's thread); a forwarder, started with the first
     line (`start_with`), iterates `batches()`, which joins whatever piled up into as few
-    `agent_log` messages as fit, so a flood of lines costs few messages. Past `limit` buffered lines, new lines are counted and reported as
-    dropped instead of growing memory.
+    `agent_log` messages as fit, so a flood of lines costs few messages. Past `limit` buffered
+    lines, new lines are counted and reported as dropped instead of growing memory.
     """
 
     def __init__(self, limit: int = LOG_BUFFER_LINES) -> None:

@@ -294,10 +294,14 @@ def make_ready(root: Path, count: int) -> list[Path]:
     return made
 
 
-def file_away(moves: Collection[tuple[Path, Path]]) -> None:
-    """Move ready folders an attempt left files in to that attempt's own place
-    (`workspace_path`), where they are kept and pruned like any other workspace."""
-    for source, target in moves:
+def file_away(used: Collection[tuple[Path, Path | None]]) -> None:
+    """Put used ready folders away: one an attempt left files in moves to that attempt's own
+    place (`workspace_path`), where it is kept and pruned like any other workspace; one whose
+    target is None (left empty) is removed."""
+    for source, target in used:
+        if target is None:
+            shutil.rmtree(source, ignore_errors=True)
+            continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.exists():  # left by an earlier run of the same attempt
