@@ -50,6 +50,9 @@ _HEADER = struct.Struct("<BII")  # kind, body length, CRC-32 of kind byte + body
 _ID_BYTES = 16  # every body starts with the attempt id
 _MAX_BODY = 1 << 30  # a length past this is corruption, not a record
 _LEGACY_SUFFIX = ".json"
+# The data and the length of what was appended, not other metadata (fsync where an OS has no
+# fdatasync, as macOS).
+_datasync = getattr(os, "fdatasync", os.fsync)
 _Item = tuple[TaskResult, str | None]  # a result, and its JSON when the caller has it
 
 
@@ -174,7 +177,7 @@ class Outbox:
                 chunks.append(chunk)
                 at += len(chunk)
             self._append(fd, b"".join(chunks))
-            os.fdatasync(fd)
+            _datasync(fd)
         except OSError as exc:
             self._undo(before)
             return [exc] * len(items)
@@ -260,7 +263,8 @@ class Outbox:
         self._live, self._size, self._dead = found.live, found.end, found.dead
         if bad:  # whole records of results this version cannot read: kept aside, not re-sent
             for aid in bad:
-                found.live.pop(aid)
+                _, length = found.live.pop(aid)
+                self._dead += length + 2 * (_HEADER.size + _ID_BYTES)
             self._append(fd, b"".join(_record(_REMOVE, aid) for aid in bad))
 
     def _set_aside(self, tail: bytes, unreadable: list[bytes]) -> None:
