@@ -6,12 +6,15 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from shoal.config import Settings
 from shoal.protocol import ExecuteTask, FilePayload, UpstreamResult
 from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.worker import executor as executor_module
 from shoal.worker.executor import Attempt, Executor
+from shoal.worker.process import run_command
 from shoal.worker.workspace import READY_DIR
 
 
@@ -25,6 +28,7 @@ class RecordingTool:
         self.workspaces: list[Path] = []
         self.arrived: asyncio.Queue[Path] = asyncio.Queue()  # each run's workspace, as it starts
         self.hold: asyncio.Event | None = None  # when set by a test, runs wait for it
+        self.command: list[str] | None = None  # when set by a test, run in the workspace
 
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Record the workspace, maybe wait, write `options["write"]`, succeed."""
@@ -32,6 +36,8 @@ class RecordingTool:
         self.arrived.put_nowait(run.workspace)
         if self.hold is not None:
             await self.hold.wait()
+        if self.command is not None:
+            await run_command(self.command, cwd=run.workspace, timeout=30)
         for name in run.options.get("write", []):
             (run.workspace / name).write_text("made")
         return ToolOutcome(status="succeeded", output="ok")
@@ -60,16 +66,32 @@ def _ready_folders(root: Path) -> list[str]:
     return sorted(p.name for p in (root / READY_DIR).iterdir())
 
 
-async def test_a_ready_folder_is_used_once_and_removed_when_left_empty(tmp_path: Path) -> None:
-    """A bare attempt runs in a folder made ahead of need; the next attempt gets another one,
-    and the used folder, left empty, is removed once the result has gone out."""
+async def test_a_folder_left_empty_without_processes_is_ready_again(tmp_path: Path) -> None:
+    """A bare attempt runs in a folder made ahead of need; left empty, and with no process
+    started that could still write into it, the folder serves the next attempt."""
     tool = RecordingTool()
     executor = await _executor(tmp_path, tool)
     first = await executor.outcome(Attempt(_message()))
     second = await executor.outcome(Attempt(_message()))
     assert (first.status, second.status) == ("succeeded", "succeeded")
-    assert tool.workspaces[0] != tool.workspaces[1]
+    assert tool.workspaces[0] == tool.workspaces[1]
     assert tool.workspaces[0].parent == (tmp_path / "workspaces" / READY_DIR).resolve()
+
+
+async def test_a_folder_an_attempt_started_a_process_in_is_used_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a process ran in it, a folder is never handed out again, even left empty; used
+    folders are removed together once enough have gathered (not a thread job per attempt)."""
+    monkeypatch.setattr(executor_module, "PUT_AWAY_EVERY", 2)
+    tool = RecordingTool()
+    tool.command = ["true"]
+    executor = await _executor(tmp_path, tool)
+    await executor.outcome(Attempt(_message()))
+    await executor.finished(set())
+    assert await asyncio.to_thread(tool.workspaces[0].exists)
+    await executor.outcome(Attempt(_message()))
+    assert tool.workspaces[0] != tool.workspaces[1]
     await executor.finished(set())
     assert not await asyncio.to_thread(tool.workspaces[0].exists)
     assert not await asyncio.to_thread(tool.workspaces[1].exists)

@@ -30,6 +30,7 @@ from shoal.protocol import (
     TaskResult,
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
+from shoal.worker import process
 from shoal.worker.batching import Batcher
 from shoal.worker.logstream import LogStream
 from shoal.worker.workspace import (
@@ -49,6 +50,7 @@ log = structlog.get_logger()
 
 KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
 PRUNE_EVERY = 10  # attempts between two prunes of old workspaces
+PUT_AWAY_EVERY = 16  # used ready folders gathered before one thread job puts them away
 READY_WORKSPACES = 64  # most empty attempt folders kept made ahead of need (ADR 0017)
 ACCEPT_AFTER = 0.25  # seconds an attempt runs before `task_accepted` is sent for it (ADR 0017)
 
@@ -168,6 +170,8 @@ class Executor:
             except OSError as exc:
                 return failed(attempt, f"Could not prepare the workspace: {exc}")
         empty: bool | None = None
+        started: list[bool] = []  # marked if the attempt starts a process
+        token = process.spawned.set(started)
         try:
             stream = LogStream()
             for file in skipped:
@@ -177,8 +181,10 @@ class Executor:
             empty = not before and is_bare(workspace)  # the tool wrote nothing
             files, rejected = await self._collect(workspace, before, outcome, empty=empty)
         finally:
+            process.spawned.reset(token)
             if ready is not None:
-                self._release(ready, msg, empty=is_bare(ready) if empty is None else empty)
+                self._release(ready, msg, empty=is_bare(ready) if empty is None else empty,
+                              spawned=bool(started))
         return _result(attempt, status, outcome=outcome, files=files, rejected=rejected)
 
     def _take_ready(self, msg: ExecuteTask) -> Path | None:
@@ -187,10 +193,14 @@ class Executor:
             return None
         return self._ready.pop()
 
-    def _release(self, folder: Path, msg: ExecuteTask, *, empty: bool) -> None:
-        """After the result has gone out (`finished`), a used ready folder is removed if the
-        attempt left it empty, or moves to the attempt's own place. It is never used again:
-        something the attempt started could still write into it."""
+    def _release(self, folder: Path, msg: ExecuteTask, *, empty: bool, spawned: bool) -> None:
+        """A ready folder the attempt left empty, without starting any process, is ready again
+        at once: nothing of the attempt can still write into it. Any other is used once: after
+        the result has gone out (`finished`) it is removed if empty, or moves to the
+        attempt's own place."""
+        if empty and not spawned:
+            self._ready.append(folder)
+            return
         target = None if empty or self._workspace_root is None else workspace_path(
             self._workspace_root, msg)
         self._used.append((folder, target))
@@ -253,17 +263,19 @@ class Executor:
         return out
 
     async def finished(self, protect: set[str]) -> None:
-        """After an attempt's result went out: put used ready folders away, make ready folders
-        when fewer than half are left, and every PRUNE_EVERY attempts prune old workspaces but
-        those of the tasks in `protect`."""
+        """After an attempt's result went out: when PUT_AWAY_EVERY used ready folders have
+        gathered, put them away; make ready folders when fewer than half are left; and every
+        PRUNE_EVERY attempts prune old workspaces but those of the tasks in `protect`. All of
+        it in one thread job, and none most of the time: a hop per attempt costs the worker
+        more than the folders themselves."""
         self._finished += 1
-        used, self._used = self._used, []
         missing = self._ready_size - len(self._ready)
         refill = (missing if missing > self._ready_size // 2 and not self._refilling
                   and self._workspace_root is not None else 0)
         prune = self._finished % PRUNE_EVERY == 0
-        if not (used or refill or prune):
+        if not (refill or prune or len(self._used) >= PUT_AWAY_EVERY):
             return
+        used, self._used = self._used, []
         self._refilling = self._refilling or refill > 0
         try:
             made = await asyncio.to_thread(self._tidy, used, refill, protect if prune else None)

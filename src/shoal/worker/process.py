@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import contextvars
 import os
 import shlex
 import signal
@@ -24,6 +25,12 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]  # stubs: types-psutil
 
 from shoal.errors import ToolError
+
+# Set by the executor around an attempt (a list, so the tasks it starts, which copy the
+# context, share it): marked when the attempt starts a process, whose leftovers could write
+# into its folder after it ended (ADR 0017).
+spawned: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "shoal_spawned", default=None)
 
 _READ_SIZE = 65_536
 _MAX_LINE = 16_384  # a line longer than this is handed on in pieces
@@ -181,6 +188,9 @@ async def _start(
     argv: Sequence[str] | str, *, cwd: Path, env: Mapping[str, str] | None, shell: bool,
     stdin: bool = False,
 ) -> _Child:
+    mark = spawned.get()
+    if mark is not None:
+        mark.append(True)
     loop = asyncio.get_running_loop()
     protocol = _ExitAwareProtocol(loop)
     options: dict[str, Any] = {"cwd": cwd, "env": dict(env) if env is not None else None,

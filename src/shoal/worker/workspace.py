@@ -300,7 +300,10 @@ def file_away(used: Collection[tuple[Path, Path | None]]) -> None:
     target is None (left empty) is removed."""
     for source, target in used:
         if target is None:
-            shutil.rmtree(source, ignore_errors=True)
+            try:
+                source.rmdir()  # one call for the folder left empty, as it usually still is
+            except OSError:
+                shutil.rmtree(source, ignore_errors=True)
             continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
