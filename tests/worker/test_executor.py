@@ -164,3 +164,18 @@ async def test_leftovers_of_an_earlier_run_are_cleared_at_open(tmp_path: Path) -
     folders = await asyncio.to_thread(_ready_folders, tmp_path / "workspaces")
     assert len(folders) == 3
     assert "left-over" not in folders
+
+
+async def test_the_pool_never_keeps_more_than_its_size(tmp_path: Path) -> None:
+    """Folders that come back while new ones were being made do not grow the pool."""
+    tool = RecordingTool()
+    tool.hold = asyncio.Event()
+    executor = await _executor(tmp_path, tool, ready=2)
+    runs = [asyncio.create_task(executor.outcome(Attempt(_message()))) for _ in range(2)]
+    for _ in runs:
+        await asyncio.wait_for(tool.arrived.get(), 10)
+    await executor.finished(set())  # both out: the pool is refilled with two new folders
+    tool.hold.set()
+    await asyncio.gather(*runs)  # and both come back, left empty
+    await executor.finished(set())
+    assert len(executor._ready) == 2

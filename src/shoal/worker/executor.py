@@ -198,7 +198,7 @@ class Executor:
         at once: nothing of the attempt can still write into it. Any other is used once: after
         the result has gone out (`finished`) it is removed if empty, or moves to the
         attempt's own place."""
-        if empty and not spawned:
+        if empty and not spawned and len(self._ready) < self._ready_size:
             self._ready.append(folder)
             return
         target = None if empty or self._workspace_root is None else workspace_path(
@@ -285,6 +285,8 @@ class Executor:
         finally:
             self._refilling = self._refilling and not refill
         self._ready.extend(made)
+        while len(self._ready) > self._ready_size:  # folders came back while more were made
+            self._used.append((self._ready.pop(), None))
 
     def _tidy(
         self, used: list[tuple[Path, Path | None]], refill: int, protect: set[str] | None

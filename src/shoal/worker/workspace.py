@@ -1,12 +1,14 @@
 """Private workspaces: one folder per attempt, and the files an attempt produced in it.
 
-`prepare_workspace` makes `<root>/<task_id>/<attempt_id>/` and writes the upstream files into it;
-`snapshot` fingerprints every file; after the tool ran, `collect_files` returns the files that
-are new or changed. A file that breaks a limit or has an unsafe name — control characters, a
-name that is not UTF-8, a symbolic link leading out of the workspace — is rejected with a
-reason, never silently renamed or dropped. All functions here block: call them through
-`asyncio.to_thread` — except `prepare_bare_workspace` and `is_bare`, the fast paths for an
-attempt that brings no files and leaves none, which touch one or two folders.
+`prepare_workspace` makes `<root>/<task_id>/<attempt_id>/` and writes the upstream files into
+it (an attempt that brings no files may instead run in an empty folder made ahead of need under
+`<root>/.ready/`, ADR 0017); `snapshot` fingerprints every file; after the tool ran,
+`collect_files` returns the files that are new or changed. A file that breaks a limit or has
+an unsafe name — control characters, a name that is not UTF-8, a symbolic link leading out of
+the workspace — is rejected with a reason, never silently renamed or dropped. All functions
+here block: call them through `asyncio.to_thread` — except `prepare_bare_workspace` and
+`is_bare`, the fast paths for an attempt that brings no files and leaves none, which touch one
+or two folders.
 """
 
 from __future__ import annotations
