@@ -48,6 +48,7 @@ RESTART_BYTES = 256 * 1024  # a log this long with nothing live in it is truncat
 _SAVE, _REMOVE = 1, 2
 _HEADER = struct.Struct("<BII")  # kind, body length, CRC-32 of kind byte + body
 _ID_BYTES = 16  # every body starts with the attempt id
+_FRAME = _HEADER.size + _ID_BYTES  # a record's bytes before its payload (a tombstone's all)
 _MAX_BODY = 1 << 30  # a length past this is corruption, not a record
 _LEGACY_SUFFIX = ".json"
 # The data and the length of what was appended, not other metadata (fsync where an OS has no
@@ -89,7 +90,7 @@ def scan(data: bytes) -> _Scan:
         attempt_id = uuid.UUID(bytes=data[start:start + _ID_BYTES])
         earlier = live.pop(attempt_id, None)
         if earlier is not None:
-            dead += earlier[1] + _HEADER.size + _ID_BYTES
+            dead += earlier[1] + _FRAME
         if kind == _SAVE:
             live[attempt_id] = (start + _ID_BYTES, length - _ID_BYTES)
         else:
@@ -172,8 +173,7 @@ class Outbox:
             chunks, offsets, at = [], {}, self._size
             for aid, (result, encoded) in latest.items():
                 chunk = _record(_SAVE, aid, (encoded or result.model_dump_json()).encode())
-                offsets[aid] = (at + _HEADER.size + _ID_BYTES,
-                                len(chunk) - _HEADER.size - _ID_BYTES)
+                offsets[aid] = (at + _FRAME, len(chunk) - _FRAME)
                 chunks.append(chunk)
                 at += len(chunk)
             self._append(fd, b"".join(chunks))
@@ -184,7 +184,7 @@ class Outbox:
         for aid, where in offsets.items():
             earlier = self._live.pop(aid, None)
             if earlier is not None:
-                self._dead += earlier[1] + _HEADER.size + _ID_BYTES
+                self._dead += earlier[1] + _FRAME
             self._live[aid] = where
         return [None] * len(items)
 
@@ -210,7 +210,7 @@ class Outbox:
                 return [exc] * len(attempt_ids)
             for aid in gone:
                 _, length = self._live.pop(aid)
-                self._dead += length + 2 * (_HEADER.size + _ID_BYTES)
+                self._dead += length + 2 * _FRAME  # the save and its tombstone
             if self._dead > COMPACT_BYTES and self._dead > self._size // 2:
                 try:
                     self._compact()
@@ -264,7 +264,7 @@ class Outbox:
         if bad:  # whole records of results this version cannot read: kept aside, not re-sent
             for aid in bad:
                 _, length = found.live.pop(aid)
-                self._dead += length + 2 * (_HEADER.size + _ID_BYTES)
+                self._dead += length + 2 * _FRAME  # the save and its tombstone
             self._append(fd, b"".join(_record(_REMOVE, aid) for aid in bad))
 
     def _set_aside(self, tail: bytes, unreadable: list[bytes]) -> None:
@@ -329,7 +329,7 @@ class Outbox:
         chunks, at = [], 0
         for aid, (offset, length) in self._live.items():
             chunk = _record(_SAVE, aid, os.pread(self._fd, length, offset))
-            live[aid] = (at + _HEADER.size + _ID_BYTES, length)
+            live[aid] = (at + _FRAME, length)
             chunks.append(chunk)
             at += len(chunk)
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
