@@ -78,7 +78,7 @@ async def test_inline_write_waits_on_the_writer_thread_when_locked(tmp_path: Pat
 async def test_the_wal_is_checkpointed_off_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer's own auto-checkpoint is off; the periodic checkpoint on the writer thread
+    """The writer's own auto-checkpoint is off; the periodic checkpoint on its own thread
     keeps the WAL from growing with every write (without it, it would)."""
 
     async def wal_size_after_writes(name: str, every: int) -> int:
@@ -89,9 +89,7 @@ async def test_the_wal_is_checkpointed_off_the_loop(
             for _ in range(60):
                 await db.run_write(lambda conn: conn.exec_driver_sql(
                     "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
-                # A write on the writer thread runs after any checkpoint queued there (one
-                # thread), so the next insert comes after it however busy the machine is.
-                await db.run_write(lambda conn: None)
+                await db.checkpointed()  # however busy the machine, before the next insert
             return (tmp_path / f"{name}-wal").stat().st_size
         finally:
             await db.dispose()
@@ -100,3 +98,38 @@ async def test_the_wal_is_checkpointed_off_the_loop(
     checked = await wal_size_after_writes("often.db", 5)
     assert unchecked > 60 * 8192  # every write stayed in the WAL
     assert checked < unchecked / 4
+
+
+async def test_a_checkpoint_does_not_hold_up_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint waiting on the disk (here: on an event) does not block the writes behind
+    it, inline or on the writer thread, and it loses none of them."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 2)
+    release = threading.Event()
+    started = threading.Event()
+    real = Database._checkpoint
+
+    def slow_checkpoint(self: Database, path: str) -> None:
+        started.set()
+        release.wait(DEADLINE)
+        real(self, path)
+
+    monkeypatch.setattr(Database, "_checkpoint", slow_checkpoint)
+    db = Database.connect(f"sqlite+aiosqlite:///{tmp_path / 'busy.db'}")
+    try:
+        await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+        await db.run_write(lambda conn: conn.exec_driver_sql(
+            "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)))  # the second write: a checkpoint
+        assert await asyncio.to_thread(started.wait, DEADLINE)
+        for n in range(10):  # neither way of writing waits for the stuck checkpoint
+            await asyncio.wait_for(db.run_write(lambda conn: conn.exec_driver_sql(
+                "INSERT INTO b (x) VALUES (?)", (b"y" * 8192,)), inline=n % 2 == 0), DEADLINE)
+        assert not db._checkpoint_future.done()
+        release.set()
+        await asyncio.wait_for(db.checkpointed(), DEADLINE)
+        async with db.connection() as conn:
+            assert (await conn.exec_driver_sql("SELECT count(*) FROM b")).scalar() == 11
+    finally:
+        release.set()
+        await db.dispose()

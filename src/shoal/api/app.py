@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
-from shoal import __version__
+from shoal import __version__, heap
 from shoal.api import client_ws, worker_ws
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
@@ -63,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
         runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
         await _wait_ready(services.runtime, runner)
         runner.add_done_callback(_stop_process_if_failed)
+        heap.settle()
         log.info("control_plane.started", url=settings.base_url,
                  database=services.db.dialect, bus=type(services.bus).__name__)
         try:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from shoal import __version__
+from shoal import __version__, heap
 from shoal.artifacts.paths import check_relative_path
 from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
@@ -115,6 +115,7 @@ class Worker:
     async def run(self) -> None:
         """Serve until `stop()`; raise `Unauthorized`/`Forbidden` if the token is refused."""
         await self._load_state()
+        heap.settle()
         async with asyncio.TaskGroup() as group:
             self._group = group
             connection = group.create_task(self._keep_connected(), name="worker-connection")
