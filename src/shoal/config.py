@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     # How long a batch holding only bookkeeping (task_accepted, agent_log, heartbeat) waits for
     # more work before it commits, so that it shares a commit with the result that follows.
     batch_linger: float = Field(0.005, ge=0, le=1)
+    # How long the acknowledgement of a stored result waits to travel in one message with the
+    # next ones to the same worker (0: sent right after the commit). The worker keeps each
+    # result on disk until acknowledged; nothing waits on the ack itself (ADR 0020).
+    ack_linger: float = Field(0.02, ge=0, le=1)
 
     # Quality loop: when no other worker can review a subtask, skip the review, run it on
     # the author's worker, or ask a person.

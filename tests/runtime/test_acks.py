@@ -3,15 +3,21 @@ that understands it, single `ack`s to one that does not, nothing for a result no
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from shoal.errors import Unavailable
 from shoal.protocol import TaskResult
 from shoal.runtime.batch import Job
+from shoal.runtime.core import Runtime
 from shoal.runtime.dispatch import acknowledge
 from shoal.runtime.fleet import Connection
+from tests.conftest import make_settings
+
+DEADLINE = 5.0
 
 
 def _worker(*features: str) -> tuple[Connection, list[dict[str, Any]]]:
@@ -59,3 +65,68 @@ async def test_acks_are_grouped_per_worker_that_understands_them() -> None:
     assert [m["type"] for m in old_sent] == ["ack", "ack"]
     assert [{k: m[k] for k in ("attempt_id", "accepted", "reason")}
             for m in old_sent] == [entry(third), entry(fourth)]
+
+
+def _noting(send: Any, arrived: asyncio.Event) -> Any:
+    async def noted(text: str) -> None:
+        await send(text)
+        arrived.set()
+
+    return noted
+
+
+def _runtime(tmp_path: Path, linger: float) -> Runtime:
+    none: Any = None  # acknowledging touches neither the store nor the bus
+    return Runtime(make_settings(tmp_path, ack_linger=linger), none, none, none)
+
+
+async def _let_loop_run() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def test_acks_of_successive_commits_travel_together(tmp_path: Path) -> None:
+    """Within `ack_linger`, the results of several commits are acknowledged in one message
+    per worker; none is sent before the linger has passed."""
+    runtime = _runtime(tmp_path, linger=0.2)
+    wc, sent = _worker("acks")
+    first, second, third = _posted(wc), _posted(wc, False, "ended"), _posted(wc)
+    clock = asyncio.get_running_loop().time
+    start = clock()
+    runtime._acknowledge([first, Job("heartbeat", None)])
+    runtime._acknowledge([second])
+    await _let_loop_run()
+    assert sent == [] or clock() - start >= 0.2 * 0.9  # a very slow machine may get there
+    arrived = asyncio.Event()
+    wc.send = _noting(wc.send, arrived)  # type: ignore[method-assign]
+    runtime._acknowledge([third])
+    await asyncio.wait_for(arrived.wait(), DEADLINE)
+    assert clock() - start >= 0.2 * 0.9  # the loop's timer may fire a hair early
+    assert [m["type"] for m in sent] == ["acks"]
+    assert [a["attempt_id"] for a in sent[0]["acks"]] == [
+        str(j.payload[1].attempt_id) for j in (first, second, third)]
+    assert [a["accepted"] for a in sent[0]["acks"]] == [True, False, True]
+
+
+async def test_waiting_acks_are_sent_when_the_runtime_stops(tmp_path: Path) -> None:
+    """Stopping does not wait out the linger, and loses no ack."""
+    runtime = _runtime(tmp_path, linger=1.0)
+    wc, sent = _worker("acks")
+    job = _posted(wc)
+    runtime._acknowledge([job])
+    await _let_loop_run()
+    assert sent == []  # a second cannot have passed
+    await asyncio.wait_for(runtime._flush_acks(), DEADLINE)
+    assert [a["attempt_id"] for a in sent[0]["acks"]] == [str(job.payload[1].attempt_id)]
+    assert runtime._ack_timer is None
+
+
+async def test_without_a_linger_acks_leave_after_each_commit(tmp_path: Path) -> None:
+    """`ack_linger=0` sends each commit's acks as soon as it is stored."""
+    runtime = _runtime(tmp_path, linger=0)
+    wc, sent = _worker("acks")
+    runtime._acknowledge([_posted(wc)])
+    await _let_loop_run()
+    runtime._acknowledge([_posted(wc)])
+    await _let_loop_run()
+    assert [len(m["acks"]) for m in sent] == [1, 1]
