@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import sqlalchemy as sa
@@ -49,3 +50,27 @@ async def test_migrated_schema_matches_the_models(db: Database) -> None:
     async with db.connection() as conn:
         diff = await conn.run_sync(_diff)
     assert diff == []
+
+
+LOOKUPS = {  # what the store searches on, and the index that must serve it
+    "SELECT id FROM subtasks WHERE task_id = :v": "task_id",
+    "SELECT id FROM attempts WHERE subtask_id = :v ORDER BY fence": "subtask_id",
+    "SELECT id FROM attempts WHERE task_id = :v": "task_id",
+    "SELECT id FROM attempts WHERE worker_id = :v": "worker_id",
+}
+
+
+async def test_every_lookup_has_an_index(db: Database) -> None:
+    """Migration 0004 dropped indexes no query used; the lookups the store makes still find
+    an index (the unique (task_id, key) and (subtask_id, fence) ones lead with those columns)
+    instead of scanning the table."""
+    async with db.connection() as conn:
+        if db.is_postgres:
+            await conn.exec_driver_sql("SET enable_seqscan = off")  # tiny tables: force the issue
+        for sql, column in LOOKUPS.items():
+            explain = "EXPLAIN " if db.is_postgres else "EXPLAIN QUERY PLAN "
+            stmt = sa.text(explain + sql).bindparams(sa.bindparam("v", type_=sa.Uuid))
+            rows = (await conn.execute(stmt, {"v": uuid.uuid4()})).all()
+            plan = " ".join(str(part) for row in rows for part in row)
+            assert "Index" in plan or "INDEX" in plan, (sql, plan)
+            assert f"({column}" in plan or f"{column} =" in plan or "Index Cond" in plan, (sql, plan)

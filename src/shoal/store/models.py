@@ -163,20 +163,21 @@ class Subtask(Base):
     __tablename__ = "subtasks"
     __table_args__ = (sa.UniqueConstraint("task_id", "key"),)
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    # No index of its own: the unique (task_id, key) index leads with it (migration 0004).
     task_id: Mapped[uuid.UUID] = mapped_column(
-        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE")
     )
     key: Mapped[str] = mapped_column(sa.String(64))
     role: Mapped[str] = mapped_column(sa.String(50))
     kind: Mapped[str] = mapped_column(sa.String(20), default="agent")
     name: Mapped[str] = mapped_column(sa.String(255))
     description: Mapped[str] = mapped_column(sa.Text)
-    status: Mapped[str] = mapped_column(sa.String(20), index=True)
+    status: Mapped[str] = mapped_column(sa.String(20))  # not searched on: no index
     progress: Mapped[int] = mapped_column(sa.Integer, default=0)
     dependencies: Mapped[list[str]] = mapped_column(JSONType, default=list)
     recommended_tool: Mapped[str | None] = mapped_column(sa.String(50))
     pinned_tool: Mapped[str | None] = mapped_column(sa.String(50))
-    assigned_worker: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, index=True)
+    assigned_worker: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)  # not searched on
     assigned_tool: Mapped[str | None] = mapped_column(sa.String(50))
     complexity: Mapped[int] = mapped_column(sa.Integer, default=3)
     priority: Mapped[float] = mapped_column(sa.Float, default=0.0)
@@ -295,8 +296,9 @@ class Attempt(Base):
         sa.Index("ix_attempts_live", "status", "lease_expires_at"),
     )
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    # No index of its own: the unique (subtask_id, fence) index leads with it (migration 0004).
     subtask_id: Mapped[uuid.UUID] = mapped_column(
-        sa.Uuid, sa.ForeignKey("subtasks.id", ondelete="CASCADE"), index=True
+        sa.Uuid, sa.ForeignKey("subtasks.id", ondelete="CASCADE")
     )
     task_id: Mapped[uuid.UUID] = mapped_column(
         sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
