@@ -416,14 +416,8 @@ def _retry_or_fail(step: Step, sub: SubtaskRecord, error: str, *, backoff: bool)
 def complete_task_if_done(step: Step) -> None:
     if step.checkpoints or step.task.status is not TaskStatus.IN_PROGRESS:
         return
-    agents = False  # one plain pass: this runs after every completed subtask
-    completed = SubtaskStatus.COMPLETED
-    for s in step.subtasks.values():
-        if s.kind == "agent":
-            if s.status is not completed:
-                return
-            agents = True
-    if not agents:
+    total, done = step.agent_counts()  # kept by the step: this runs after every completion
+    if not total or done < total:
         return
     if any(s.status not in TERMINAL_SUBTASK for s in step.subtasks.values()):
         return  # a correction or quality step of a completed subtask still runs
