@@ -35,6 +35,7 @@ from shoal.protocol import (
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.registry import discover_tools
+from shoal.worker import agent as agent_module
 from shoal.worker.agent import Worker, run_worker
 from shoal.worker.connection import Backoff, websocket_url
 from shoal.worker.logstream import LogStream
@@ -164,6 +165,22 @@ def on_disk(worker: Worker) -> list[TaskResult]:
     return read_pending(worker.outbox.directory)
 
 
+def _noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
+    """An event set once the worker has handled `count` acks."""
+    handled = asyncio.Event()
+    forget = worker._forget
+    seen: list[Ack] = []
+
+    async def noted(ack: Ack) -> None:
+        await forget(ack)
+        seen.append(ack)
+        if len(seen) >= count:
+            handled.set()
+
+    worker._forget = noted  # type: ignore[method-assign]
+    return handled
+
+
 @contextlib.asynccontextmanager
 async def running(worker: Worker) -> AsyncIterator[None]:
     """Run `worker` for the duration of the block, then stop it without grace."""
@@ -229,7 +246,8 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
         assert [(f.path, base64.b64decode(f.content_b64)) for f in result.files] == [
             ("out.txt", b"hello")
         ]
-        await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)  # beside the send
+        # No ack within SAVE_AFTER: the result is written to the outbox.
+        await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)
         assert [r.attempt_id for r in on_disk(worker)] == [msg.attempt_id]
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
         await asyncio.wait_for(outbox_of(worker).removed.wait(), DEADLINE)
@@ -239,11 +257,10 @@ async def test_attempt_runs_end_to_end(plane: FakeControlPlane, gate: GateTool,
 async def test_one_acks_message_forgets_every_result_it_names(
     plane: FakeControlPlane, gate: GateTool, tmp_path: Path
 ) -> None:
-    """The worker says it understands `acks`; one such message removes each result it names."""
+    """The worker says it understands `acks`; one such message forgets each result it names
+    (whether or not its outbox write had begun)."""
     worker = make_worker(plane, tmp_path, gate)
-    outbox = outbox_of(worker)
-    done = asyncio.Event()
-    outbox.removed_all = (2, done)
+    acked = _noting_acks(worker, count=2)
     async with running(worker):
         assert "acks" in (await plane.expect(WorkerRegister)).features
         first, second = execute(), execute()
@@ -255,15 +272,17 @@ async def test_one_acks_message_forgets_every_result_it_names(
         await plane.send(Acks(acks=[Ack(attempt_id=first.attempt_id, accepted=True),
                                     Ack(attempt_id=second.attempt_id, accepted=False,
                                         reason="refused")]))
-        await asyncio.wait_for(done.wait(), DEADLINE)
-    assert sorted(outbox.removed_ids) == sorted(results)
+        await asyncio.wait_for(acked.wait(), DEADLINE)
+        assert worker._unacked == {}
     assert on_disk(worker) == []
 
 
 async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
-    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A slow disk does not hold the result back; an early ack still removes the file."""
+    """A slow disk does not hold the result back; an ack that comes while the write is under
+    way waits for it, then removes the record."""
+    monkeypatch.setattr(agent_module, "SAVE_AFTER", 0)  # the write starts right after the send
     worker = make_worker(plane, tmp_path, gate)
     outbox = outbox_of(worker)
     outbox.hold = asyncio.Event()
@@ -281,6 +300,70 @@ async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
         await asyncio.wait_for(outbox.removed.wait(), DEADLINE)
         assert outbox.saved.is_set()
         assert on_disk(worker) == []
+
+
+async def test_an_ack_within_save_after_spares_the_outbox_write(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result acknowledged before SAVE_AFTER has passed is never written to disk."""
+    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    worker = make_worker(plane, tmp_path, gate)
+    outbox = outbox_of(worker)
+    acked = _noting_acks(worker)
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        gate.gate.set()
+        assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
+        assert msg.attempt_id in worker._deferred  # waiting for its ack, in memory only
+        await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
+        await asyncio.wait_for(acked.wait(), DEADLINE)
+        assert msg.attempt_id not in worker._unacked
+        assert worker._deferred == {}
+        assert worker._saving == {}
+        assert not outbox.saved.is_set()
+        assert not outbox.removed.is_set()
+        assert on_disk(worker) == []
+
+
+async def test_a_dropped_connection_writes_the_results_awaiting_their_ack(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sent but unacknowledged when the connection drops: written at once (not SAVE_AFTER
+    later), named as buffered on re-registering, and sent again."""
+    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        gate.gate.set()
+        await plane.expect(TaskResult)
+        plane.refusing = True
+        assert plane.connection is not None
+        await plane.connection.close()
+        await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)
+        assert [r.attempt_id for r in on_disk(worker)] == [msg.attempt_id]
+        plane.refusing = False
+        assert (await plane.expect(WorkerRegister)).buffered == [msg.attempt_id]
+        assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
+
+
+async def test_stopping_writes_the_results_awaiting_their_ack(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that stops before a result's ack keeps it on disk for its next start."""
+    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        gate.gate.set()
+        await plane.expect(TaskResult)
+        assert on_disk(worker) == []
+    assert [r.attempt_id for r in on_disk(worker)] == [msg.attempt_id]
 
 
 async def test_cancel_task_reports_cancelled(plane: FakeControlPlane, gate: GateTool,

@@ -52,6 +52,9 @@ log = structlog.get_logger()
 
 REGISTER_TIMEOUT = 30.0  # seconds to open the socket, and again to get `registered`
 SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
+# Seconds a result sent on a live connection waits for its ack before it is written to the
+# outbox; one acknowledged sooner never touches the disk (ADR 0022).
+SAVE_AFTER = 0.1
 
 def io_executor(slots: int) -> ThreadPoolExecutor:
     """Threads for a worker process's file work (workspaces, outbox fsyncs), sized so that
@@ -101,6 +104,8 @@ class Worker:
         # only on disk (None), so a long outage costs disk, not memory.
         self._unacked: dict[uuid.UUID, TaskResult | None] = {}
         self._saving: dict[uuid.UUID, asyncio.Task[None]] = {}  # outbox writes under way
+        # Sent results whose outbox write waits SAVE_AFTER for the ack: timer, result, JSON.
+        self._deferred: dict[uuid.UUID, tuple[asyncio.TimerHandle, TaskResult, str]] = {}
         self._conn: ClientConnection | None = None
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -122,6 +127,7 @@ class Worker:
             heartbeats = group.create_task(self._send_heartbeats(), name="worker-heartbeats")
             await self._stopping.wait()
             await self._drain()
+            self._save_deferred()  # kept on disk for the next start unless acked meanwhile
             connection.cancel()
             heartbeats.cancel()
         self._group = None
@@ -204,6 +210,7 @@ class Worker:
         finally:
             self._conn = None
             self._connected.clear()
+            self._save_deferred()  # sent, but whether they arrived is unknown now
 
     async def _register(self, conn: ClientConnection) -> Registered:
         await conn.send(self._registration().model_dump_json())
@@ -334,6 +341,12 @@ class Worker:
         if ack.attempt_id not in self._unacked:
             return  # a second ack for the same result
         del self._unacked[ack.attempt_id]
+        deferred = self._deferred.pop(ack.attempt_id, None)
+        if deferred is not None:  # acknowledged before its write began: nothing on disk
+            deferred[0].cancel()
+            log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
+                     accepted=ack.accepted, reason=ack.reason)
+            return
         saving = self._saving.get(ack.attempt_id)
         if saving is not None:  # remove the file only once it is written
             await asyncio.wait([saving])
@@ -360,19 +373,39 @@ class Worker:
         await self._executor.finished({str(a.message.task_id) for a in self._running.values()})
 
     async def _deliver(self, result: TaskResult) -> None:
-        """Keep `result` until it is acknowledged, write it to the outbox and send it at once.
+        """Keep `result` until it is acknowledged: send it at once, and write it to the
+        outbox if no ack has come SAVE_AFTER seconds later (at once if it could not be sent).
 
-        The disk write does not hold up the send. Until the ack the result is re-sent after
-        any reconnect: from memory while its write is under way, from disk once it is done
-        (so a long outage costs disk, not memory). Should the process die before the write
-        is done, an attempt the control plane did not get runs again once its lease runs out:
-        no result is lost, at worst one attempt runs twice (ADR 0013).
+        An ack that comes first spares the disk write altogether; a connection that drops, or
+        a worker that stops, writes what is still waiting. Until the ack the result is re-sent
+        after any reconnect: from memory until its write is done, from disk afterwards (so a
+        long outage costs disk, not memory). Should the process die before the write, an
+        attempt whose result the control plane did not get runs again once its lease runs out:
+        no result is lost, at worst one attempt runs twice (ADRs 0013, 0022).
         """
         aid = result.attempt_id
         self._unacked[aid] = result
         text = result.model_dump_json()  # once, for the socket and the disk
-        self._saving[aid] = self._tasks().create_task(self._save(result, text))
-        await self._send(result, text)
+        if not await self._send(result, text):
+            self._start_save(result, text)
+            return
+        if aid in self._unacked:  # not acknowledged while the send was under way
+            timer = asyncio.get_running_loop().call_later(SAVE_AFTER, self._save_late, aid)
+            self._deferred[aid] = (timer, result, text)
+
+    def _save_late(self, attempt_id: uuid.UUID) -> None:
+        """Write a sent result that is still unacknowledged."""
+        deferred = self._deferred.pop(attempt_id, None)
+        if deferred is not None:
+            deferred[0].cancel()
+            self._start_save(deferred[1], deferred[2])
+
+    def _save_deferred(self) -> None:
+        for attempt_id in list(self._deferred):
+            self._save_late(attempt_id)
+
+    def _start_save(self, result: TaskResult, text: str) -> None:
+        self._saving[result.attempt_id] = self._tasks().create_task(self._save(result, text))
 
     async def _save(self, result: TaskResult, text: str) -> None:
         aid = result.attempt_id
