@@ -405,7 +405,10 @@ class Worker:
             self._save_late(attempt_id)
 
     def _start_save(self, result: TaskResult, text: str) -> None:
-        self._saving[result.attempt_id] = self._tasks().create_task(self._save(result, text))
+        if self._group is None:  # only after a fatal error: a clean stop wrote every result
+            log.warning("worker.result_not_saved", attempt_id=str(result.attempt_id))
+            return
+        self._saving[result.attempt_id] = self._group.create_task(self._save(result, text))
 
     async def _save(self, result: TaskResult, text: str) -> None:
         aid = result.attempt_id
