@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     batch_linger: float = Field(0.005, ge=0, le=1)
     # How long the acknowledgement of a stored result waits to travel in one message with the
     # next ones to the same worker (0: sent right after the commit). The worker keeps each
-    # result on disk until acknowledged; nothing waits on the ack itself (ADR 0020).
+    # result until acknowledged (on disk if the ack is late, ADR 0022); nothing else waits on
+    # the ack (ADR 0020).
     ack_linger: float = Field(0.02, ge=0, le=1)
 
     # Quality loop: when no other worker can review a subtask, skip the review, run it on

@@ -73,4 +73,4 @@ async def test_every_lookup_has_an_index(db: Database) -> None:
             rows = (await conn.execute(stmt, {"v": uuid.uuid4()})).all()
             plan = " ".join(str(part) for row in rows for part in row)
             assert "Index" in plan or "INDEX" in plan, (sql, plan)
-            assert f"({column}" in plan or f"{column} =" in plan or "Index Cond" in plan, (sql, plan)
+            assert column in plan.split("INDEX", 1)[-1].split("Index", 1)[-1], (sql, plan)

@@ -56,6 +56,7 @@ SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
 # outbox; one acknowledged sooner never touches the disk (ADR 0022).
 SAVE_AFTER = 0.1
 
+
 def io_executor(slots: int) -> ThreadPoolExecutor:
     """Threads for a worker process's file work (workspaces, outbox fsyncs), sized so that
     many attempts finishing at once do not queue behind the default pool's few threads."""
