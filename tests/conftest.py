@@ -116,6 +116,21 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture
+async def pg_db() -> AsyncIterator[Database]:
+    """A migrated PostgreSQL database, for what only PostgreSQL has (row locks, SKIP LOCKED,
+    the one-statement batch)."""
+    require_service(POSTGRES_URL, "PostgreSQL", "SHOAL_TEST_POSTGRES_URL")
+    url = await fresh_postgres(POSTGRES_URL)
+    database = Database.connect(url)
+    try:
+        await database.migrate()
+        yield database
+    finally:
+        await database.dispose()
+        await drop_postgres(url, POSTGRES_URL)
+
+
+@pytest.fixture
 async def redis_url() -> str:
     """The test Redis URL; skips (or fails under CI=true) when Redis is not reachable."""
     require_service(REDIS_URL, "Redis", "SHOAL_TEST_REDIS_URL")

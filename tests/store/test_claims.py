@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,7 +16,6 @@ from shoal.store.claims import claim_of, claim_tasks, release_claims, renew_clai
 from shoal.store.convert import tasks
 from shoal.store.db import Database
 from shoal.store.state import insert_task_sync
-from tests.conftest import POSTGRES_URL, drop_postgres, fresh_postgres, require_service
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 TTL = 30.0
@@ -120,20 +118,6 @@ async def test_release_frees_the_tasks_for_another_copy_at_once(db: Database) ->
     assert await db.run_write(lambda conn: release_claims(conn, "a")) == 2
     assert {o for o, _ in (await owners(db)).values()} == {None}
     assert sorted(await claim(db, "b")) == sorted(ids)
-
-
-@pytest.fixture
-async def pg_db() -> AsyncIterator[Database]:
-    """A migrated PostgreSQL database (row locks and SKIP LOCKED)."""
-    require_service(POSTGRES_URL, "PostgreSQL", "SHOAL_TEST_POSTGRES_URL")
-    url = await fresh_postgres(POSTGRES_URL)
-    database = Database.connect(url)
-    try:
-        await database.migrate()
-        yield database
-    finally:
-        await database.dispose()
-        await drop_postgres(url, POSTGRES_URL)
 
 
 @pytest.mark.postgres

@@ -50,7 +50,7 @@ from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
 from shoal.store import files as file_rows
-from shoal.store import queries
+from shoal.store import pg_batch, queries
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database
 from shoal.store.events import append_events_sync
@@ -258,11 +258,27 @@ class Runtime:
                 for job in batch:
                     await self._handle(rd, b, job, ctx)
             self._scheduler.schedule(b, ctx)
-            states, stored = await self.db.run_write(lambda conn: _write(conn, b), inline=True)
+            written = await self._write_in_one_statement(b) if self.db.is_postgres else None
+            if written is None:
+                written = await self.db.run_write(lambda conn: _write(conn, b), inline=True)
+            states, stored = written
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone)
             return
         await self._after_commit(batch, b, states, stored)
+
+    async def _write_in_one_statement(
+        self, b: Batch
+    ) -> tuple[dict[uuid.UUID, TaskState], list[Event]] | None:
+        """PostgreSQL: the batch as one self-committing statement, one round trip (ADR 0023);
+        None when it needs the general path (a new task, extra SQL steps)."""
+        if b.new_tasks or b.sql:
+            return None
+        writer = BatchWriter()
+        states = {tid: writer.stage(work.old, work.merged)
+                  for tid, work in b.works.items() if work.dirty}
+        stored = await pg_batch.commit(self.db, writer, compact(b.events), b.now)
+        return None if stored is None else (states, stored)
 
     async def _rollback(
         self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -233,6 +233,27 @@ class Database:
     def connection(self) -> Any:
         """A plain connection for reads."""
         return self.engine.connect()
+
+    async def fetch_row_autocommit(self, sql: str, params: Sequence[Any]) -> Any:
+        """PostgreSQL: run one statement (`$n` parameters) on a writer connection outside any
+        transaction, so that it commits by itself, and return its first row (ADR 0023).
+
+        The statement goes straight to asyncpg, which prepares each text once. A statement that
+        fails leaves the connection usable (no transaction was open); any other failure, or a
+        cancellation mid-flight, may leave it in an unknown state, so it is discarded.
+        """
+        import asyncpg  # type: ignore[import-untyped]  # only PostgreSQL gets here
+
+        async with self._write_engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection
+            try:
+                return await driver.fetchrow(sql, *params)
+            except asyncpg.PostgresError:
+                raise
+            except BaseException:
+                await conn.invalidate()
+                raise
 
     async def dispose(self) -> None:
         """Close every pooled connection (and the SQLite writer thread)."""

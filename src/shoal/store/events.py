@@ -22,7 +22,7 @@ events = table_of(EventRow)
 # On PostgreSQL, sequence values are handed out before commit, so two concurrent appenders could
 # commit out of order and a reader replaying `since` would skip the late one. A transaction-scoped
 # advisory lock taken before appending makes commit order equal sequence order.
-_EVENT_LOCK_KEY = 0x5_E0A1
+EVENT_LOCK_KEY = 0x5_E0A1
 
 
 _MAX_SEQ = fast.statement(sa.select(sa.func.max(events.c.seq)))
@@ -46,7 +46,7 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
     elif conn.dialect.name == "postgresql":
         seqs = _append_postgres(conn, rows)
     else:
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": EVENT_LOCK_KEY})
         result = conn.execute(
             sa.insert(events).returning(events.c.seq, sort_by_parameter_order=True), rows)
         seqs = [r.seq for r in result.all()]
@@ -54,7 +54,7 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
                   user_id=e.user_id) for s, e in zip(seqs, new, strict=True)]
 
 
-_COLUMNS = ("type", "task_id", "user_id", "data", "created_at")
+EVENT_COLUMNS = ("type", "task_id", "user_id", "data", "created_at")
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # INSERT … RETURNING
 _SQLITE_ROWS = 500  # rows per INSERT statement (five parameters each)
 
@@ -63,7 +63,8 @@ def _append_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]
     """Insert `rows` with one multi-row `INSERT … RETURNING seq` per chunk; their seqs, in
     order. Rows of one statement get ascending seqs in the order they are listed, whatever
     order RETURNING reports them in, so sorting pairs them up."""
-    stmt = fast.prepared(conn, ("insert", "events", _COLUMNS), fast.insert(events, _COLUMNS))
+    stmt = fast.prepared(conn, ("insert", "events", EVENT_COLUMNS),
+                         fast.insert(events, EVENT_COLUMNS))
     assert stmt is not None  # a plain insert with positional parameters always prepares
     seqs: list[int] = []
     for at in range(0, len(rows), _SQLITE_ROWS):
@@ -92,23 +93,23 @@ def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[in
     plan: tuple[str, list[Any]] | None = cache.get("events.append")
     if plan is None:
         dialect = conn.dialect
-        cols = [events.c[c] for c in _COLUMNS]
+        cols = [events.c[c] for c in EVENT_COLUMNS]
         params = ", ".join(f"${i}::{c.type.compile(dialect=dialect)}[]"
                            for i, c in enumerate(cols, 2))
-        names = ", ".join(_COLUMNS)
+        names = ", ".join(EVENT_COLUMNS)
         sql = ("WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::BIGINT)) "
-               f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in _COLUMNS)} "
+               f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
                f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
                "ORDER BY v.n RETURNING seq")
         procs = [fast.processor(c.type, dialect) for c in cols]
         plan = cache["events.append"] = (sql, procs)
     sql, procs = plan
-    arrays: list[list[Any]] = [[] for _ in _COLUMNS]
+    arrays: list[list[Any]] = [[] for _ in EVENT_COLUMNS]
     for row in rows:
-        for i, column in enumerate(_COLUMNS):
+        for i, column in enumerate(EVENT_COLUMNS):
             proc = procs[i]
             arrays[i].append(row[column] if proc is None else proc(row[column]))
-    return sorted(r[0] for r in conn.exec_driver_sql(sql, (_EVENT_LOCK_KEY, *arrays)).all())
+    return sorted(r[0] for r in conn.exec_driver_sql(sql, (EVENT_LOCK_KEY, *arrays)).all())
 
 
 async def append_events(

@@ -158,6 +158,23 @@ class BatchWriter:
         return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending,
                          dependents=new.dependents, agents=new.agents)
 
+    def staged(self) -> tuple[list[tuple[str, list[dict[str, Any]]]],
+                              list[tuple[sa.Table, list[dict[str, Any]]]],
+                              list[tuple[str, list[_Update]]]]:
+        """What `flush` would write: (table, rows) to insert, in order (inserts first: attempts
+        refer to new subtasks), record rows by table, and (table, updates)."""
+        inserts = [(name, self._inserts[name]) for name in ("subtasks", "attempts", "checkpoints")
+                   if self._inserts[name]]
+        records = [(RECORD_TABLES[name], rows) for name, rows in self._records.items() if rows]
+        updates = [(name, self._updates[name])
+                   for name in ("tasks", "subtasks", "attempts", "checkpoints")
+                   if self._updates[name]]
+        return inserts, records, updates
+
+    def clear(self) -> None:
+        """Forget what was staged (it has been written another way)."""
+        self._reset()
+
     def flush(self, conn: sa.Connection) -> None:
         """Write everything staged (inserts first: attempts refer to new subtasks)."""
         for name in ("subtasks", "attempts", "checkpoints"):
@@ -188,7 +205,12 @@ def _changed(before: Any, after: Any) -> frozenset[str] | None:
                      if name != "version")
 
 
-def _update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
+def table_named(name: str) -> sa.Table:
+    """The table of `tasks`, `subtasks`, `attempts` or `checkpoints`."""
+    return _TABLES[name]
+
+
+def update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
     """The columns some row of `rows` changed (all when one says None), in table order."""
     table = _TABLES[name]
     if len(rows) == 1:  # the common case: a chain's step touches one row per table
@@ -212,7 +234,7 @@ _COLUMNS_FOR: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}  # few dist
 
 def _update_rows(conn: sa.Connection, name: str, rows: list[_Update]) -> None:
     """One version-checked executemany of `rows` of table `name`; `Conflict` if any is stale."""
-    columns = _update_columns(name, rows)
+    columns = update_columns(name, rows)
     params = [_params(values, columns, version) for values, _, version in rows]
     update = _update_statement(name, columns)
     stmt = fast.prepared(conn, ("update", name, columns), fast.statement(update))
@@ -230,7 +252,7 @@ def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]
     AND version = expected`, each row locked as it is updated), each column's values sent as
     one array; it returns how many rows of each table still had the expected version.
     """
-    parts = [(name, _update_columns(name, rows), rows) for name, rows in updates]
+    parts = [(name, update_columns(name, rows), rows) for name, rows in updates]
     sql, procs = _postgres_plan(conn.dialect, tuple((name, cols) for name, cols, _ in parts))
     params: list[list[Any]] = []
     for (_, columns, rows), converters in zip(parts, procs, strict=True):

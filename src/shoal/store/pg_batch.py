@@ -1,0 +1,198 @@
+"""PostgreSQL: a runtime batch's rows and events in one statement, its own transaction (ADR 0023).
+
+The general write path (`Database.run_write`) costs a PostgreSQL batch five round trips:
+`BEGIN`, the inserts, the version-checked updates, the event append and `COMMIT`. Here the
+same changes go as data-modifying CTEs of one statement, sent outside any transaction, so
+PostgreSQL commits it on its own: one round trip in all, and still all or nothing.
+
+    WITH i0 AS (INSERT INTO attempts (…) SELECT * FROM unnest($1::uuid[], …)),
+         u0 AS (UPDATE subtasks AS t SET … FROM unnest(…) AS v(…)
+                WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1),
+         lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($k)),
+         ev AS (INSERT INTO events (…) SELECT … FROM lock, unnest(…) … RETURNING seq)
+    SELECT CASE WHEN (SELECT count(*) FROM u0) = $n THEN 0
+                ELSE shoal_stale_write('…') END,
+           ARRAY(SELECT seq FROM ev ORDER BY seq)
+
+- An update that finds a row at another version than the one the decision read makes the
+  final `SELECT` call `shoal_stale_write` (migration 0005), which raises a serialization
+  failure: the statement, and so everything in it, is rolled back, and the caller gets
+  `Conflict` as from the general path.
+- Foreign keys are checked at the end of the statement, so an attempt may refer to a row
+  another CTE of the same statement inserts.
+- The event lock is taken before any event gets its sequence number (the join needs the
+  lock's row first) and held until the commit, as in `store.events`.
+
+The statement's text depends only on which tables and columns the batch touches, so asyncpg
+prepares each shape once. A batch this cannot express (a new task, the runtime's extra SQL
+steps, a record table whose rows leave a Python-side default to compute) goes the general way:
+`commit` returns None for it and has written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from shoal.errors import Conflict
+from shoal.events import Event, NewEvent
+from shoal.store import fast
+from shoal.store.convert import RECORD_TABLES
+from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, events
+from shoal.store.state import BatchWriter, table_named, update_columns
+
+STALE_SQLSTATE = "40001"  # serialization_failure, raised by shoal_stale_write
+STALE_MESSAGE = "A row changed underneath this writer; reload and retry."
+
+Arrays = list[list[Any]]
+
+
+async def commit(
+    db: Any, writer: BatchWriter, new: Sequence[NewEvent], now: datetime
+) -> list[Event] | None:
+    """Write what `writer` staged and append `new` in one statement; the stored events in
+    order, or None (nothing written) when the batch needs the general path."""
+    inserts, records, updates = writer.staged()
+    rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
+             "data": e.data, "created_at": now} for e in new]
+    parts: list[tuple[str, sa.Table, tuple[str, ...], list[Any]]] = []
+    for table, table_rows in [(table_named(n), r) for n, r in inserts] + records:
+        cols = tuple(table_rows[0])
+        if any(len(row) != len(cols) or any(c not in row for c in cols) for row in table_rows):
+            return None  # rows of one table with different columns: the general path
+        parts.append(("insert", table, cols, table_rows))
+    for name, update_rows in updates:
+        parts.append(("update", table_named(name), update_columns(name, update_rows),
+                      update_rows))
+    if not parts and not rows:
+        writer.clear()
+        return []
+    dialect = db.engine.dialect
+    shape = (*((kind, table.name, cols) for kind, table, cols, _ in parts), bool(rows))
+    plan = _plan(dialect, shape)
+    if plan is None:
+        return None
+    sql, converters = plan
+    params: list[Any] = []
+    expected: list[int] = []
+    for (kind, _, cols, part_rows), procs in zip(parts, converters[:len(parts)], strict=True):
+        if kind == "insert":
+            params.extend(_insert_arrays(cols, part_rows, procs))
+        else:
+            params.extend(_update_arrays(cols, part_rows, procs))
+            expected.append(len(part_rows))
+    if rows:
+        params.append(EVENT_LOCK_KEY)
+        params.extend(_event_arrays(rows, converters[-1]))
+    params.extend(expected)
+    try:
+        _, seqs = await db.fetch_row_autocommit(sql, params)
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) == STALE_SQLSTATE:
+            raise Conflict(STALE_MESSAGE, code="stale_write") from None
+        raise
+    writer.clear()
+    return [Event(seq=seq, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
+                  user_id=e.user_id) for seq, e in zip(sorted(seqs or ()), new, strict=True)]
+
+
+def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] | None:
+    """The statement for a batch of this shape and each part's value converters (cached)."""
+    cache = fast.cache_of(dialect)
+    key = ("pg_batch", shape)
+    if key in cache:
+        found: tuple[str, list[Any]] | None = cache[key]
+        return found
+    quote = dialect.identifier_preparer.quote
+    ctes: list[str] = []
+    converters: list[Any] = []
+    checks: list[str] = []
+    n = 1
+    *parts, with_events = shape
+    for i, (kind, name, cols) in enumerate(parts):
+        table = table_named(name) if name in _NAMED else RECORD_TABLES[name]
+        if kind == "insert":
+            if fast.insert(table, cols)(dialect).insert_prefetch:
+                cache[key] = None
+                return None  # a Python-side default to compute per row: the general path
+            columns = [table.c[c] for c in cols]
+            arrays = ", ".join(f"${n + j}::{_array_type(c, dialect)}"
+                               for j, c in enumerate(columns))
+            n += len(columns)
+            ctes.append(f"i{i} AS (INSERT INTO {quote(table.name)} "
+                        f"({', '.join(quote(c) for c in cols)}) SELECT * FROM unnest({arrays}))")
+            converters.append([fast.processor(c.type, dialect) for c in columns])
+        else:
+            columns = [table.c.id, *(table.c[c] for c in cols)]
+            types = [_array_type(c, dialect) for c in columns] + ["INTEGER[]", "INTEGER[]"]
+            names = [quote(c.name) for c in columns] + ["b_expected", "b_version"]
+            arrays = ", ".join(f"${n + j}::{t}" for j, t in enumerate(types))
+            n += len(types)
+            sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in cols]
+                             + ["version = v.b_version"])
+            ctes.append(f"u{i} AS (UPDATE {quote(table.name)} AS t SET {sets} "
+                        f"FROM unnest({arrays}) AS v({', '.join(names)}) "
+                        "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
+            converters.append([fast.processor(c.type, dialect) for c in columns])
+            checks.append(f"u{i}")
+    seqs = "ARRAY[]::BIGINT[]"
+    if with_events:
+        columns = [events.c[c] for c in EVENT_COLUMNS]
+        lock = n
+        arrays = ", ".join(f"${lock + 1 + j}::{_array_type(c, dialect)}"
+                           for j, c in enumerate(columns))
+        n += 1 + len(columns)
+        listed = ", ".join(EVENT_COLUMNS)
+        ctes.append(f"lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(${lock}::BIGINT))")
+        ctes.append(f"ev AS (INSERT INTO events ({listed}) "
+                    f"SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
+                    f"FROM lock, unnest({arrays}) WITH ORDINALITY AS v({listed}, n) "
+                    "ORDER BY v.n RETURNING seq)")
+        converters.append([fast.processor(c.type, dialect) for c in columns])
+        seqs = "ARRAY(SELECT seq FROM ev ORDER BY seq)"
+    conditions = " AND ".join(f"(SELECT count(*) FROM {cte}) = ${n + j}"
+                              for j, cte in enumerate(checks)) or "TRUE"
+    sql = (f"WITH {', '.join(ctes)} SELECT CASE WHEN {conditions} THEN 0 "
+           f"ELSE shoal_stale_write('{STALE_MESSAGE}') END, {seqs}")
+    plan = cache[key] = (sql, converters)
+    return plan
+
+
+_NAMED = frozenset({"tasks", "subtasks", "attempts", "checkpoints"})
+
+
+def _array_type(column: sa.Column[Any], dialect: sa.Dialect) -> str:
+    return f"{column.type.compile(dialect=dialect)}[]"
+
+
+def _insert_arrays(cols: tuple[str, ...], rows: list[dict[str, Any]], procs: list[Any]) -> Arrays:
+    arrays: Arrays = [[] for _ in cols]
+    for row in rows:
+        for i, col in enumerate(cols):
+            proc = procs[i]
+            arrays[i].append(row[col] if proc is None else proc(row[col]))
+    return arrays
+
+
+def _update_arrays(cols: tuple[str, ...], rows: list[Any], procs: list[Any]) -> Arrays:
+    keys = ("id", *cols)
+    arrays: Arrays = [[] for _ in range(len(keys) + 2)]
+    for values, _, version in rows:
+        for i, key in enumerate(keys):
+            proc = procs[i]
+            arrays[i].append(values[key] if proc is None else proc(values[key]))
+        arrays[-2].append(version)
+        arrays[-1].append(version + 1)
+    return arrays
+
+
+def _event_arrays(rows: list[dict[str, Any]], procs: list[Any]) -> Arrays:
+    arrays: Arrays = [[] for _ in EVENT_COLUMNS]
+    for row in rows:
+        for i, col in enumerate(EVENT_COLUMNS):
+            proc = procs[i]
+            arrays[i].append(row[col] if proc is None else proc(row[col]))
+    return arrays

@@ -1,0 +1,147 @@
+"""PostgreSQL writes a runtime batch as one self-committing statement (ADR 0023): every row
+change and event of the batch, one round trip, no BEGIN or COMMIT, and all or nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from shoal.engine import planning
+from shoal.engine.model import TaskRecord, TaskState
+from shoal.engine.step import Context
+from shoal.engine.workflow import CancelRequested, Dispatched, Start, decide
+from shoal.errors import Conflict
+from shoal.events import EventType, NewEvent
+from shoal.runtime.batch import TaskWork
+from shoal.states import SubtaskStatus, TaskStatus
+from shoal.store import accounts, pg_batch
+from shoal.store.db import Database
+from shoal.store.events import events
+from shoal.store.state import BatchWriter, insert_task
+from tests.store.test_state import NOW, PLAN, attempt_for, load, started_task, write
+
+pytestmark = pytest.mark.postgres
+
+
+@contextmanager
+def statements(db: Database) -> Iterator[list[str]]:
+    """Every statement sent on the writer's connections while checked out (asyncpg's query
+    log). Warm the pool up first (`warm`): a new connection's set-up queries count too."""
+    seen: list[str] = []
+
+    def log(query: Any) -> None:
+        seen.append(query.query)
+
+    def checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_conn.driver_connection.add_query_logger(log)
+
+    def checkin(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.driver_connection.remove_query_logger(log)
+
+    pool = db._write_engine.sync_engine.pool
+    sa.event.listen(pool, "checkout", checkout)
+    sa.event.listen(pool, "checkin", checkin)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(pool, "checkout", checkout)
+        sa.event.remove(pool, "checkin", checkin)
+
+
+async def warm(db: Database) -> None:
+    """Open the writer's connection and run its set-up queries."""
+    assert (await db.fetch_row_autocommit("SELECT 1", []))[0] == 1
+
+
+def note(task_id: uuid.UUID, n: int) -> NewEvent:
+    return NewEvent(EventType.NOTICE, {"n": n}, task_id=task_id)
+
+
+async def stored_events(db: Database, task_id: uuid.UUID) -> list[tuple[int, Any]]:
+    async with db.connection() as conn:
+        rows = (await conn.execute(sa.select(events.c.seq, events.c.data)
+                                   .where(events.c.task_id == task_id)
+                                   .order_by(events.c.seq))).all()
+    return [(r.seq, r.data) for r in rows]
+
+
+async def test_rows_and_events_go_in_one_statement(pg_db: Database) -> None:
+    """A dispatch's rows and two events: one statement (once asyncpg has prepared that shape
+    of batch), read back as staged, events in order with consecutive sequence numbers."""
+    started = await started_task(pg_db)
+    first = BatchWriter()
+    state = first.stage(started, decide(started, Dispatched(attempt_for(started, "a")),
+                                        Context(now=NOW)))
+    await pg_batch.commit(pg_db, first, [note(started.task.id, 0), note(started.task.id, 0)],
+                          NOW)  # the same shape of batch: asyncpg prepares it here
+    writer = BatchWriter()
+    staged = writer.stage(state, decide(state, Dispatched(attempt_for(state, "b")),
+                                        Context(now=NOW)))
+    with statements(pg_db) as sent:
+        stored = await pg_batch.commit(pg_db, writer, [note(started.task.id, 1),
+                                                       note(started.task.id, 2)], NOW)
+    assert stored is not None
+    assert len(sent) == 1  # no BEGIN, no COMMIT: the statement commits by itself
+    assert sent[0].startswith("WITH ")
+    assert await load(pg_db, started.task.id) == staged
+    assert [e.data for e in stored] == [{"n": 1}, {"n": 2}]
+    assert stored[1].seq == stored[0].seq + 1
+    assert (await stored_events(pg_db, started.task.id))[-2:] == [(e.seq, e.data)
+                                                                  for e in stored]
+
+
+async def test_a_stale_row_rolls_the_whole_statement_back(pg_db: Database) -> None:
+    """An update whose row moved on makes the statement fail with Conflict: the task update
+    and the events of the same statement are not kept either."""
+    started = await started_task(pg_db)
+    fresh = await write(pg_db, started, Dispatched(attempt_for(started, "a")))
+    before = await stored_events(pg_db, started.task.id)
+    writer = BatchWriter()
+    writer.stage(started, decide(started, CancelRequested(), Context(now=NOW)))
+    with pytest.raises(Conflict) as caught:
+        await pg_batch.commit(pg_db, writer, [note(started.task.id, 3)], NOW)
+    assert caught.value.code == "stale_write"
+    assert await load(pg_db, started.task.id) == fresh
+    assert await stored_events(pg_db, started.task.id) == before
+    retry = await pg_batch.commit(pg_db, BatchWriter(), [note(started.task.id, 4)], NOW)
+    assert retry is not None  # the connection is fine after the failed statement
+    assert [e.data for e in retry] == [{"n": 4}]
+
+
+async def test_an_attempt_may_refer_to_a_subtask_the_same_statement_inserts(
+    pg_db: Database,
+) -> None:
+    """Foreign keys are checked at the end of the statement: the plan's subtasks and the
+    first one's attempt go in together."""
+    async with pg_db.begin() as conn:
+        user_id = await accounts.create_user(conn, username="bob", password_hash="x",
+                                             is_admin=False, email=None, now=NOW)
+        task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Plan and go",
+                          status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+        await insert_task(conn, task)
+    empty = TaskState(task=task, subtasks={}, attempts={})
+    work = TaskWork(empty)
+    work.apply(decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW)))
+    attempt = attempt_for(work.state, "a")
+    work.apply(decide(work.state, Dispatched(attempt), Context(now=NOW)))
+    writer = BatchWriter()
+    staged = writer.stage(work.old, work.merged)
+    assert await pg_batch.commit(pg_db, writer, [], NOW) == []
+    loaded = await load(pg_db, task.id)
+    assert loaded == staged
+    assert loaded.subtasks[attempt.subtask_id].status is SubtaskStatus.IN_PROGRESS
+    assert loaded.attempts == {attempt.id: attempt}
+
+
+async def test_nothing_to_write_sends_nothing(pg_db: Database) -> None:
+    """An empty batch costs no round trip."""
+    await started_task(pg_db)
+    await warm(pg_db)
+    with statements(pg_db) as sent:
+        assert await pg_batch.commit(pg_db, BatchWriter(), [], NOW) == []
+    assert sent == []
