@@ -22,6 +22,7 @@ from shoal.states import SubtaskStatus, TaskStatus
 from shoal.store import accounts, pg_batch
 from shoal.store.db import Database
 from shoal.store.events import events
+from shoal.store.files import artifacts, manifest_rows, subtask_files
 from shoal.store.state import BatchWriter, insert_task
 from tests.store.test_state import NOW, PLAN, attempt_for, load, started_task, write
 
@@ -136,6 +137,30 @@ async def test_an_attempt_may_refer_to_a_subtask_the_same_statement_inserts(
     assert loaded == staged
     assert loaded.subtasks[attempt.subtask_id].status is SubtaskStatus.IN_PROGRESS
     assert loaded.attempts == {attempt.id: attempt}
+
+
+async def test_a_results_file_manifest_goes_in_the_same_statement(pg_db: Database) -> None:
+    """The `artifacts` rows of a result travel with the batch's rows and events."""
+    started = await started_task(pg_db)
+    att = attempt_for(started, "a")
+    writer = BatchWriter()
+    writer.stage(started, decide(started, Dispatched(att), Context(now=NOW)))
+    manifest = manifest_rows(task_id=started.task.id, subtask_id=att.subtask_id,
+                             attempt_id=att.id, now=NOW, entries=[
+                                 {"path": "a.py", "size": 3, "sha256": "0" * 64},
+                                 {"path": "b/c.txt", "size": 5, "sha256": "1" * 64}])
+    await warm(pg_db)
+    with statements(pg_db) as sent:
+        stored = await pg_batch.commit(pg_db, writer, [note(started.task.id, 1)], NOW,
+                                       rows=[(artifacts, manifest)])
+    assert stored is not None
+    (batch,) = [s for s in sent if "INSERT INTO artifacts" in s]  # asyncpg may also look up
+    assert "UPDATE subtasks" in batch  # the array types of a new shape: that is all else
+    assert "INSERT INTO events" in batch
+    assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in sent)
+    async with pg_db.connection() as conn:
+        files = await subtask_files(conn, att.subtask_id)
+    assert [(f.path, f.size) for f in files] == [("a.py", 3), ("b/c.txt", 5)]
 
 
 async def test_nothing_to_write_sends_nothing(pg_db: Database) -> None:

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection as SyncConnection
+from sqlalchemy import Table
 
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.step import Decision
@@ -80,6 +81,7 @@ class Batch:
     works: dict[uuid.UUID, TaskWork] = field(default_factory=dict)
     events: list[NewEvent] = field(default_factory=list)  # in the order they were decided
     sql: list[SqlStep] = field(default_factory=list)
+    rows: list[tuple[Table, list[dict[str, Any]]]] = field(default_factory=list)  # plain inserts
     dispatches: list[tuple[Connection, AttemptRecord]] = field(default_factory=list)
     messages: list[tuple[Connection, str]] = field(default_factory=list)  # sent before dispatches
     reserved: list[tuple[Connection, uuid.UUID]] = field(default_factory=list)

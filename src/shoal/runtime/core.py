@@ -55,7 +55,13 @@ from shoal.store import workers as worker_rows
 from shoal.store.db import Database
 from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
-from shoal.store.state import BatchWriter, insert_task_sync, load_task_states, renew_leases
+from shoal.store.state import (
+    BatchWriter,
+    insert_rows,
+    insert_task_sync,
+    load_task_states,
+    renew_leases,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -277,7 +283,7 @@ class Runtime:
         writer = BatchWriter()
         states = {tid: writer.stage(work.old, work.merged)
                   for tid, work in b.works.items() if work.dirty}
-        stored = await pg_batch.commit(self.db, writer, compact(b.events), b.now)
+        stored = await pg_batch.commit(self.db, writer, compact(b.events), b.now, rows=b.rows)
         return None if stored is None else (states, stored)
 
     async def _rollback(
@@ -468,9 +474,9 @@ class Runtime:
             job.result = lambda: (False, reason)
             return
         if msg.status == "succeeded" and manifest:
-            b.sql.append(functools.partial(
-                file_rows.insert_manifest, task_id=tid, subtask_id=att.subtask_id,
-                attempt_id=att.id, entries=manifest, now=b.now))
+            b.rows.append((file_rows.artifacts, file_rows.manifest_rows(
+                task_id=tid, subtask_id=att.subtask_id, attempt_id=att.id, entries=manifest,
+                now=b.now)))
         job.result = lambda: (True, None)
 
     async def _on_claims(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
@@ -602,6 +608,8 @@ def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], 
     states = {tid: writer.stage(work.old, work.merged)
               for tid, work in b.works.items() if work.dirty}
     writer.flush(conn)
+    for table, rows in b.rows:
+        insert_rows(conn, table, rows)
     for step in b.sql:
         step(conn)
     return states, append_events_sync(conn, compact(b.events), b.now)

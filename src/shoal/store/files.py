@@ -15,17 +15,14 @@ from shoal.store.models import Artifact, Subtask, table_of
 artifacts = table_of(Artifact)
 
 
-def insert_manifest(
-    conn: sa.Connection, *, task_id: uuid.UUID, subtask_id: uuid.UUID,
-    attempt_id: uuid.UUID, entries: Sequence[Mapping[str, Any]], now: datetime,
-) -> None:
-    """Record the files of an accepted attempt."""
-    if entries:
-        conn.execute(sa.insert(artifacts), [
-            {"id": uuid.uuid4(), "task_id": task_id, "subtask_id": subtask_id,
+def manifest_rows(
+    *, task_id: uuid.UUID, subtask_id: uuid.UUID, attempt_id: uuid.UUID,
+    entries: Sequence[Mapping[str, Any]], now: datetime,
+) -> list[dict[str, Any]]:
+    """The `artifacts` rows recording the files of an accepted attempt."""
+    return [{"id": uuid.uuid4(), "task_id": task_id, "subtask_id": subtask_id,
              "attempt_id": attempt_id, "path": e["path"], "size": e["size"],
-             "sha256": e["sha256"], "created_at": now} for e in entries
-        ])
+             "sha256": e["sha256"], "created_at": now} for e in entries]
 
 
 async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa.Row[Any]]:

@@ -25,8 +25,8 @@ PostgreSQL commits it on its own: one round trip in all, and still all or nothin
 
 The statement's text depends only on which tables and columns the batch touches, so asyncpg
 prepares each shape once. A batch this cannot express (a new task, the runtime's extra SQL
-steps, a record table whose rows leave a Python-side default to compute) goes the general way:
-`commit` returns None for it and has written nothing.
+steps such as a heartbeat's, a table whose rows leave a Python-side default to compute) goes
+the general way: `commit` returns None for it and has written nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import sqlalchemy as sa
 from shoal.errors import Conflict
 from shoal.events import Event, NewEvent
 from shoal.store import fast
-from shoal.store.convert import RECORD_TABLES
 from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, events
 from shoal.store.state import BatchWriter, table_named, update_columns
 
@@ -51,15 +50,18 @@ Arrays = list[list[Any]]
 
 
 async def commit(
-    db: Any, writer: BatchWriter, new: Sequence[NewEvent], now: datetime
+    db: Any, writer: BatchWriter, new: Sequence[NewEvent], now: datetime, *,
+    rows: Sequence[tuple[sa.Table, list[dict[str, Any]]]] = (),
 ) -> list[Event] | None:
-    """Write what `writer` staged and append `new` in one statement; the stored events in
-    order, or None (nothing written) when the batch needs the general path."""
+    """Write what `writer` staged, insert `rows` ((table, rows) pairs, e.g. a result's file
+    manifest) and append `new`, in one statement; the stored events in order, or None
+    (nothing written) when the batch needs the general path."""
     inserts, records, updates = writer.staged()
-    rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
-             "data": e.data, "created_at": now} for e in new]
+    extra = [(table, table_rows) for table, table_rows in rows if table_rows]
+    event_rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
+                   "data": e.data, "created_at": now} for e in new]
     parts: list[tuple[str, sa.Table, tuple[str, ...], list[Any]]] = []
-    for table, table_rows in [(table_named(n), r) for n, r in inserts] + records:
+    for table, table_rows in [(table_named(n), r) for n, r in inserts] + records + extra:
         cols = tuple(table_rows[0])
         if any(len(row) != len(cols) or any(c not in row for c in cols) for row in table_rows):
             return None  # rows of one table with different columns: the general path
@@ -67,11 +69,11 @@ async def commit(
     for name, update_rows in updates:
         parts.append(("update", table_named(name), update_columns(name, update_rows),
                       update_rows))
-    if not parts and not rows:
+    if not parts and not event_rows:
         writer.clear()
         return []
     dialect = db.engine.dialect
-    shape = (*((kind, table.name, cols) for kind, table, cols, _ in parts), bool(rows))
+    shape = (*((kind, table, cols) for kind, table, cols, _ in parts), bool(event_rows))
     plan = _plan(dialect, shape)
     if plan is None:
         return None
@@ -84,9 +86,9 @@ async def commit(
         else:
             params.extend(_update_arrays(cols, part_rows, procs))
             expected.append(len(part_rows))
-    if rows:
+    if event_rows:
         params.append(EVENT_LOCK_KEY)
-        params.extend(_event_arrays(rows, converters[-1]))
+        params.extend(_event_arrays(event_rows, converters[-1]))
     params.extend(expected)
     try:
         _, seqs = await db.fetch_row_autocommit(sql, params)
@@ -112,8 +114,7 @@ def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] 
     checks: list[str] = []
     n = 1
     *parts, with_events = shape
-    for i, (kind, name, cols) in enumerate(parts):
-        table = table_named(name) if name in _NAMED else RECORD_TABLES[name]
+    for i, (kind, table, cols) in enumerate(parts):
         if kind == "insert":
             if fast.insert(table, cols)(dialect).insert_prefetch:
                 cache[key] = None
@@ -159,9 +160,6 @@ def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] 
            f"ELSE shoal_stale_write('{STALE_MESSAGE}') END, {seqs}")
     plan = cache[key] = (sql, converters)
     return plan
-
-
-_NAMED = frozenset({"tasks", "subtasks", "attempts", "checkpoints"})
 
 
 def _array_type(column: sa.Column[Any], dialect: sa.Dialect) -> str:
