@@ -6,16 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 from shoal.errors import Unavailable
 from shoal.protocol import TaskResult
 from shoal.runtime.batch import Job
-from shoal.runtime.core import Runtime
-from shoal.runtime.dispatch import acknowledge
+from shoal.runtime.dispatch import PendingAcks, acknowledge
 from shoal.runtime.fleet import Connection
-from tests.conftest import make_settings
 
 DEADLINE = 5.0
 
@@ -75,31 +72,26 @@ def _noting(send: Any, arrived: asyncio.Event) -> Any:
     return noted
 
 
-def _runtime(tmp_path: Path, linger: float) -> Runtime:
-    none: Any = None  # acknowledging touches neither the store nor the bus
-    return Runtime(make_settings(tmp_path, ack_linger=linger), none, none, none)
-
-
 async def _let_loop_run() -> None:
     for _ in range(50):
         await asyncio.sleep(0)
 
 
-async def test_acks_of_successive_commits_travel_together(tmp_path: Path) -> None:
+async def test_acks_of_successive_commits_travel_together() -> None:
     """Within `ack_linger`, the results of several commits are acknowledged in one message
     per worker; none is sent before the linger has passed."""
-    runtime = _runtime(tmp_path, linger=0.2)
+    pending = PendingAcks(linger=0.2)
     wc, sent = _worker("acks")
     first, second, third = _posted(wc), _posted(wc, False, "ended"), _posted(wc)
     clock = asyncio.get_running_loop().time
     start = clock()
-    runtime._acknowledge([first, Job("heartbeat", None)])
-    runtime._acknowledge([second])
+    pending.add([first, Job("heartbeat", None)])
+    pending.add([second])
     await _let_loop_run()
     assert sent == [] or clock() - start >= 0.2 * 0.9  # a very slow machine may get there
     arrived = asyncio.Event()
     wc.send = _noting(wc.send, arrived)  # type: ignore[method-assign]
-    runtime._acknowledge([third])
+    pending.add([third])
     await asyncio.wait_for(arrived.wait(), DEADLINE)
     assert clock() - start >= 0.2 * 0.9  # the loop's timer may fire a hair early
     assert [m["type"] for m in sent] == ["acks"]
@@ -108,25 +100,25 @@ async def test_acks_of_successive_commits_travel_together(tmp_path: Path) -> Non
     assert [a["accepted"] for a in sent[0]["acks"]] == [True, False, True]
 
 
-async def test_waiting_acks_are_sent_when_the_runtime_stops(tmp_path: Path) -> None:
+async def test_waiting_acks_are_sent_when_the_runtime_stops() -> None:
     """Stopping does not wait out the linger, and loses no ack."""
-    runtime = _runtime(tmp_path, linger=1.0)
+    pending = PendingAcks(linger=1.0)
     wc, sent = _worker("acks")
     job = _posted(wc)
-    runtime._acknowledge([job])
+    pending.add([job])
     await _let_loop_run()
     assert sent == []  # a second cannot have passed
-    await asyncio.wait_for(runtime._flush_acks(), DEADLINE)
+    await asyncio.wait_for(pending.flush(), DEADLINE)
     assert [a["attempt_id"] for a in sent[0]["acks"]] == [str(job.payload[1].attempt_id)]
-    assert runtime._ack_timer is None
+    assert pending.timer is None
 
 
-async def test_without_a_linger_acks_leave_after_each_commit(tmp_path: Path) -> None:
+async def test_without_a_linger_acks_leave_after_each_commit() -> None:
     """`ack_linger=0` sends each commit's acks as soon as it is stored."""
-    runtime = _runtime(tmp_path, linger=0)
+    pending = PendingAcks(linger=0)
     wc, sent = _worker("acks")
-    runtime._acknowledge([_posted(wc)])
+    pending.add([_posted(wc)])
     await _let_loop_run()
-    runtime._acknowledge([_posted(wc)])
+    pending.add([_posted(wc)])
     await _let_loop_run()
     assert [len(m["acks"]) for m in sent] == [1, 1]

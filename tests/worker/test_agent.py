@@ -327,6 +327,16 @@ async def test_an_ack_within_save_after_spares_the_outbox_write(
         assert on_disk(worker) == []
 
 
+async def _result_sent(plane: FakeControlPlane, gate: GateTool) -> ExecuteTask:
+    """Register, run one attempt to its result, and return the attempt's message."""
+    await plane.expect(WorkerRegister)
+    msg = execute()
+    await plane.send(msg)
+    gate.gate.set()
+    assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
+    return msg
+
+
 async def test_a_dropped_connection_writes_the_results_awaiting_their_ack(
     plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,11 +345,7 @@ async def test_a_dropped_connection_writes_the_results_awaiting_their_ack(
     monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
     worker = make_worker(plane, tmp_path, gate)
     async with running(worker):
-        await plane.expect(WorkerRegister)
-        msg = execute()
-        await plane.send(msg)
-        gate.gate.set()
-        await plane.expect(TaskResult)
+        msg = await _result_sent(plane, gate)
         plane.refusing = True
         assert plane.connection is not None
         await plane.connection.close()
@@ -357,11 +363,7 @@ async def test_stopping_writes_the_results_awaiting_their_ack(
     monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
     worker = make_worker(plane, tmp_path, gate)
     async with running(worker):
-        await plane.expect(WorkerRegister)
-        msg = execute()
-        await plane.send(msg)
-        gate.gate.set()
-        await plane.expect(TaskResult)
+        msg = await _result_sent(plane, gate)
         assert on_disk(worker) == []
     assert [r.attempt_id for r in on_disk(worker)] == [msg.attempt_id]
 

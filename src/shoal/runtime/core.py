@@ -44,7 +44,7 @@ from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
 from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
 from shoal.runtime.batch import Batch, Job, TaskWork
-from shoal.runtime.dispatch import acknowledge, cancel_message, execute_message, send_to
+from shoal.runtime.dispatch import PendingAcks, cancel_message, execute_message, send_to
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
@@ -116,9 +116,7 @@ class Runtime:
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
-        self._acks: list[Job] = []  # stored results whose acks wait for `ack_linger`
-        self._ack_timer: asyncio.TimerHandle | None = None
-        self._ack_sends: set[asyncio.Task[None]] = set()
+        self._acks = PendingAcks(settings.ack_linger)
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -133,7 +131,7 @@ class Runtime:
             await self._loop()
             sweeper.cancel()
             claims.cancel()
-            await self._flush_acks()
+            await self._acks.flush()
         await self._ownership.release()  # not reached when cancelled (a crash): claims expire
 
     def stop(self) -> None:
@@ -520,7 +518,7 @@ class Runtime:
             await send_to(wc, text)
         for wc, att in b.dispatches:
             await self._send_execute(wc, att)
-        self._acknowledge(batch)  # after the next work: a chain waits on that, not on acks
+        self._acks.add(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:
                 target = self.fleet.get(att.worker_id)
@@ -532,36 +530,6 @@ class Runtime:
                 await self.bus.publish(stored)
             except ShoalError as exc:  # stored already; readers resync from the store
                 log.warning("runtime.publish_failed", error=exc.message)
-
-    def _acknowledge(self, batch: list[Job]) -> None:
-        """Acknowledge the batch's results once `ack_linger` has passed, together with those
-        of the batches committed meanwhile: one message per worker instead of one per commit,
-        which on a chain of short subtasks is one message per subtask (ADR 0020)."""
-        self._acks.extend(job for job in batch if job.kind == "result")
-        if not self._acks or self._ack_timer is not None:
-            return
-        if self.settings.ack_linger <= 0:
-            self._send_acks()
-            return
-        self._ack_timer = asyncio.get_running_loop().call_later(
-            self.settings.ack_linger, self._send_acks)
-
-    def _send_acks(self) -> None:
-        self._ack_timer = None
-        jobs, self._acks = self._acks, []
-        send = asyncio.create_task(acknowledge(jobs))  # `send_to` only queues: this is quick
-        self._ack_sends.add(send)
-        send.add_done_callback(self._ack_sends.discard)
-
-    async def _flush_acks(self) -> None:
-        """Send the acks still waiting (the loop has stopped) and wait until they are queued."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        if self._acks:
-            self._send_acks()
-        if self._ack_sends:
-            await asyncio.wait(self._ack_sends)
 
     async def _send_execute(self, wc: Connection, att: AttemptRecord) -> None:
         state = self.memory.states.get(att.task_id)

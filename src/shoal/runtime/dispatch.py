@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from collections.abc import Iterable, Sequence
@@ -162,6 +163,45 @@ async def acknowledge(batch: list[Job]) -> None:
             continue
         for ack in acks:
             await send_to(wc, ack.model_dump_json())
+
+
+class PendingAcks:
+    """Acks of stored results, sent once `linger` seconds have passed since the first of them
+    was queued, together with those queued meanwhile: one message per worker instead of one
+    per commit, which on a chain of short subtasks is one per subtask (ADR 0020)."""
+
+    def __init__(self, linger: float) -> None:
+        self.linger = linger
+        self._jobs: list[Job] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+
+    def add(self, batch: list[Job]) -> None:
+        """Queue the acks of the results in a committed `batch` (0 linger: send them now)."""
+        self._jobs.extend(job for job in batch if job.kind == "result")
+        if not self._jobs or self.timer is not None:
+            return
+        if self.linger <= 0:
+            self._send()
+            return
+        self.timer = asyncio.get_running_loop().call_later(self.linger, self._send)
+
+    def _send(self) -> None:
+        self.timer = None
+        jobs, self._jobs = self._jobs, []
+        send = asyncio.create_task(acknowledge(jobs))  # `send_to` only queues: this is quick
+        self._sends.add(send)
+        send.add_done_callback(self._sends.discard)
+
+    async def flush(self) -> None:
+        """Send what still waits (the runtime has stopped) and wait until it is queued."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self._jobs:
+            self._send()
+        if self._sends:
+            await asyncio.wait(self._sends)
 
 
 async def send_to(wc: Connection, text: str) -> None:

@@ -83,33 +83,35 @@ def _multi_row_sql(single: str, n: int) -> str:
 
 
 def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Take the event lock and insert `rows` in one round trip; their seqs, in order.
+    """Take the event lock and insert `rows` in one round trip; their seqs, in order."""
+    cache = fast.cache_of(conn.dialect)
+    plan: tuple[str, list[Any]] | None = cache.get("events.append")
+    if plan is None:
+        lock, insert, procs = append_sql(conn.dialect, 1)
+        plan = cache["events.append"] = (f"WITH {lock} {insert}", procs)
+    sql, procs = plan
+    arrays = fast.column_arrays(EVENT_COLUMNS, rows, procs)
+    return sorted(r[0] for r in conn.exec_driver_sql(sql, (EVENT_LOCK_KEY, *arrays)).all())
+
+
+def append_sql(dialect: sa.Dialect, first: int) -> tuple[str, str, list[fast.Processor]]:
+    """PostgreSQL: the event lock's CTE (`lock AS …`, parameter `$first` is EVENT_LOCK_KEY) and
+    the `INSERT … RETURNING seq` of the events (one array per EVENT_COLUMNS from `$first+1`,
+    converted by the processors returned).
 
     The lock's CTE must produce its row before the join can emit any, so every `nextval` comes
     after the lock; rows are inserted in parameter order, so their seqs ascend in that order
     and sorting what RETURNING gives back pairs them up whatever order it uses.
     """
-    cache = fast.cache_of(conn.dialect)
-    plan: tuple[str, list[Any]] | None = cache.get("events.append")
-    if plan is None:
-        dialect = conn.dialect
-        cols = [events.c[c] for c in EVENT_COLUMNS]
-        params = ", ".join(f"${i}::{c.type.compile(dialect=dialect)}[]"
-                           for i, c in enumerate(cols, 2))
-        names = ", ".join(EVENT_COLUMNS)
-        sql = ("WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::BIGINT)) "
-               f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
-               f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
-               "ORDER BY v.n RETURNING seq")
-        procs = [fast.processor(c.type, dialect) for c in cols]
-        plan = cache["events.append"] = (sql, procs)
-    sql, procs = plan
-    arrays: list[list[Any]] = [[] for _ in EVENT_COLUMNS]
-    for row in rows:
-        for i, column in enumerate(EVENT_COLUMNS):
-            proc = procs[i]
-            arrays[i].append(row[column] if proc is None else proc(row[column]))
-    return sorted(r[0] for r in conn.exec_driver_sql(sql, (EVENT_LOCK_KEY, *arrays)).all())
+    cols = [events.c[c] for c in EVENT_COLUMNS]
+    params = ", ".join(f"${i}::{c.type.compile(dialect=dialect)}[]"
+                       for i, c in enumerate(cols, first + 1))
+    names = ", ".join(EVENT_COLUMNS)
+    lock = f"lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(${first}::BIGINT))"
+    insert = (f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
+              f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
+              "ORDER BY v.n RETURNING seq")
+    return lock, insert, [fast.processor(c.type, dialect) for c in cols]
 
 
 async def append_events(

@@ -184,6 +184,18 @@ def _remembering(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return remembered
 
 
+def column_arrays(
+    keys: Sequence[str], rows: Sequence[Mapping[str, Any]], procs: Sequence[Processor]
+) -> list[list[Any]]:
+    """One array per key of `rows`' converted values, for a PostgreSQL `unnest($1::t[], …)`."""
+    arrays: list[list[Any]] = [[] for _ in keys]
+    for row in rows:
+        for i, key in enumerate(keys):
+            proc = procs[i]
+            arrays[i].append(row[key] if proc is None else proc(row[key]))
+    return arrays
+
+
 def insert(table: sa.Table, keys: Sequence[str]) -> Callable[[sa.Dialect], SQLCompiler]:
     """A builder for `INSERT INTO table (keys) VALUES (…)`, one parameter per key."""
 

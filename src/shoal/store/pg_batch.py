@@ -40,14 +40,17 @@ import sqlalchemy as sa
 from shoal.errors import Conflict
 from shoal.events import Event, NewEvent
 from shoal.store import fast
-from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, events
-from shoal.store.state import BatchWriter, table_named, update_columns
+from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, append_sql
+from shoal.store.state import (
+    BatchWriter,
+    table_named,
+    update_arrays,
+    update_columns,
+    update_cte,
+)
 
 STALE_SQLSTATE = "40001"  # serialization_failure, raised by shoal_stale_write
 STALE_MESSAGE = "A row changed underneath this writer; reload and retry."
-
-Arrays = list[list[Any]]
-
 
 async def commit(
     db: Any, writer: BatchWriter, new: Sequence[NewEvent], now: datetime, *,
@@ -82,13 +85,13 @@ async def commit(
     expected: list[int] = []
     for (kind, _, cols, part_rows), procs in zip(parts, converters[:len(parts)], strict=True):
         if kind == "insert":
-            params.extend(_insert_arrays(cols, part_rows, procs))
+            params.extend(fast.column_arrays(cols, part_rows, procs))
         else:
-            params.extend(_update_arrays(cols, part_rows, procs))
+            params.extend(update_arrays(cols, part_rows, procs))
             expected.append(len(part_rows))
     if event_rows:
         params.append(EVENT_LOCK_KEY)
-        params.extend(_event_arrays(event_rows, converters[-1]))
+        params.extend(fast.column_arrays(EVENT_COLUMNS, event_rows, converters[-1]))
     params.extend(expected)
     try:
         _, seqs = await db.fetch_row_autocommit(sql, params)
@@ -120,39 +123,23 @@ def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] 
                 cache[key] = None
                 return None  # a Python-side default to compute per row: the general path
             columns = [table.c[c] for c in cols]
-            arrays = ", ".join(f"${n + j}::{_array_type(c, dialect)}"
+            arrays = ", ".join(f"${n + j}::{c.type.compile(dialect=dialect)}[]"
                                for j, c in enumerate(columns))
             n += len(columns)
             ctes.append(f"i{i} AS (INSERT INTO {quote(table.name)} "
                         f"({', '.join(quote(c) for c in cols)}) SELECT * FROM unnest({arrays}))")
             converters.append([fast.processor(c.type, dialect) for c in columns])
         else:
-            columns = [table.c.id, *(table.c[c] for c in cols)]
-            types = [_array_type(c, dialect) for c in columns] + ["INTEGER[]", "INTEGER[]"]
-            names = [quote(c.name) for c in columns] + ["b_expected", "b_version"]
-            arrays = ", ".join(f"${n + j}::{t}" for j, t in enumerate(types))
-            n += len(types)
-            sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in cols]
-                             + ["version = v.b_version"])
-            ctes.append(f"u{i} AS (UPDATE {quote(table.name)} AS t SET {sets} "
-                        f"FROM unnest({arrays}) AS v({', '.join(names)}) "
-                        "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
-            converters.append([fast.processor(c.type, dialect) for c in columns])
+            cte, procs, n = update_cte(dialect, f"u{i}", table, cols, n)
+            ctes.append(cte)
+            converters.append(procs)
             checks.append(f"u{i}")
     seqs = "ARRAY[]::BIGINT[]"
     if with_events:
-        columns = [events.c[c] for c in EVENT_COLUMNS]
-        lock = n
-        arrays = ", ".join(f"${lock + 1 + j}::{_array_type(c, dialect)}"
-                           for j, c in enumerate(columns))
-        n += 1 + len(columns)
-        listed = ", ".join(EVENT_COLUMNS)
-        ctes.append(f"lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(${lock}::BIGINT))")
-        ctes.append(f"ev AS (INSERT INTO events ({listed}) "
-                    f"SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
-                    f"FROM lock, unnest({arrays}) WITH ORDINALITY AS v({listed}, n) "
-                    "ORDER BY v.n RETURNING seq)")
-        converters.append([fast.processor(c.type, dialect) for c in columns])
+        lock, insert, procs = append_sql(dialect, n)
+        n += 1 + len(EVENT_COLUMNS)
+        ctes += [lock, f"ev AS ({insert})"]
+        converters.append(procs)
         seqs = "ARRAY(SELECT seq FROM ev ORDER BY seq)"
     conditions = " AND ".join(f"(SELECT count(*) FROM {cte}) = ${n + j}"
                               for j, cte in enumerate(checks)) or "TRUE"
@@ -160,37 +147,3 @@ def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] 
            f"ELSE shoal_stale_write('{STALE_MESSAGE}') END, {seqs}")
     plan = cache[key] = (sql, converters)
     return plan
-
-
-def _array_type(column: sa.Column[Any], dialect: sa.Dialect) -> str:
-    return f"{column.type.compile(dialect=dialect)}[]"
-
-
-def _insert_arrays(cols: tuple[str, ...], rows: list[dict[str, Any]], procs: list[Any]) -> Arrays:
-    arrays: Arrays = [[] for _ in cols]
-    for row in rows:
-        for i, col in enumerate(cols):
-            proc = procs[i]
-            arrays[i].append(row[col] if proc is None else proc(row[col]))
-    return arrays
-
-
-def _update_arrays(cols: tuple[str, ...], rows: list[Any], procs: list[Any]) -> Arrays:
-    keys = ("id", *cols)
-    arrays: Arrays = [[] for _ in range(len(keys) + 2)]
-    for values, _, version in rows:
-        for i, key in enumerate(keys):
-            proc = procs[i]
-            arrays[i].append(values[key] if proc is None else proc(values[key]))
-        arrays[-2].append(version)
-        arrays[-1].append(version + 1)
-    return arrays
-
-
-def _event_arrays(rows: list[dict[str, Any]], procs: list[Any]) -> Arrays:
-    arrays: Arrays = [[] for _ in EVENT_COLUMNS]
-    for row in rows:
-        for i, col in enumerate(EVENT_COLUMNS):
-            proc = procs[i]
-            arrays[i].append(row[col] if proc is None else proc(row[col]))
-    return arrays

@@ -256,15 +256,7 @@ def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]
     sql, procs = _postgres_plan(conn.dialect, tuple((name, cols) for name, cols, _ in parts))
     params: list[list[Any]] = []
     for (_, columns, rows), converters in zip(parts, procs, strict=True):
-        keys = ("id", *columns)
-        arrays: list[list[Any]] = [[] for _ in range(len(keys) + 2)]
-        for values, _, version in rows:
-            for i, key in enumerate(keys):
-                proc = converters[i]
-                arrays[i].append(values[key] if proc is None else proc(values[key]))
-            arrays[-2].append(version)
-            arrays[-1].append(version + 1)
-        params.extend(arrays)
+        params.extend(update_arrays(columns, rows, converters))
     counts = conn.exec_driver_sql(sql, tuple(params)).one()
     for (name, _, rows), count in zip(parts, counts, strict=True):
         if count != len(rows):
@@ -279,24 +271,43 @@ def _postgres_plan(
     cache = fast.cache_of(dialect)
     plan: tuple[str, list[list[Any]]] | None = cache.get(("update", parts))
     if plan is None:
-        quote = dialect.identifier_preparer.quote
         ctes, procs, n = [], [], 1
         for i, (name, columns) in enumerate(parts):
-            table = _TABLES[name]
-            cols = [table.c.id, *(table.c[c] for c in columns)]
-            types = [c.type.compile(dialect=dialect) for c in cols] + ["INTEGER", "INTEGER"]
-            names = [quote(c.name) for c in cols] + ["b_expected", "b_version"]
-            arrays = ", ".join(f"${n + j}::{t}[]" for j, t in enumerate(types))
-            n += len(types)
-            sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in columns]
-                             + ["version = v.b_version"])
-            ctes.append(f"u{i} AS (UPDATE {quote(table.name)} AS t SET {sets} "
-                        f"FROM unnest({arrays}) AS v({', '.join(names)}) "
-                        "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
-            procs.append([fast.processor(c.type, dialect) for c in cols])
+            cte, converters, n = update_cte(dialect, f"u{i}", _TABLES[name], columns, n)
+            ctes.append(cte)
+            procs.append(converters)
         counts = ", ".join(f"(SELECT count(*) FROM u{i})" for i in range(len(parts)))
         plan = cache[("update", parts)] = (f"WITH {', '.join(ctes)} SELECT {counts}", procs)
     return plan
+
+
+def update_cte(
+    dialect: sa.Dialect, name: str, table: sa.Table, columns: tuple[str, ...], first: int
+) -> tuple[str, list[fast.Processor], int]:
+    """`name AS (UPDATE table … FROM unnest($first…) … RETURNING 1)`: the version-checked
+    update of `columns`, fed by `update_arrays`; with the arrays' converters and the number of
+    the next free parameter."""
+    quote = dialect.identifier_preparer.quote
+    cols = [table.c.id, *(table.c[c] for c in columns)]
+    types = [c.type.compile(dialect=dialect) for c in cols] + ["INTEGER", "INTEGER"]
+    names = [quote(c.name) for c in cols] + ["b_expected", "b_version"]
+    arrays = ", ".join(f"${first + j}::{t}[]" for j, t in enumerate(types))
+    sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in columns] + ["version = v.b_version"])
+    cte = (f"{name} AS (UPDATE {quote(table.name)} AS t SET {sets} "
+           f"FROM unnest({arrays}) AS v({', '.join(names)}) "
+           "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
+    return cte, [fast.processor(c.type, dialect) for c in cols], first + len(types)
+
+
+def update_arrays(
+    columns: tuple[str, ...], rows: list[_Update], procs: Sequence[fast.Processor]
+) -> list[list[Any]]:
+    """The parameters of `update_cte` for `rows`: id and each column, then the expected and
+    the new version."""
+    arrays = fast.column_arrays(("id", *columns), [values for values, _, _ in rows], procs)
+    arrays.append([version for _, _, version in rows])
+    arrays.append([version + 1 for _, _, version in rows])
+    return arrays
 
 
 def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
