@@ -8,7 +8,8 @@ parent can compare these times with its own:
 
 - `recv`: the `execute_task` message was read and parsed (the worker "has it");
 - `tool_start` / `tool_end`: the tool's `run` began and returned;
-- `sent`: the `task_result` was handed to the socket (its outbox write runs beside it);
+- `sent`: the `task_result` was handed to the socket, alone or in a `task_results` frame of
+  `batch` results (its outbox write waits for a late ack);
 - `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as
@@ -32,7 +33,7 @@ import structlog
 from pydantic import BaseModel
 
 from shoal.config import Settings
-from shoal.protocol import ExecuteTask, TaskResult
+from shoal.protocol import ExecuteTask, TaskResult, TaskResults
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.worker.agent import Worker, io_executor
 
@@ -82,9 +83,13 @@ class TimedWorker(Worker):
 
     async def _send(self, message: BaseModel, text: str | None = None) -> bool:
         sent = await super()._send(message, text)
-        if isinstance(message, TaskResult):
-            entry = self._records.setdefault(message.attempt_id, {})
-            entry.update(sent=time.monotonic(), cpu_sent=time.process_time())
+        results = ([message] if isinstance(message, TaskResult) else
+                   message.results if isinstance(message, TaskResults) else [])
+        if results:
+            stamp = {"sent": time.monotonic(), "cpu_sent": time.process_time(),
+                     "batch": len(results)}
+            for result in results:
+                self._records.setdefault(result.attempt_id, {}).update(stamp)
         return sent
 
 

@@ -1,19 +1,31 @@
 """Worker wire protocol (DESIGN §5): versioned JSON messages over `/ws/worker`.
 
 Every message is a JSON object with `type` and `v`. Worker → control plane: `worker_register`,
-`heartbeat`, `task_accepted`, `agent_log`, `task_result`. Control plane → worker: `registered`,
-`execute_task`, `cancel_task`, `ack`, `error`. `parse_worker_message` / `parse_server_message`
-turn raw text into the right model or raise `pydantic.ValidationError`.
+`heartbeat`, `task_accepted`, `agent_log`, `task_result`, `task_results`. Control plane →
+worker: `registered`, `execute_task`, `execute_tasks`, `cancel_task`, `ack`, `acks`, `error`.
+`parse_worker_message` / `parse_server_message` turn raw text into the right model or raise
+`pydantic.ValidationError`.
+
+Additions past the first version are negotiated: a worker lists the ones it understands in
+`worker_register.features`, the control plane in `registered.features`, and neither side sends
+the other an addition it did not list. `acks`: acks of several results in one message.
+`batches`: several results (`task_results`) or attempts (`execute_tasks`) that are ready at the
+same moment travel in one frame instead of one frame each (ADR 0024).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 PROTOCOL_VERSION = 1
+# Most JSON one batched frame carries; a message larger than this travels alone. Well under
+# the frame limits both sides set (twice the largest result).
+BATCH_CHARS = 1 << 20
+MAX_BATCH = 256  # messages in one batched frame
 
 ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
 
@@ -127,8 +139,16 @@ class TaskResult(_Message):
     denials: list[dict[str, Any]] = Field(default_factory=list)  # tool, target, reason, …
 
 
+class TaskResults(_Message):
+    """Results that were ready at the same moment, in one frame: sent instead of single
+    `task_result`s to a control plane that lists `batches` among its `features`."""
+
+    type: Literal["task_results"] = "task_results"
+    results: list[TaskResult] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 WorkerMessage = Annotated[
-    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | TaskResult,
+    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | TaskResult | TaskResults,
     Field(discriminator="type"),
 ]
 
@@ -142,6 +162,7 @@ class Registered(_Message):
     worker_id: uuid.UUID
     heartbeat_interval: float
     lease_seconds: float
+    features: list[str] = Field(default_factory=list, max_length=20)  # e.g. "batches"
 
 
 class ExecuteTask(_Message):
@@ -159,6 +180,14 @@ class ExecuteTask(_Message):
     upstream: list[UpstreamResult] = Field(default_factory=list)
     timeout: float = 900.0
     options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecuteTasks(_Message):
+    """Attempts for one worker that one commit dispatched, in one frame: sent instead of single
+    `execute_task`s to workers that list `batches` among their `features`."""
+
+    type: Literal["execute_tasks"] = "execute_tasks"
+    tasks: list[ExecuteTask] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class CancelTask(_Message):
@@ -195,7 +224,7 @@ class ErrorMessage(_Message):
 
 
 ServerMessage = Annotated[
-    Registered | ExecuteTask | CancelTask | Ack | Acks | ErrorMessage,
+    Registered | ExecuteTask | ExecuteTasks | CancelTask | Ack | Acks | ErrorMessage,
     Field(discriminator="type"),
 ]
 
@@ -211,3 +240,34 @@ def parse_worker_message(raw: str | bytes) -> WorkerMessage:
 def parse_server_message(raw: str | bytes) -> ServerMessage:
     """Parse a message the control plane sent."""
     return _server_adapter.validate_json(raw)
+
+
+def frames(texts: Sequence[str], kind: str, field: str) -> list[tuple[str, list[int]]]:
+    """`texts` (single messages' JSON, in order) grouped into frames of `kind` messages that
+    carry them in their list `field`: consecutive texts share a frame while it stays within
+    BATCH_CHARS and MAX_BATCH. Returns each frame's JSON and the indices of the texts in it; a
+    frame of one text is that text itself, unchanged."""
+    out: list[tuple[str, list[int]]] = []
+    group: list[int] = []
+    envelope = len(_envelope(kind, field, ""))
+    size = envelope
+    for i, text in enumerate(texts):
+        if group and (size + len(text) > BATCH_CHARS or len(group) >= MAX_BATCH):
+            out.append(_frame(texts, group, kind, field))
+            group, size = [], envelope
+        group.append(i)
+        size += len(text) + 1  # and its comma
+    if group:
+        out.append(_frame(texts, group, kind, field))
+    return out
+
+
+def _frame(texts: Sequence[str], group: list[int], kind: str,
+           field: str) -> tuple[str, list[int]]:
+    if len(group) == 1:
+        return texts[group[0]], group
+    return _envelope(kind, field, ",".join(texts[i] for i in group)), group
+
+
+def _envelope(kind: str, field: str, body: str) -> str:
+    return f'{{"v":{PROTOCOL_VERSION},"type":"{kind}","{field}":[{body}]}}'

@@ -24,10 +24,12 @@ from shoal.protocol import (
     AgentLog,
     CancelTask,
     ExecuteTask,
+    ExecuteTasks,
     Heartbeat,
     Registered,
     TaskAccepted,
     TaskResult,
+    TaskResults,
     Usage,
     WorkerMessage,
     WorkerRegister,
@@ -71,6 +73,28 @@ class GateTool:
         return ToolOutcome(status="succeeded", output="done", usage=Usage(input_tokens=3))
 
 
+class TogetherTool:
+    """A tool whose runs all wait for one gate and write nothing, so that they end in the
+    same turn of the event loop once it opens."""
+
+    name = "together"
+    local = True
+
+    def __init__(self, expected: int) -> None:
+        self.gate = asyncio.Event()
+        self.all_started = asyncio.Event()
+        self._expected = expected
+        self._started = 0
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Wait for the gate."""
+        self._started += 1
+        if self._started >= self._expected:
+            self.all_started.set()
+        await self.gate.wait()
+        return ToolOutcome(status="succeeded", output=run.name)
+
+
 class BrokenTool:
     """A tool that raises."""
 
@@ -92,6 +116,7 @@ class FakeControlPlane:
         self.url = ""
         self.messages: asyncio.Queue[WorkerMessage] = asyncio.Queue()
         self.connection: ServerConnection | None = None
+        self.features: list[str] = []  # protocol additions this control plane claims
 
     def check(self, connection: ServerConnection, request: Request) -> Response | None:
         """Refuse the upgrade while `refusing`, and without the right bearer token."""
@@ -109,7 +134,8 @@ class FakeControlPlane:
                 message = parse_worker_message(raw)
                 if isinstance(message, WorkerRegister):
                     registered = Registered(worker_id=uuid.uuid4(), lease_seconds=90.0,
-                                            heartbeat_interval=self.heartbeat_interval)
+                                            heartbeat_interval=self.heartbeat_interval,
+                                            features=self.features)
                     await connection.send(registered.model_dump_json())
                 await self.messages.put(message)
 
@@ -123,7 +149,7 @@ class FakeControlPlane:
                 assert isinstance(message, kind), message
                 return message
 
-    async def send(self, message: ExecuteTask | CancelTask | Ack | Acks) -> None:
+    async def send(self, message: ExecuteTask | ExecuteTasks | CancelTask | Ack | Acks) -> None:
         """Send a message on the current connection."""
         assert self.connection is not None
         await self.connection.send(message.model_dump_json())
@@ -275,6 +301,47 @@ async def test_one_acks_message_forgets_every_result_it_names(
         await asyncio.wait_for(acked.wait(), DEADLINE)
         assert worker._unacked == {}
     assert on_disk(worker) == []
+
+
+async def test_results_that_end_together_travel_in_one_frame(
+    plane: FakeControlPlane, tmp_path: Path
+) -> None:
+    """To a control plane that lists `batches`, the worker lists it too, starts every attempt
+    of an `execute_tasks` frame, and sends the results that are ready in the same turn of its
+    event loop as one `task_results` frame (ADR 0024)."""
+    plane.features = ["batches"]
+    tool = TogetherTool(expected=3)
+    worker = make_worker(plane, tmp_path, tool, slots=3)
+    acked = _noting_acks(worker, count=3)
+    async with running(worker):
+        assert "batches" in (await plane.expect(WorkerRegister)).features
+        runs = [execute("together") for _ in range(3)]
+        await plane.send(ExecuteTasks(tasks=runs))
+        await asyncio.wait_for(tool.all_started.wait(), DEADLINE)
+        tool.gate.set()
+        batch = await plane.expect(TaskResults)
+        assert {r.attempt_id for r in batch.results} == {r.attempt_id for r in runs}
+        assert {r.status for r in batch.results} == {"succeeded"}
+        await plane.send(Acks(acks=[Ack(attempt_id=r.attempt_id, accepted=True)
+                                    for r in runs]))
+        await asyncio.wait_for(acked.wait(), DEADLINE)
+        assert worker._unacked == {}
+    assert on_disk(worker) == []
+
+
+async def test_a_lone_result_goes_out_at_once_as_a_single_message(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path
+) -> None:
+    """With nothing else running, a result cannot be joined by another: it is sent as a plain
+    `task_result`, even to a control plane that understands batches."""
+    plane.features = ["batches"]
+    worker = make_worker(plane, tmp_path, gate)
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        msg = execute()
+        await plane.send(msg)
+        gate.gate.set()
+        assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
 
 
 async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(

@@ -27,6 +27,7 @@ from shoal.protocol import (
     Heartbeat,
     TaskAccepted,
     TaskResult,
+    TaskResults,
     WorkerRegister,
     parse_worker_message,
 )
@@ -133,10 +134,18 @@ def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: A
     elif isinstance(msg, AgentLog):
         runtime.agent_log(conn, msg)
     elif isinstance(msg, TaskResult):
-        if msg.files:  # stored first (off the reader); the runtime acks once it is durable
-            tg.create_task(_result(services, conn, msg))
-        else:
-            runtime.post_result(conn, msg, [], [r.model_dump() for r in msg.rejected_files])
+        _route_result(runtime, conn, msg, services, tg)
+    elif isinstance(msg, TaskResults):  # queued together, so one commit handles them all
+        for result in msg.results:
+            _route_result(runtime, conn, result, services, tg)
+
+
+def _route_result(runtime: Any, conn: Connection, msg: TaskResult, services: Services,
+                  tg: asyncio.TaskGroup) -> None:
+    if msg.files:  # stored first (off the reader); the runtime acks once it is durable
+        tg.create_task(_result(services, conn, msg))
+    else:
+        runtime.post_result(conn, msg, [], [r.model_dump() for r in msg.rejected_files])
 
 
 async def _result(services: Services, conn: Connection, msg: TaskResult) -> None:

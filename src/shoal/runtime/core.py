@@ -42,7 +42,14 @@ from shoal.engine.workflow import (
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
-from shoal.protocol import AgentLog, Heartbeat, Registered, TaskResult, WorkerRegister
+from shoal.protocol import (
+    AgentLog,
+    Heartbeat,
+    Registered,
+    TaskResult,
+    WorkerRegister,
+    frames,
+)
 from shoal.runtime.batch import Batch, Job, TaskWork
 from shoal.runtime.dispatch import PendingAcks, cancel_message, execute_message, send_to
 from shoal.runtime.fleet import Connection, Fleet
@@ -64,6 +71,8 @@ from shoal.store.state import (
 )
 
 log = structlog.get_logger(__name__)
+
+SERVER_FEATURES = ("batches",)  # protocol additions this control plane understands
 
 
 class Reader:
@@ -382,7 +391,8 @@ class Runtime:
         b.joined.append(wc)
         b.messages.append((wc, Registered(
             worker_id=worker_id, heartbeat_interval=self.settings.heartbeat_interval,
-            lease_seconds=self.settings.lease_seconds).model_dump_json()))
+            lease_seconds=self.settings.lease_seconds,
+            features=list(SERVER_FEATURES)).model_dump_json()))
         await self._adopt(rd, b, wc, set(msg.running), set(msg.buffered), ctx)
         b.events.append(_worker_event(wc, "online"))
         job.result = lambda: wc
@@ -516,8 +526,7 @@ class Runtime:
             await old.close(4000, "replaced by a newer connection from the same machine")
         for wc, text in b.messages:
             await send_to(wc, text)
-        for wc, att in b.dispatches:
-            await self._send_execute(wc, att)
+        await self._send_executes(b.dispatches)
         self._acks.add(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:
@@ -531,20 +540,35 @@ class Runtime:
             except ShoalError as exc:  # stored already; readers resync from the store
                 log.warning("runtime.publish_failed", error=exc.message)
 
-    async def _send_execute(self, wc: Connection, att: AttemptRecord) -> None:
+    async def _send_executes(self, dispatches: list[tuple[Connection, AttemptRecord]]) -> None:
+        """Send each dispatched attempt to its worker: in one frame per worker for workers
+        that understand `batches` (ADR 0024), one message each to others."""
+        by_worker: dict[int, tuple[Connection, list[str]]] = {}  # by id, like `acknowledge`
+        for wc, att in dispatches:
+            text = await self._execute_text(wc, att)
+            if text is not None:
+                by_worker.setdefault(id(wc), (wc, []))[1].append(text)
+        for wc, texts in by_worker.values():
+            if "batches" in wc.features and len(texts) > 1:
+                for frame, _ in frames(texts, "execute_tasks", "tasks"):
+                    await send_to(wc, frame)
+                continue
+            for text in texts:
+                await send_to(wc, text)
+
+    async def _execute_text(self, wc: Connection, att: AttemptRecord) -> str | None:
         state = self.memory.states.get(att.task_id)
         if state is None:
-            return
+            return None
         try:
             guidance = await self._user_guidance(state.task.user_id)
-            text = await execute_message(state, att, settings=self.settings,
+            return await execute_message(state, att, settings=self.settings,
                                          artifacts=self.artifacts, tools=sorted(wc.tools),
                                          guidance=guidance,
                                          files_possible=att.task_id in self.memory.with_files)
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
-            return
-        await send_to(wc, text)
+            return None
 
     async def _user_guidance(self, user_id: uuid.UUID) -> list[str]:
         """The guidance `user_id` asked to apply to future subtasks (cached)."""

@@ -35,10 +35,13 @@ from shoal.protocol import (
     CancelTask,
     ErrorMessage,
     ExecuteTask,
+    ExecuteTasks,
     Heartbeat,
     Registered,
     TaskResult,
+    TaskResults,
     WorkerRegister,
+    frames,
     parse_server_message,
 )
 from shoal.tools.base import Tool
@@ -55,6 +58,7 @@ SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
 # Seconds a result sent on a live connection waits for its ack before it is written to the
 # outbox; one acknowledged sooner never touches the disk (ADR 0022).
 SAVE_AFTER = 0.1
+FEATURES = ("acks", "batches")  # protocol additions this worker understands
 
 
 def io_executor(slots: int) -> ThreadPoolExecutor:
@@ -108,6 +112,9 @@ class Worker:
         # Sent results whose outbox write waits SAVE_AFTER for the ack: timer, result, JSON.
         self._deferred: dict[uuid.UUID, tuple[asyncio.TimerHandle, TaskResult, str]] = {}
         self._conn: ClientConnection | None = None
+        self._server_features: frozenset[str] = frozenset()  # of the current connection
+        # Results handed over this turn of the event loop, sent together on the next (ADR 0024).
+        self._outgoing: list[tuple[TaskResult, str, asyncio.Future[bool] | None]] = []
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -203,6 +210,7 @@ class Worker:
         log.info("worker.registered", url=self.url, worker_id=str(registered.worker_id),
                  running=len(self._running), buffered=len(self._unacked))
         self._conn = conn
+        self._server_features = frozenset(registered.features)
         self._connected.set()
         try:
             await self._resend_pending()
@@ -237,7 +245,7 @@ class Worker:
             running=self.running,
             buffered=sorted(self._unacked),
             version=__version__,
-            features=["acks"],
+            features=list(FEATURES),
         )
 
     async def _resend_pending(self) -> None:
@@ -265,6 +273,54 @@ class Worker:
             return False
         return True
 
+    async def _send_result(self, result: TaskResult, text: str) -> bool:
+        """Send `result` (as `text`); False when it could not go out.
+
+        To a control plane that understands `batches`, the results handed over in one turn of
+        the event loop (attempts whose tools ended together) go out at the start of the next
+        turn, together in one frame: one message for the control plane to read and, usually,
+        one commit for them all, instead of one of each per result (ADR 0024). The first of
+        them waits that turn and sends for all.
+        """
+        if (self._conn is None or "batches" not in self._server_features
+                or not (self._running or self._outgoing)):  # no other result can join it
+            return await self._send(result, text)
+        if self._outgoing:  # another result of this turn leads: go out with it
+            sent: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._outgoing.append((result, text, sent))
+            return await sent
+        self._outgoing.append((result, text, None))
+        waiting: list[tuple[TaskResult, str, asyncio.Future[bool] | None]] = []
+        try:
+            await asyncio.sleep(0)  # the other attempts that ended this turn deliver meanwhile
+            waiting, self._outgoing = self._outgoing, []
+            return await self._send_frames(waiting)
+        finally:
+            if not waiting:  # cancelled while waiting: the others are not sent (kept on disk)
+                waiting, self._outgoing = self._outgoing, []
+            for _, _, follower in waiting:
+                if follower is not None and not follower.done():
+                    follower.set_result(False)
+
+    async def _send_frames(
+        self, waiting: list[tuple[TaskResult, str, asyncio.Future[bool] | None]]
+    ) -> bool:
+        """Send `waiting` in as few frames as their size allows; tells each follower whether
+        its frame went out, and returns that for the first."""
+        first = False
+        for frame, members in frames([text for _, text, _ in waiting], "task_results",
+                                     "results"):
+            message = (waiting[members[0]][0] if len(members) == 1 else
+                       TaskResults.model_construct(results=[waiting[i][0] for i in members]))
+            ok = await self._send(message, frame)
+            for i in members:
+                follower = waiting[i][2]
+                if follower is None:
+                    first = ok
+                elif not follower.done():
+                    follower.set_result(ok)
+        return first
+
     async def _send_heartbeats(self) -> None:
         while True:
             await self._connected.wait()
@@ -290,6 +346,9 @@ class Worker:
             return
         if isinstance(message, ExecuteTask):
             await self._start(message)
+        elif isinstance(message, ExecuteTasks):
+            for task in message.tasks:
+                await self._start(task)
         elif isinstance(message, CancelTask):
             self._cancel(message)
         elif isinstance(message, Ack):  # the removal is batched: do not hold up the reader
@@ -387,7 +446,7 @@ class Worker:
         aid = result.attempt_id
         self._unacked[aid] = result
         text = result.model_dump_json()  # once, for the socket and the disk
-        if not await self._send(result, text):
+        if not await self._send_result(result, text):
             self._start_save(result, text)
             return
         if aid in self._unacked:  # not acknowledged while the send was under way

@@ -1,0 +1,103 @@
+"""The control plane's side of batched frames (ADR 0024), driven over a real `/ws/worker`
+socket by a worker that speaks the protocol itself: several attempts of one commit reach a
+worker that lists `batches` in one `execute_tasks` frame, a `task_results` frame is stored in
+one commit and acknowledged in one `acks` message, and a worker that does not list `batches`
+only ever gets single messages."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from shoal import admin
+from shoal.config import Settings
+from shoal.testing.server import RunningServer, running_server
+from tests.e2e.procs import receive_until
+from tests.runtime.harness import login, submit, subtask_detail, task_detail, wait_until
+
+PLAN = [{"name": n, "description": f"step {n}", "tool": "echo"} for n in ("a", "b", "c")]
+
+
+@pytest.fixture
+async def server(settings: Settings) -> AsyncIterator[RunningServer]:
+    async with running_server(settings) as srv:
+        yield srv
+
+
+async def _register(srv: RunningServer, features: list[str]) -> tuple[ClientConnection, Any]:
+    token = await admin.create_worker_token(srv.services.db, name=f"raw-{uuid.uuid4().hex[:6]}")
+    ws = await connect(srv.url.replace("http://", "ws://") + "/ws/worker",
+                       additional_headers={"Authorization": f"Bearer {token}"})
+    await ws.send(json.dumps({
+        "v": 1, "type": "worker_register", "machine_id": f"raw-{uuid.uuid4()}",
+        "machine_name": "raw", "slots": 4, "tools": [{"name": "echo", "local": True}],
+        "features": features,
+    }))
+    registered = await receive_until(ws, lambda m: m["type"] == "registered")
+    return ws, registered
+
+
+def _result(run: dict[str, Any]) -> dict[str, Any]:
+    return {"v": 1, "type": "task_result", "attempt_id": run["attempt_id"],
+            "fence": run["fence"], "status": "succeeded", "output": f"did {run['name']}"}
+
+
+async def test_a_batching_worker_gets_and_gives_one_frame_per_moment(
+    server: RunningServer, settings: Settings
+) -> None:
+    client = await login(server, settings)
+    ws, registered = await _register(server, ["acks", "batches"])
+    async with ws:
+        assert "batches" in registered["features"]
+        commits = 0
+        process = server.services.runtime._process
+
+        async def counted(batch: Any, *, retry_alone: bool) -> None:
+            nonlocal commits
+            commits += any(job.kind == "result" for job in batch)
+            await process(batch, retry_alone=retry_alone)
+
+        server.services.runtime._process = counted  # type: ignore[method-assign]
+        task_id = await submit(client, PLAN)
+        frame = await receive_until(ws, lambda m: m["type"].startswith("execute_task"))
+        assert frame["type"] == "execute_tasks"
+        assert sorted(t["name"] for t in frame["tasks"]) == ["a", "b", "c"]
+        await ws.send(json.dumps({"v": 1, "type": "task_results",
+                                  "results": [_result(run) for run in frame["tasks"]]}))
+        acks = await receive_until(ws, lambda m: m["type"] in ("ack", "acks"))
+        assert acks["type"] == "acks"
+        assert sorted(a["attempt_id"] for a in acks["acks"]) == sorted(
+            run["attempt_id"] for run in frame["tasks"])
+        assert all(a["accepted"] for a in acks["acks"])
+        assert commits == 1  # the three results were stored together
+        detail = await wait_until(
+            lambda: _finished(client, task_id), what="the task to complete")
+        assert detail["status"] == "completed"
+        outputs = sorted([(await subtask_detail(client, s["subtask_id"]))["output"]["text"]
+                          for s in detail["subtasks"]])
+        assert outputs == ["did a", "did b", "did c"]
+    await client.aclose()
+
+
+async def test_a_worker_without_batches_gets_single_messages(
+    server: RunningServer, settings: Settings
+) -> None:
+    client = await login(server, settings)
+    ws, registered = await _register(server, ["acks"])
+    async with ws:
+        assert "batches" in registered["features"]  # offered, but this worker did not ask
+        await submit(client, PLAN)
+        runs = [await receive_until(ws, lambda m: m["type"].startswith("execute_task"))
+                for _ in PLAN]
+        assert [r["type"] for r in runs] == ["execute_task"] * 3
+    await client.aclose()
+
+
+async def _finished(client: Any, task_id: str) -> dict[str, Any] | None:
+    detail = await task_detail(client, task_id)
+    return detail if detail["status"] in ("completed", "failed") else None
