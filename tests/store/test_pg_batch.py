@@ -3,9 +3,10 @@ change and event of the batch, one round trip, no BEGIN or COMMIT, and all or no
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -29,10 +30,11 @@ from tests.store.test_state import NOW, PLAN, attempt_for, load, started_task, w
 pytestmark = pytest.mark.postgres
 
 
-@contextmanager
-def statements(db: Database) -> Iterator[list[str]]:
-    """Every statement sent on the writer's connections while checked out (asyncpg's query
-    log). Warm the pool up first (`warm`): a new connection's set-up queries count too."""
+@asynccontextmanager
+async def statements(db: Database) -> AsyncIterator[list[str]]:
+    """Every statement sent on the writer's connections while checked out, and on the one
+    `fetch_row_autocommit` keeps (asyncpg's query log). Warm up first (`warm`): a new
+    connection's set-up queries count too."""
     seen: list[str] = []
 
     def log(query: Any) -> None:
@@ -47,11 +49,17 @@ def statements(db: Database) -> Iterator[list[str]]:
     pool = db._write_engine.sync_engine.pool
     sa.event.listen(pool, "checkout", checkout)
     sa.event.listen(pool, "checkin", checkin)
+    kept = db._autocommit[1] if db._autocommit is not None else None  # checked out already
+    if kept is not None:
+        kept.add_query_logger(log)
     try:
         yield seen
+        await asyncio.sleep(0)  # asyncpg calls query loggers with call_soon: let them run
     finally:
         sa.event.remove(pool, "checkout", checkout)
         sa.event.remove(pool, "checkin", checkin)
+        if kept is not None:
+            kept.remove_query_logger(log)
 
 
 async def warm(db: Database) -> None:
@@ -83,7 +91,7 @@ async def test_rows_and_events_go_in_one_statement(pg_db: Database) -> None:
     writer = BatchWriter()
     staged = writer.stage(state, decide(state, Dispatched(attempt_for(state, "b")),
                                         Context(now=NOW)))
-    with statements(pg_db) as sent:
+    async with statements(pg_db) as sent:
         stored = await pg_batch.commit(pg_db, writer, [note(started.task.id, 1),
                                                        note(started.task.id, 2)], NOW)
     assert stored is not None
@@ -150,7 +158,7 @@ async def test_a_results_file_manifest_goes_in_the_same_statement(pg_db: Databas
                                  {"path": "a.py", "size": 3, "sha256": "0" * 64},
                                  {"path": "b/c.txt", "size": 5, "sha256": "1" * 64}])
     await warm(pg_db)
-    with statements(pg_db) as sent:
+    async with statements(pg_db) as sent:
         stored = await pg_batch.commit(pg_db, writer, [note(started.task.id, 1)], NOW,
                                        rows=[(artifacts, manifest)])
     assert stored is not None
@@ -167,6 +175,39 @@ async def test_nothing_to_write_sends_nothing(pg_db: Database) -> None:
     """An empty batch costs no round trip."""
     await started_task(pg_db)
     await warm(pg_db)
-    with statements(pg_db) as sent:
+    async with statements(pg_db) as sent:
         assert await pg_batch.commit(pg_db, BatchWriter(), [], NOW) == []
     assert sent == []
+
+
+async def test_statements_share_one_kept_connection(pg_db: Database) -> None:
+    """The autocommit statements run on one connection kept out of the pool, not a checkout
+    each (ADR 0025); a statement error keeps it, a cancellation mid-flight replaces it, and
+    `dispose` gives it back."""
+    checkouts: list[object] = []
+
+    def counted(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        checkouts.append(dbapi_conn)
+
+    pool = pg_db._write_engine.sync_engine.pool
+    sa.event.listen(pool, "checkout", counted)
+    try:
+        await warm(pg_db)
+        assert pg_db._autocommit is not None
+        kept = pg_db._autocommit[1]
+        for n in range(3):
+            assert (await pg_db.fetch_row_autocommit("SELECT $1::int", [n]))[0] == n
+        with pytest.raises(Exception, match="division by zero"):
+            await pg_db.fetch_row_autocommit("SELECT 1 / $1::int", [0])
+        assert pg_db._autocommit[1] is kept  # a failed statement leaves it usable
+        assert len(checkouts) == 1
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pg_db.fetch_row_autocommit("SELECT pg_sleep(30)", []), 0.1)
+        assert pg_db._autocommit is None  # its state is unknown: dropped
+        assert (await pg_db.fetch_row_autocommit("SELECT 2", []))[0] == 2
+        assert pg_db._autocommit[1] is not kept
+        assert len(checkouts) == 2
+    finally:
+        sa.event.remove(pool, "checkout", counted)
+    await pg_db.dispose()
+    assert pg_db._autocommit is None
