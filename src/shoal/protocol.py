@@ -26,6 +26,8 @@ PROTOCOL_VERSION = 1
 # the frame limits both sides set (twice the largest result).
 BATCH_CHARS = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
+WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
+SERVER_FEATURES = ("batches",)  # and its control plane
 
 ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
 

@@ -1,4 +1,5 @@
-"""One group commit's worth of work: per-task accumulated decisions plus loose writes."""
+"""One group commit's worth of work: per-task accumulated decisions plus loose writes, and the
+read connection a batch opens only if memory lacks something."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 
 from sqlalchemy import Connection as SyncConnection
 from sqlalchemy import Table
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.step import Decision
 from shoal.events import NewEvent
 from shoal.runtime.fleet import Connection
+from shoal.store.db import Database
 
 
 @dataclass(slots=True)
@@ -94,3 +97,29 @@ class Batch:
         """Fold a decision into its task's work and keep its events in order."""
         work.apply(d)
         self.events.extend(d.events)
+
+
+class Reader:
+    """A read connection opened on first use: most batches need nothing memory does not hold,
+    and checking a pooled connection out and back in (a rollback) costs more than their work."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._ctx: Any = None
+        self._conn: AsyncConnection | None = None
+
+    async def conn(self) -> AsyncConnection:
+        """The connection, opened now if this is the first read of the batch."""
+        if self._conn is None:
+            ctx = self._db.connection()
+            self._conn = await ctx.__aenter__()
+            self._ctx = ctx
+        return self._conn
+
+    async def __aenter__(self) -> Reader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            ctx, self._ctx, self._conn = self._ctx, None, None
+            await ctx.__aexit__(*exc)

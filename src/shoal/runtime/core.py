@@ -20,7 +20,6 @@ from typing import Any
 
 import structlog
 from sqlalchemy import Connection as SyncConnection
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.bus.base import EventBus
@@ -43,15 +42,21 @@ from shoal.engine.workflow import (
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
 from shoal.protocol import (
+    SERVER_FEATURES,
     AgentLog,
     Heartbeat,
     Registered,
     TaskResult,
     WorkerRegister,
-    frames,
 )
-from shoal.runtime.batch import Batch, Job, TaskWork
-from shoal.runtime.dispatch import PendingAcks, cancel_message, execute_message, send_to
+from shoal.runtime.batch import Batch, Job, Reader, TaskWork
+from shoal.runtime.dispatch import (
+    PendingAcks,
+    cancel_message,
+    execute_message,
+    send_grouped,
+    send_to,
+)
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
@@ -71,34 +76,6 @@ from shoal.store.state import (
 )
 
 log = structlog.get_logger(__name__)
-
-SERVER_FEATURES = ("batches",)  # protocol additions this control plane understands
-
-
-class Reader:
-    """A read connection opened on first use: most batches need nothing memory does not hold,
-    and checking a pooled connection out and back in (a rollback) costs more than their work."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._ctx: Any = None
-        self._conn: AsyncConnection | None = None
-
-    async def conn(self) -> AsyncConnection:
-        """The connection, opened now if this is the first read of the batch."""
-        if self._conn is None:
-            ctx = self._db.connection()
-            self._conn = await ctx.__aenter__()
-            self._ctx = ctx
-        return self._conn
-
-    async def __aenter__(self) -> Reader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._ctx is not None:
-            ctx, self._ctx, self._conn = self._ctx, None, None
-            await ctx.__aexit__(*exc)
 
 
 class Runtime:
@@ -541,20 +518,9 @@ class Runtime:
                 log.warning("runtime.publish_failed", error=exc.message)
 
     async def _send_executes(self, dispatches: list[tuple[Connection, AttemptRecord]]) -> None:
-        """Send each dispatched attempt to its worker: in one frame per worker for workers
-        that understand `batches` (ADR 0024), one message each to others."""
-        by_worker: dict[int, tuple[Connection, list[str]]] = {}  # by id, like `acknowledge`
-        for wc, att in dispatches:
-            text = await self._execute_text(wc, att)
-            if text is not None:
-                by_worker.setdefault(id(wc), (wc, []))[1].append(text)
-        for wc, texts in by_worker.values():
-            if "batches" in wc.features and len(texts) > 1:
-                for frame, _ in frames(texts, "execute_tasks", "tasks"):
-                    await send_to(wc, frame)
-                continue
-            for text in texts:
-                await send_to(wc, text)
+        texts = [(wc, await self._execute_text(wc, att)) for wc, att in dispatches]
+        await send_grouped([(wc, text) for wc, text in texts if text is not None],
+                           "execute_tasks", "tasks")
 
     async def _execute_text(self, wc: Connection, att: AttemptRecord) -> str | None:
         state = self.memory.states.get(att.task_id)

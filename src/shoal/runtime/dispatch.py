@@ -13,7 +13,15 @@ import structlog
 from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
-from shoal.protocol import Ack, Acks, CancelTask, ExecuteTask, FilePayload, UpstreamResult
+from shoal.protocol import (
+    Ack,
+    Acks,
+    CancelTask,
+    ExecuteTask,
+    FilePayload,
+    UpstreamResult,
+    frames,
+)
 from shoal.runtime.batch import Job
 from shoal.runtime.fleet import Connection
 from shoal.workflows.dag import instructions_for
@@ -202,6 +210,20 @@ class PendingAcks:
             self._send()
         if self._sends:
             await asyncio.wait(self._sends)
+
+
+async def send_grouped(messages: Sequence[tuple[Connection, str]], kind: str,
+                       field: str) -> None:
+    """Send each (worker, message): to a worker that understands `batches`, its messages in
+    as few `kind` frames as their size allows (ADR 0024); to others one by one, in order."""
+    by_worker: dict[int, tuple[Connection, list[str]]] = {}  # by id: connections compare by value
+    for wc, text in messages:
+        by_worker.setdefault(id(wc), (wc, []))[1].append(text)
+    for wc, texts in by_worker.values():
+        if "batches" in wc.features and len(texts) > 1:
+            texts = [frame for frame, _ in frames(texts, kind, field)]
+        for text in texts:
+            await send_to(wc, text)
 
 
 async def send_to(wc: Connection, text: str) -> None:

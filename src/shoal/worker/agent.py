@@ -30,6 +30,7 @@ from shoal.artifacts.paths import check_relative_path
 from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
+    WORKER_FEATURES,
     Ack,
     Acks,
     CancelTask,
@@ -58,7 +59,6 @@ SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
 # Seconds a result sent on a live connection waits for its ack before it is written to the
 # outbox; one acknowledged sooner never touches the disk (ADR 0022).
 SAVE_AFTER = 0.1
-FEATURES = ("acks", "batches")  # protocol additions this worker understands
 
 
 def io_executor(slots: int) -> ThreadPoolExecutor:
@@ -245,7 +245,7 @@ class Worker:
             running=self.running,
             buffered=sorted(self._unacked),
             version=__version__,
-            features=list(FEATURES),
+            features=list(WORKER_FEATURES),
         )
 
     async def _resend_pending(self) -> None:
