@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
@@ -66,3 +68,25 @@ def test_row_function_applies_converters_in_order() -> None:
     row = fast._row_function([("a", None), ("b'c", str.upper), ("d", None)])
     assert row({"a": 1, "b'c": "x", "d": None}) == (1, "X", None)
     assert fast._row_function([("only", None)])({"only": 5}) == (5,)
+
+
+def test_json_dumps_writes_what_json_dumps_writes() -> None:
+    """The engines' serializer gives `json.dumps`'s exact text, and its error for a value JSON
+    cannot hold."""
+    values: list[Any] = [
+        None, 0, -1.5, 1e-7, float("nan"), float("inf"), True, "", "héllo \"q\"\n\t\x00",
+        [], {}, [1, "a", None, [2.5]], {"a": {"b": [None, False]}, "c": "é"}, {1: "int key"},
+        {"text": "x" * 300, "files": [{"path": "a.py", "size": 3, "sha256": "0" * 64}]},
+    ]
+    for value in values:
+        assert fast.json_dumps(value) == json.dumps(value)
+    with pytest.raises(TypeError, match="UUID is not JSON serializable"):
+        fast.json_dumps({"id": uuid.uuid4()})
+
+
+async def test_every_engine_serializes_json_with_it(db: Database) -> None:
+    """Reads and writes, and the writer's own engine, all encode JSON the fast way."""
+    engines = [db.engine.sync_engine, db._write_engine.sync_engine]
+    if db._sync_engine is not None:
+        engines.append(db._sync_engine)
+    assert all(e.dialect._json_serializer is fast.json_dumps for e in engines)  # type: ignore[attr-defined]
