@@ -96,7 +96,8 @@ class TimedWorker(Worker):
 def quiet_logs() -> None:
     """Warnings and errors only: the benchmark prints a table, not a log."""
     logging.basicConfig(level=logging.WARNING)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        cache_logger_on_first_use=True)  # as `shoal.logs` does
 
 
 async def serve(args: argparse.Namespace) -> None:

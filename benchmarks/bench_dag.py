@@ -292,7 +292,8 @@ def quiet_logs() -> None:
     logging.basicConfig(level=logging.WARNING)
     for noisy in ("httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        cache_logger_on_first_use=True)  # as `shoal.logs` does
 
 
 def postgres_reachable() -> bool:

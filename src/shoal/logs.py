@@ -24,4 +24,8 @@ def configure_logging(default_level: str = "info") -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
         ],
+        # Module-level loggers are lazy proxies that otherwise rebuild their bound logger on
+        # every call (nine Python calls, even for a line below the level): a worker logs two
+        # lines per attempt.
+        cache_logger_on_first_use=True,
     )
