@@ -55,22 +55,30 @@ def test_a_frame_of_one_is_the_single_message_unchanged() -> None:
     assert frames([], "task_results", "results") == []
 
 
-def test_frames_stay_within_the_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A text that would take its frame past BATCH_CHARS starts the next one; a text larger
+def test_frames_stay_within_the_size_limit() -> None:
+    """A text that would take its frame past the limit starts the next one; a text larger
     than the limit travels alone; the order never changes."""
-    monkeypatch.setattr(protocol, "BATCH_CHARS", 700)
-    small = [_result("s" * 50).model_dump_json() for _ in range(4)]  # about 310 chars each
+    small = [_result("s" * 50).model_dump_json() for _ in range(4)]  # about 310 bytes each
     big = _result("b" * 800).model_dump_json()
     texts = [small[0], small[1], small[2], big, small[3]]
-    grouped = frames(texts, "task_results", "results")
+    grouped = frames(texts, "task_results", "results", limit=700)
     assert [members for _, members in grouped] == [[0, 1], [2], [3], [4]]
     assert grouped[2][0] == big
     assert grouped[3][0] == small[3]
     for frame, members in grouped:
-        assert len(frame) <= 700 or len(members) == 1
+        assert len(frame.encode()) <= 700 or len(members) == 1
         parsed = parse_worker_message(frame)
         got = parsed.results if isinstance(parsed, TaskResults) else [parsed]
         assert [r.model_dump_json() for r in got] == [texts[i] for i in members]
+
+
+def test_the_size_limit_counts_utf8_bytes() -> None:
+    """Text beyond ASCII counts as the bytes it takes on the wire, not as characters."""
+    wide = [_result("é" * 100).model_dump_json() for _ in range(2)]  # 363 chars, 463 bytes
+    assert all(len(t) < 400 < len(t.encode()) for t in wide)
+    # Together: under 850 counted in characters, over it counted in bytes.
+    assert [m for _, m in frames(wide, "task_results", "results", limit=850)] == [[0], [1]]
+    assert [m for _, m in frames(wide, "task_results", "results", limit=1000)] == [[0, 1]]
 
 
 def test_frames_stay_within_the_count_limit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,9 +22,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 PROTOCOL_VERSION = 1
-# Most JSON one batched frame carries; a message larger than this travels alone. Well under
-# the frame limits both sides set (twice the largest result).
-BATCH_CHARS = 1 << 20
+# Most UTF-8 bytes one batched frame carries by default; a message larger than the limit travels
+# alone. Senders also keep a frame within their `max_result_bytes`, as big as one message may
+# be, so a frame never exceeds what the receiver accepts for a single message.
+BATCH_BYTES = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
 WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
 SERVER_FEATURES = ("batches",)  # and its control plane
@@ -244,21 +245,23 @@ def parse_server_message(raw: str | bytes) -> ServerMessage:
     return _server_adapter.validate_json(raw)
 
 
-def frames(texts: Sequence[str], kind: str, field: str) -> list[tuple[str, list[int]]]:
+def frames(texts: Sequence[str], kind: str, field: str,
+           limit: int = BATCH_BYTES) -> list[tuple[str, list[int]]]:
     """`texts` (single messages' JSON, in order) grouped into frames of `kind` messages that
     carry them in their list `field`: consecutive texts share a frame while it stays within
-    BATCH_CHARS and MAX_BATCH. Returns each frame's JSON and the indices of the texts in it; a
-    frame of one text is that text itself, unchanged."""
+    `limit` UTF-8 bytes and MAX_BATCH messages. Returns each frame's JSON and the indices of
+    the texts in it; a frame of one text is that text itself, unchanged."""
     out: list[tuple[str, list[int]]] = []
     group: list[int] = []
     envelope = len(_envelope(kind, field, ""))
     size = envelope
     for i, text in enumerate(texts):
-        if group and (size + len(text) > BATCH_CHARS or len(group) >= MAX_BATCH):
+        length = len(text) if text.isascii() else len(text.encode())
+        if group and (size + length > limit or len(group) >= MAX_BATCH):
             out.append(_frame(texts, group, kind, field))
             group, size = [], envelope
         group.append(i)
-        size += len(text) + 1  # and its comma
+        size += length + 1  # and its comma
     if group:
         out.append(_frame(texts, group, kind, field))
     return out

@@ -80,11 +80,12 @@ class TogetherTool:
     name = "together"
     local = True
 
-    def __init__(self, expected: int) -> None:
+    def __init__(self, expected: int, padding: int = 0) -> None:
         self.gate = asyncio.Event()
         self.all_started = asyncio.Event()
         self._expected = expected
         self._started = 0
+        self._padding = padding
 
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Wait for the gate."""
@@ -92,7 +93,7 @@ class TogetherTool:
         if self._started >= self._expected:
             self.all_started.set()
         await self.gate.wait()
-        return ToolOutcome(status="succeeded", output=run.name)
+        return ToolOutcome(status="succeeded", output=run.name + "." * self._padding)
 
 
 class BrokenTool:
@@ -327,6 +328,33 @@ async def test_results_that_end_together_travel_in_one_frame(
         await asyncio.wait_for(acked.wait(), DEADLINE)
         assert worker._unacked == {}
     assert on_disk(worker) == []
+
+
+async def test_a_frame_stays_within_the_workers_result_size_limit(
+    plane: FakeControlPlane, tmp_path: Path
+) -> None:
+    """Results that together would exceed `max_result_bytes` (the most one message may carry)
+    go in more than one frame; none is lost."""
+    plane.features = ["batches"]
+    tool = TogetherTool(expected=3, padding=500)  # each result about 760 bytes of JSON
+    worker = make_worker(plane, tmp_path, tool, slots=3)
+    worker.settings = worker.settings.model_copy(update={"max_result_bytes": 1024})
+    async with running(worker):
+        await plane.expect(WorkerRegister)
+        runs = [execute("together") for _ in range(3)]
+        await plane.send(ExecuteTasks(tasks=runs))
+        await asyncio.wait_for(tool.all_started.wait(), DEADLINE)
+        tool.gate.set()
+        got: list[TaskResult] = []
+        frames_seen = 0
+        while len(got) < 3:
+            message = await plane.expect((TaskResult, TaskResults))  # type: ignore[arg-type]
+            frames_seen += 1
+            if isinstance(message, TaskResults):
+                assert len(message.model_dump_json().encode()) <= 1024
+            got.extend(message.results if isinstance(message, TaskResults) else [message])
+        assert frames_seen >= 2  # three of them would not fit in one frame
+        assert {r.attempt_id for r in got} == {r.attempt_id for r in runs}
 
 
 async def test_a_lone_result_goes_out_at_once_as_a_single_message(

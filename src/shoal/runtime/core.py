@@ -42,6 +42,7 @@ from shoal.engine.workflow import (
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
 from shoal.protocol import (
+    BATCH_BYTES,
     SERVER_FEATURES,
     AgentLog,
     Heartbeat,
@@ -520,7 +521,8 @@ class Runtime:
     async def _send_executes(self, dispatches: list[tuple[Connection, AttemptRecord]]) -> None:
         texts = [(wc, await self._execute_text(wc, att)) for wc, att in dispatches]
         await send_grouped([(wc, text) for wc, text in texts if text is not None],
-                           "execute_tasks", "tasks")
+                           "execute_tasks", "tasks",
+                           min(BATCH_BYTES, self.settings.max_result_bytes))
 
     async def _execute_text(self, wc: Connection, att: AttemptRecord) -> str | None:
         state = self.memory.states.get(att.task_id)

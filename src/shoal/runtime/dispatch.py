@@ -14,6 +14,7 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
 from shoal.protocol import (
+    BATCH_BYTES,
     Ack,
     Acks,
     CancelTask,
@@ -212,16 +213,17 @@ class PendingAcks:
             await asyncio.wait(self._sends)
 
 
-async def send_grouped(messages: Sequence[tuple[Connection, str]], kind: str,
-                       field: str) -> None:
+async def send_grouped(messages: Sequence[tuple[Connection, str]], kind: str, field: str,
+                       limit: int = BATCH_BYTES) -> None:
     """Send each (worker, message): to a worker that understands `batches`, its messages in
-    as few `kind` frames as their size allows (ADR 0024); to others one by one, in order."""
+    as few `kind` frames of at most `limit` bytes as their size allows (ADR 0024); to others
+    one by one, in order."""
     by_worker: dict[int, tuple[Connection, list[str]]] = {}  # by id: connections compare by value
     for wc, text in messages:
         by_worker.setdefault(id(wc), (wc, []))[1].append(text)
     for wc, texts in by_worker.values():
         if "batches" in wc.features and len(texts) > 1:
-            texts = [frame for frame, _ in frames(texts, kind, field)]
+            texts = [frame for frame, _ in frames(texts, kind, field, limit)]
         for text in texts:
             await send_to(wc, text)
 

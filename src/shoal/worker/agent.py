@@ -30,6 +30,7 @@ from shoal.artifacts.paths import check_relative_path
 from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
+    BATCH_BYTES,
     WORKER_FEATURES,
     Ack,
     Acks,
@@ -308,8 +309,9 @@ class Worker:
         """Send `waiting` in as few frames as their size allows; tells each follower whether
         its frame went out, and returns that for the first."""
         first = False
+        limit = min(BATCH_BYTES, self.settings.max_result_bytes)
         for frame, members in frames([text for _, text, _ in waiting], "task_results",
-                                     "results"):
+                                     "results", limit):
             message = (waiting[members[0]][0] if len(members) == 1 else
                        TaskResults.model_construct(results=[waiting[i][0] for i in members]))
             ok = await self._send(message, frame)
