@@ -147,6 +147,37 @@ async def test_an_attempt_may_refer_to_a_subtask_the_same_statement_inserts(
     assert loaded.attempts == {attempt.id: attempt}
 
 
+async def test_a_new_task_goes_in_with_its_plan_in_one_statement(pg_db: Database) -> None:
+    """A submission: the task row (with the values its start left it, and its claim), the
+    plan's subtasks and the first attempt in one statement; no insert-then-update of the task."""
+    async with pg_db.begin() as conn:
+        user_id = await accounts.create_user(conn, username="carol", password_hash="x",
+                                             is_admin=False, email=None, now=NOW)
+    task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Plan and go",
+                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+    empty = TaskState(task=task, subtasks={}, attempts={})
+    work = TaskWork(empty)
+    work.apply(decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW)))
+    attempt = attempt_for(work.state, "a")
+    work.apply(decide(work.state, Dispatched(attempt), Context(now=NOW)))
+    await warm(pg_db)
+    writer = BatchWriter()
+    staged = writer.stage_new(work.old, work.merged, owner_id="copy-1", owner_expires_at=NOW)
+    assert staged.task.status is TaskStatus.IN_PROGRESS
+    async with statements(pg_db) as sent:
+        stored = await pg_batch.commit(pg_db, writer, [note(task.id, 1)], NOW)
+    assert stored is not None
+    (batch,) = [s for s in sent if "INSERT INTO tasks" in s]  # asyncpg may also look up types
+    assert "INSERT INTO subtasks" in batch
+    assert "UPDATE tasks" not in batch
+    assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in sent)
+    assert await load(pg_db, task.id) == staged
+    async with pg_db.connection() as conn:
+        owner = (await conn.execute(sa.text("SELECT owner_id FROM tasks WHERE id = :i"),
+                                    {"i": task.id})).scalar()
+    assert owner == "copy-1"
+
+
 async def test_a_results_file_manifest_goes_in_the_same_statement(pg_db: Database) -> None:
     """The `artifacts` rows of a result travel with the batch's rows and events."""
     started = await started_task(pg_db)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from shoal.engine import planning
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
@@ -17,7 +18,7 @@ from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import accounts
 from shoal.store.db import Database
-from shoal.store.state import insert_task, load_task_states, write_decision
+from shoal.store.state import BatchWriter, insert_task, load_task_states, write_decision
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 PLAN: list[dict[str, Any]] = [
@@ -138,3 +139,29 @@ async def test_unfinished_tasks_load_without_ids(db: Database) -> None:
     await write(db, state, CancelRequested())
     async with db.connection() as conn:
         assert await load_task_states(conn) == []
+
+
+async def test_a_new_task_is_inserted_with_the_values_its_start_left_it(db: Database) -> None:
+    """`stage_new`: the task row goes in once, as started (not inserted as submitted and then
+    updated), before its subtasks, with the extra columns given (its claim)."""
+    async with db.begin() as conn:
+        user_id = await accounts.create_user(conn, username="dora", password_hash="x",
+                                             is_admin=False, email=None, now=NOW)
+    task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="New",
+                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+    empty = TaskState(task=task, subtasks={}, attempts={})
+    decision = decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW))
+    writer = BatchWriter()
+    staged = writer.stage_new(empty, decision, owner_id="copy-2", owner_expires_at=NOW)
+    inserts, _, updates = writer.staged()
+    assert [name for name, _ in inserts] == ["tasks", "subtasks"]
+    assert [name for name, _ in updates] == []
+    await db.run_write(writer.flush)
+    assert await load(db, task.id) == staged
+    assert staged.task.status is TaskStatus.IN_PROGRESS
+    assert staged.task.version == task.version + 1
+    async with db.connection() as conn:
+        owner = (await conn.execute(sa.text("SELECT owner_id FROM tasks WHERE id = :i"),
+                                    {"i": task.id.hex if db.dialect == "sqlite" else task.id}
+                                    )).scalar()
+    assert owner == "copy-2"

@@ -71,7 +71,6 @@ from shoal.store.models import utcnow
 from shoal.store.state import (
     BatchWriter,
     insert_rows,
-    insert_task_sync,
     load_task_states,
     renew_leases,
 )
@@ -262,12 +261,10 @@ class Runtime:
         self, b: Batch
     ) -> tuple[dict[uuid.UUID, TaskState], list[Event]] | None:
         """PostgreSQL: the batch as one self-committing statement, one round trip (ADR 0023);
-        None when it needs the general path (a new task, extra SQL steps)."""
-        if b.new_tasks or b.sql:
+        None when it needs the general path (extra SQL steps: heartbeats, registrations)."""
+        if b.sql:
             return None
-        writer = BatchWriter()
-        states = {tid: writer.stage(work.old, work.merged)
-                  for tid, work in b.works.items() if work.dirty}
+        writer, states = _stage(b)
         stored = await pg_batch.commit(self.db, writer, compact(b.events), b.now, rows=b.rows)
         return None if stored is None else (states, stored)
 
@@ -562,17 +559,26 @@ def _deferrable(batch: list[Job]) -> bool:
 
 def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
     """Everything a batch changed, in one transaction (runs on the store's writer)."""
-    for task in b.new_tasks:
-        insert_task_sync(conn, task, owner=b.owner, owner_expires_at=b.owner_expires_at)
-    writer = BatchWriter()
-    states = {tid: writer.stage(work.old, work.merged)
-              for tid, work in b.works.items() if work.dirty}
+    writer, states = _stage(b)
     writer.flush(conn)
     for table, rows in b.rows:
         insert_rows(conn, table, rows)
     for step in b.sql:
         step(conn)
     return states, append_events_sync(conn, compact(b.events), b.now)
+
+
+def _stage(b: Batch) -> tuple[BatchWriter, dict[uuid.UUID, TaskState]]:
+    """The batch's row changes, staged, and each changed task's state as it will be stored; a
+    new task's row is staged as one insert of its final values, with this copy's claim."""
+    writer = BatchWriter()
+    claim = ({"owner_id": b.owner, "owner_expires_at": b.owner_expires_at}
+             if b.owner is not None else {})
+    new = {task.id for task in b.new_tasks}
+    states = {tid: (writer.stage_new(work.old, work.merged, **claim) if tid in new
+                    else writer.stage(work.old, work.merged))
+              for tid, work in b.works.items() if work.dirty or tid in new}
+    return writer, states
 
 
 def _worker_event(wc: Connection, status: str) -> NewEvent:

@@ -24,9 +24,10 @@ PostgreSQL commits it on its own: one round trip in all, and still all or nothin
   lock's row first) and held until the commit, as in `store.events`.
 
 The statement's text depends only on which tables and columns the batch touches, so asyncpg
-prepares each shape once. A batch this cannot express (a new task, the runtime's extra SQL
-steps such as a heartbeat's, a table whose rows leave a Python-side default to compute) goes
-the general way: `commit` returns None for it and has written nothing.
+prepares each shape once. A new task is staged as one insert of its final values
+(`BatchWriter.stage_new`), so a submission fits. A batch this cannot express (the runtime's
+extra SQL steps such as a heartbeat's, a table whose rows leave a Python-side default to
+compute) goes the general way: `commit` returns None for it and has written nothing.
 """
 
 from __future__ import annotations

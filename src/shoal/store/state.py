@@ -111,7 +111,7 @@ class BatchWriter:
         self._reset()
 
     def _reset(self) -> None:
-        self._inserts = {"subtasks": [], "attempts": [], "checkpoints": []}
+        self._inserts = {"tasks": [], "subtasks": [], "attempts": [], "checkpoints": []}
         self._updates = {"tasks": [], "subtasks": [], "attempts": [], "checkpoints": []}
         self._records: dict[str, list[dict[str, Any]]] = {}
 
@@ -158,13 +158,23 @@ class BatchWriter:
         return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending,
                          dependents=new.dependents, agents=new.agents)
 
+    def stage_new(self, old: TaskState, d: Decision, **columns: Any) -> TaskState:
+        """`stage` for a task not stored yet: its row is inserted with the values `d` left it
+        with, plus `columns` (its claim), rather than inserted as submitted and then updated,
+        so a new task goes in with its first subtasks in one statement (ADR 0023)."""
+        state = self.stage(old, d)
+        updates = self._updates["tasks"]
+        if updates and updates[-1][0]["id"] == state.task.id:
+            updates.pop()  # the update `stage` queued for it: the insert carries its values
+        self._inserts["tasks"].append({**task_values(state.task), **columns})
+        return state
+
     def staged(self) -> tuple[list[tuple[str, list[dict[str, Any]]]],
                               list[tuple[sa.Table, list[dict[str, Any]]]],
                               list[tuple[str, list[_Update]]]]:
         """What `flush` would write: (table, rows) to insert, in order (inserts first: attempts
         refer to new subtasks), record rows by table, and (table, updates)."""
-        inserts = [(name, self._inserts[name]) for name in ("subtasks", "attempts", "checkpoints")
-                   if self._inserts[name]]
+        inserts = [(name, self._inserts[name]) for name in _INSERT_ORDER if self._inserts[name]]
         records = [(RECORD_TABLES[name], rows) for name, rows in self._records.items() if rows]
         updates = [(name, self._updates[name])
                    for name in ("tasks", "subtasks", "attempts", "checkpoints")
@@ -176,8 +186,9 @@ class BatchWriter:
         self._reset()
 
     def flush(self, conn: sa.Connection) -> None:
-        """Write everything staged (inserts first: attempts refer to new subtasks)."""
-        for name in ("subtasks", "attempts", "checkpoints"):
+        """Write everything staged (inserts first, parents first: attempts refer to new
+        subtasks, subtasks to new tasks)."""
+        for name in _INSERT_ORDER:
             if self._inserts[name]:
                 insert_rows(conn, _TABLES[name], self._inserts[name])
         for table_name, values in self._records.items():
@@ -195,6 +206,7 @@ class BatchWriter:
 
 
 _Update = tuple[dict[str, Any], "frozenset[str] | None", int]  # values, changed columns, version
+_INSERT_ORDER = ("tasks", "subtasks", "attempts", "checkpoints")  # parents first
 
 
 def _changed(before: Any, after: Any) -> frozenset[str] | None:
