@@ -25,7 +25,15 @@ from shoal.store.db import Database
 from shoal.store.events import events
 from shoal.store.files import artifacts, manifest_rows, subtask_files
 from shoal.store.state import BatchWriter, insert_task
-from tests.store.test_state import NOW, PLAN, attempt_for, load, started_task, write
+from tests.store.test_state import (
+    NOW,
+    PLAN,
+    attempt_for,
+    load,
+    started_task,
+    unsaved_task,
+    write,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -150,16 +158,11 @@ async def test_an_attempt_may_refer_to_a_subtask_the_same_statement_inserts(
 async def test_a_new_task_goes_in_with_its_plan_in_one_statement(pg_db: Database) -> None:
     """A submission: the task row (with the values its start left it, and its claim), the
     plan's subtasks and the first attempt in one statement; no insert-then-update of the task."""
-    async with pg_db.begin() as conn:
-        user_id = await accounts.create_user(conn, username="carol", password_hash="x",
-                                             is_admin=False, email=None, now=NOW)
-    task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Plan and go",
-                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+    task = await unsaved_task(pg_db, "carol")
     empty = TaskState(task=task, subtasks={}, attempts={})
     work = TaskWork(empty)
     work.apply(decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW)))
-    attempt = attempt_for(work.state, "a")
-    work.apply(decide(work.state, Dispatched(attempt), Context(now=NOW)))
+    work.apply(decide(work.state, Dispatched(attempt_for(work.state, "a")), Context(now=NOW)))
     await warm(pg_db)
     writer = BatchWriter()
     staged = writer.stage_new(work.old, work.merged, owner_id="copy-1", owner_expires_at=NOW)

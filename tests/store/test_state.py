@@ -56,6 +56,15 @@ async def load(db: Database, task_id: uuid.UUID) -> TaskState:
     return state
 
 
+async def unsaved_task(db: Database, username: str) -> TaskRecord:
+    """A new pending task of a new stored user, not stored itself."""
+    async with db.begin() as conn:
+        user_id = await accounts.create_user(conn, username=username, password_hash="x",
+                                             is_admin=False, email=None, now=NOW)
+    return TaskRecord(id=uuid.uuid4(), user_id=user_id, description="Plan and go",
+                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+
+
 async def write(db: Database, old: TaskState, inp: Any, at: datetime = NOW) -> TaskState:
     """Decide `inp` against `old` and store it in its own transaction."""
     async with db.begin() as conn:
@@ -144,11 +153,7 @@ async def test_unfinished_tasks_load_without_ids(db: Database) -> None:
 async def test_a_new_task_is_inserted_with_the_values_its_start_left_it(db: Database) -> None:
     """`stage_new`: the task row goes in once, as started (not inserted as submitted and then
     updated), before its subtasks, with the extra columns given (its claim)."""
-    async with db.begin() as conn:
-        user_id = await accounts.create_user(conn, username="dora", password_hash="x",
-                                             is_admin=False, email=None, now=NOW)
-    task = TaskRecord(id=uuid.uuid4(), user_id=user_id, description="New",
-                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW)
+    task = await unsaved_task(db, "dora")
     empty = TaskState(task=task, subtasks={}, attempts={})
     decision = decide(empty, Start(plan=planning.user_plan(PLAN)), Context(now=NOW))
     writer = BatchWriter()

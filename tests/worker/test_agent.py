@@ -304,22 +304,37 @@ async def test_one_acks_message_forgets_every_result_it_names(
     assert on_disk(worker) == []
 
 
+@contextlib.asynccontextmanager
+async def ending_together(
+    plane: FakeControlPlane, tmp_path: Path, count: int, *, padding: int = 0,
+    **settings: object,
+) -> AsyncIterator[tuple[Worker, list[ExecuteTask], WorkerRegister, asyncio.Event]]:
+    """A running worker, talking to a control plane that lists `batches`, whose `count`
+    attempts (from one `execute_tasks` frame) have just ended in the same turn of its loop.
+    Yields the worker, the attempts, its registration and an event set once all are acked."""
+    plane.features = ["batches"]
+    tool = TogetherTool(expected=count, padding=padding)
+    worker = make_worker(plane, tmp_path, tool, slots=count)
+    if settings:
+        worker.settings = worker.settings.model_copy(update=settings)
+    acked = _noting_acks(worker, count=count)
+    async with running(worker):
+        register = await plane.expect(WorkerRegister)
+        runs = [execute("together") for _ in range(count)]
+        await plane.send(ExecuteTasks(tasks=runs))
+        await asyncio.wait_for(tool.all_started.wait(), DEADLINE)
+        tool.gate.set()
+        yield worker, runs, register, acked
+
+
 async def test_results_that_end_together_travel_in_one_frame(
     plane: FakeControlPlane, tmp_path: Path
 ) -> None:
     """To a control plane that lists `batches`, the worker lists it too, starts every attempt
     of an `execute_tasks` frame, and sends the results that are ready in the same turn of its
     event loop as one `task_results` frame (ADR 0024)."""
-    plane.features = ["batches"]
-    tool = TogetherTool(expected=3)
-    worker = make_worker(plane, tmp_path, tool, slots=3)
-    acked = _noting_acks(worker, count=3)
-    async with running(worker):
-        assert "batches" in (await plane.expect(WorkerRegister)).features
-        runs = [execute("together") for _ in range(3)]
-        await plane.send(ExecuteTasks(tasks=runs))
-        await asyncio.wait_for(tool.all_started.wait(), DEADLINE)
-        tool.gate.set()
+    async with ending_together(plane, tmp_path, 3) as (worker, runs, register, acked):
+        assert "batches" in register.features
         batch = await plane.expect(TaskResults)
         assert {r.attempt_id for r in batch.results} == {r.attempt_id for r in runs}
         assert {r.status for r in batch.results} == {"succeeded"}
@@ -335,16 +350,9 @@ async def test_a_frame_stays_within_the_workers_result_size_limit(
 ) -> None:
     """Results that together would exceed `max_result_bytes` (the most one message may carry)
     go in more than one frame; none is lost."""
-    plane.features = ["batches"]
-    tool = TogetherTool(expected=3, padding=500)  # each result about 760 bytes of JSON
-    worker = make_worker(plane, tmp_path, tool, slots=3)
-    worker.settings = worker.settings.model_copy(update={"max_result_bytes": 1024})
-    async with running(worker):
-        await plane.expect(WorkerRegister)
-        runs = [execute("together") for _ in range(3)]
-        await plane.send(ExecuteTasks(tasks=runs))
-        await asyncio.wait_for(tool.all_started.wait(), DEADLINE)
-        tool.gate.set()
+    # Each result is about 760 bytes of JSON: three do not fit in 1,024.
+    async with ending_together(plane, tmp_path, 3, padding=500,
+                               max_result_bytes=1024) as (_, runs, _, _):
         got: list[TaskResult] = []
         frames_seen = 0
         while len(got) < 3:
@@ -353,7 +361,7 @@ async def test_a_frame_stays_within_the_workers_result_size_limit(
             if isinstance(message, TaskResults):
                 assert len(message.model_dump_json().encode()) <= 1024
             got.extend(message.results if isinstance(message, TaskResults) else [message])
-        assert frames_seen >= 2  # three of them would not fit in one frame
+        assert frames_seen >= 2
         assert {r.attempt_id for r in got} == {r.attempt_id for r in runs}
 
 
@@ -365,11 +373,7 @@ async def test_a_lone_result_goes_out_at_once_as_a_single_message(
     plane.features = ["batches"]
     worker = make_worker(plane, tmp_path, gate)
     async with running(worker):
-        await plane.expect(WorkerRegister)
-        msg = execute()
-        await plane.send(msg)
-        gate.gate.set()
-        assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
+        await _result_sent(plane, gate)  # a `task_result`, or `expect` fails
 
 
 async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
