@@ -406,19 +406,19 @@ class Worker:
         deferred = self._deferred.pop(ack.attempt_id, None)
         if deferred is not None:  # acknowledged before its write began: nothing on disk
             deferred[0].cancel()
-            log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
-                     accepted=ack.accepted, reason=ack.reason)
-            return
-        saving = self._saving.get(ack.attempt_id)
+        else:
+            await self._remove_saved(ack.attempt_id)
+        log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
+                 accepted=ack.accepted, reason=ack.reason)
+
+    async def _remove_saved(self, attempt_id: uuid.UUID) -> None:
+        saving = self._saving.get(attempt_id)
         if saving is not None:  # remove the file only once it is written
             await asyncio.wait([saving])
         try:
-            await self.outbox.remove(ack.attempt_id)
+            await self.outbox.remove(attempt_id)
         except OSError:  # the file stays: re-sent after a restart, and refused
-            log.warning("worker.outbox_remove_failed", attempt_id=str(ack.attempt_id),
-                        exc_info=True)
-        log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
-                 accepted=ack.accepted, reason=ack.reason)
+            log.warning("worker.outbox_remove_failed", attempt_id=str(attempt_id), exc_info=True)
 
     # ---- attempts ------------------------------------------------------------------------
 
