@@ -15,7 +15,10 @@ event loop. Three workloads are submitted as explicit plans over the HTTP API:
 Makespan runs from just before `POST /api/v1/tasks` to the moment the task's `task_complete`
 event reaches a subscriber of the event bus (in-process; `--observe sse` reads the task's SSE
 stream over HTTP instead). The baseline runs the same DAG as asyncio tasks awaiting their
-dependencies' futures, in this process, in the same run.
+dependencies' futures, in this process, in the same run. The durable floor (`_floor.py`) runs
+the same DAGs, on the same kind of database, after Shoal has stopped: a minimal orchestrator
+that stores every step before acting on it and talks to a worker process over WebSockets, with
+nothing else a product needs, so its figures bound what any Python design could reach here.
 
 Reported: per-subtask overhead = makespan / n for W1 and W2 (the ideal is 0 for no-op
 subtasks; target ≤ 1 ms); makespan / critical path (10 layers of 50 ms) for W3 (target
@@ -51,6 +54,7 @@ from urllib.parse import urlparse
 import httpx
 import sqlalchemy as sa
 import structlog
+from _floor import Floor, floor
 from _report import Outcome, Run, attach_timings, render, summary
 from _workloads import Workload, plan_for, run_baseline, workloads
 from rich.console import Console
@@ -257,6 +261,16 @@ async def cluster(
                     await client.aclose()
 
 
+@contextlib.asynccontextmanager
+async def floor_on(kind: str) -> AsyncIterator[Floor]:
+    """The durable floor (`_floor.py`) on a fresh database of `kind`, with its workers."""
+    with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
+        async with database(kind, Path(name)) as url:
+            target = str(Path(name) / "shoal.db") if kind == "sqlite" else url
+            async with floor(kind, target) as low:
+                yield low
+
+
 async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outcome], list[float]]:
     """Run every workload `args.repeat` times on a fresh database of `kind`; also time the
     database's commit floor there."""
@@ -269,6 +283,12 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
             for outcome in outcomes:
                 outcome.runs.append(await bench.run(outcome.work))
         commits = await commit_floor(bench.srv.services.db)  # the workers idle meanwhile
+    async with floor_on(kind) as low:  # Shoal has stopped: the floor has the machine to itself
+        for warm in workloads(quick=True, only="W1,W2"):
+            await low.run(warm.dag, warm.delay)
+        for _ in range(args.repeat):
+            for outcome in outcomes:
+                outcome.floor.append(await low.run(outcome.work.dag, outcome.work.delay))
     if args.records:
         await asyncio.to_thread(
             save_records, Path(f"{args.records}.{kind}.json"), outcomes, records
