@@ -118,12 +118,13 @@ def serve(
 ) -> None:
     """Run one control-plane copy (production: PostgreSQL + Redis via SHOAL_* settings)."""
     settings = settings_from_env(host=host, port=port)
-    configure_logging("info")
+    configure_logging("info", access_log=True)
     import uvicorn
 
     from shoal.api.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
+    # log_config=None: uvicorn's own handlers would print request lines unredacted.
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
                 ws_ping_interval=20, ws_max_size=2 * settings.max_result_bytes,
                 timeout_graceful_shutdown=30)
 

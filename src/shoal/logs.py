@@ -1,28 +1,106 @@
-"""Logging set-up: structlog to stderr, level from `SHOAL_LOG_LEVEL`, secrets never logged."""
+"""Logging set-up: structlog to stderr, level from `SHOAL_LOG_LEVEL`, secrets never logged.
+
+Secrets are kept out in two ways. First, nothing logs them on purpose: tracebacks are plain
+(no local variables), SQL parameters are hidden by the engines, and uvicorn's own log
+configuration is not installed. Second, as a line of defence for what slips through (a URL
+with `?token=`, an exception message quoting a connection string), every line, structlog's
+and the standard library's alike, passes through `redact` just before it is written: it masks
+the shapes of the secrets Shoal handles — JWTs, `shw_`/`shl_` tokens, vendor API keys,
+passwords in URLs and `token=` query values — and the values of fields named like secrets.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
+MASK = "[redacted]"
+_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # A JWT: three base64url parts, the first two JSON objects (`{"` encodes as `eyJ`).
+    (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),
+    # Shoal's opaque tokens (worker tokens, one-time login links).
+    (re.compile(r"\bsh[wl]_[A-Za-z0-9_-]{8,}"), MASK),
+    # Vendor API keys: OpenAI and Anthropic (`sk-…`, `sk-ant-…`), Google (`AIza…`).
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK),
+    # A password inside a URL: scheme://user:password@host.
+    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*):[^\s@/]+@"), rf"\1:{MASK}@"),
+    # Credentials in a query string or a header-like `key=value`.
+    (re.compile(r"(?i)([?&;\s](?:access_token|refresh_token|token|api_key|apikey|password"
+                r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}"),
+)
+# Field names whose values are secrets: `password`, `worker_token`, `secret_key`, `api_key`…
+# (not `input_tokens`: a name must end in one of these words).
+_SECRET_FIELD = re.compile(r"(?i)(?:^|_)(password|passwd|secret|secret_key|token|api_key"
+                           r"|apikey|authorization|cookie)$")
 
-def configure_logging(default_level: str = "info") -> None:
-    """Route structlog and stdlib logging to stderr at one level."""
+
+def redact(text: str) -> str:
+    """`text` with every known shape of secret masked."""
+    for pattern, replacement in _SECRET_SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _mask_secret_fields(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """A structlog processor: the value of any field named like a secret is masked."""
+    for key in event:
+        if key != "event" and _SECRET_FIELD.search(key):
+            event[key] = MASK
+    return event
+
+
+def _redact_line(_logger: Any, _name: str, line: Any) -> str:
+    """A structlog processor after the renderer: the whole rendered line, redacted."""
+    return redact(str(line))
+
+
+class RedactingFormatter(logging.Formatter):
+    """A standard-library formatter whose every line, traceback included, is redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record formatted as usual, then redacted."""
+        return redact(super().format(record))
+
+
+def configure_logging(default_level: str = "info", *, access_log: bool = False) -> None:
+    """Route structlog and stdlib logging to stderr at one level, redacted.
+
+    `access_log` keeps uvicorn's per-request lines (at the chosen level); otherwise they are
+    shown only from `warning` up.
+    """
     name = os.environ.get("SHOAL_LOG_LEVEL", default_level).upper()
     level = logging.getLevelNamesMapping().get(name, logging.INFO)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
-    for noisy in ("uvicorn.access", "httpx", "httpcore", "websockets"):
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    quiet = ["httpx", "httpcore", "websockets", "alembic"] + ([] if access_log else ["uvicorn.access"])
+    for noisy in quiet:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    for own in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(own).handlers.clear()  # uvicorn's own handlers bypass the redaction
+        logging.getLogger(own).propagate = True
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         processors=[
+            _mask_secret_fields,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+            # Plain tracebacks: the rich renderer's default shows every frame's local
+            # variables, which is how passwords and keys once reached the log.
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(),
+                                          exception_formatter=structlog.dev.plain_traceback),
+            _redact_line,
         ],
         # Module-level loggers are lazy proxies that otherwise rebuild their bound logger on
         # every call (nine Python calls, even for a line below the level): a worker logs two

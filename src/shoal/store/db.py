@@ -92,25 +92,25 @@ class Database:
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             engine = create_async_engine(url, pool_size=pool_size, max_overflow=0,
-                                         json_serializer=fast.json_dumps)
+                                         json_serializer=fast.json_dumps, hide_parameters=True)
             sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
             writer = sa.create_engine(url.replace("+aiosqlite", "+pysqlite", 1),
                                       poolclass=sa.pool.StaticPool,
-                                      json_serializer=fast.json_dumps,
+                                      json_serializer=fast.json_dumps, hide_parameters=True,
                                       connect_args={"check_same_thread": False})
             sa.event.listen(writer, "connect", _sqlite_pragmas)
             sa.event.listen(writer, "connect", _writer_pragmas)
             return cls(engine, writer)
         engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True,
-            json_serializer=fast.json_dumps,
+            json_serializer=fast.json_dumps, hide_parameters=True,
         )
         # The runtime's writes: one batch at a time, many a second, so no ping before each
         # (a round trip). A connection that died makes that batch fail, which invalidates the
         # pool; the runtime retries the batch's jobs on a fresh connection (ADR 0010).
         return cls(engine, write_engine=create_async_engine(
             url, pool_size=1, max_overflow=2, pool_pre_ping=False,
-            json_serializer=fast.json_dumps))
+            json_serializer=fast.json_dumps, hide_parameters=True))
 
     @property
     def is_postgres(self) -> bool:

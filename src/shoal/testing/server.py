@@ -50,7 +50,8 @@ async def running_server(settings: Settings, *, port: int = 0) -> AsyncIterator[
     """Serve `create_app(settings)` until the block exits."""
     app = create_app(settings)
     sock = bind_socket(settings.host, port)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_ping_interval=20,
+    config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on",
+                            ws_ping_interval=20,
                             ws_max_size=2 * settings.max_result_bytes)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
