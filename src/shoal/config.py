@@ -79,11 +79,17 @@ class Settings(BaseSettings):
     # the author's worker, or ask a person.
     review_without_peer: Literal["skip", "same_worker", "checkpoint"] = "skip"
 
+    # Readiness: `/readyz` answers 200 only once this many workers are connected to this copy
+    # (`shoal up` waits for its own worker; a shared control plane needs none to be ready).
+    ready_workers: int = Field(0, ge=0, le=10_000)
+
     # Auth.
     bcrypt_rounds: int = Field(12, ge=4, le=16)
     access_token_minutes: int = Field(24 * 60, ge=1)
     refresh_token_days: int = Field(30, ge=1)
-    rate_limit_per_minute: int = Field(600, ge=1)
+    rate_limit_per_minute: int = Field(600, ge=1)  # requests per signed-in user
+    login_rate_limit_per_minute: int = Field(20, ge=1)  # sign-in attempts per client address
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # larger bodies: 413
 
     # Worker side.
     worker_name: str | None = None

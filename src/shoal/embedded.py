@@ -38,6 +38,9 @@ async def run_embedded(
             settings = settings.model_copy(update={"openai_compat_base_url": url,
                                                    "openai_compat_model": "shoal-demo"})
             model_label = f"DEMO model (scripted answers, not a real model) at {url}"
+        # Ready (`/readyz`) once the local worker has joined, so a script that waits for it
+        # can submit at once.
+        settings = settings.model_copy(update={"ready_workers": max(1, settings.ready_workers)})
         srv = await stack.enter_async_context(running_server(settings, port=settings.port))
         token, link = await _bootstrap(srv.services.db, settings, srv.url)
         tools = await discover_tools(settings)

@@ -7,6 +7,7 @@ ShoalError                      base; carries `code`, `retryable`, `retry_after`
 │   └── StaleAttempt            a result from an attempt that lost its lease
 ├── InvalidInput                a request the domain refuses                    → 422
 │   ├── InvalidGraph            cycles, dangling or self dependencies, limits
+│   ├── UnstorableText          a NUL, a lone surrogate or a non-finite number
 │   └── UnsafePath              an agent's file name that could escape its folder
 ├── Unauthorized                missing or bad credentials                      → 401
 ├── Forbidden                   authenticated, but not allowed                  → 403
@@ -75,6 +76,19 @@ class InvalidGraph(InvalidInput):
     """A plan whose dependency graph is not a valid DAG or breaks a limit."""
 
     code = "invalid_graph"
+
+
+class UnstorableText(InvalidInput):
+    """A value no database can store: text with a NUL character or a lone surrogate, or a
+    number that is NaN or infinite. `field` is its dotted path, `reason` says which."""
+
+    code = "unstorable_text"
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}.", details=[
+            {"field": field, "message": reason, "type": self.code}])
+        self.field = field
+        self.reason = reason
 
 
 class UnsafePath(InvalidInput):

@@ -21,6 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from shoal.errors import UnstorableText
+from shoal.limits import MAX_INT64, model_problem
+
 PROTOCOL_VERSION = 1
 # Most UTF-8 bytes one batched frame carries by default; a message larger than the limit travels
 # alone. Senders also keep a frame within their `max_result_bytes`, as big as one message may
@@ -30,12 +33,16 @@ MAX_BATCH = 256  # messages in one batched frame
 WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
 SERVER_FEATURES = ("batches",)  # and its control plane
 
+MAX_TOKENS = 10**12  # per attempt
+MAX_COST_USD = 1e9
+MAX_DURATION = 366 * 24 * 3600.0
+
 ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    v: int = PROTOCOL_VERSION
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+    v: int = Field(PROTOCOL_VERSION, ge=0, le=1_000)
 
 
 class ToolInfo(BaseModel):
@@ -64,12 +71,12 @@ class RejectedFile(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens and cost one attempt spent."""
+    """Tokens and cost one attempt spent (bounded so that a task's sums fit the store)."""
 
-    model_config = ConfigDict(frozen=True)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+    input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    cost_usd: float = Field(0.0, ge=0, le=MAX_COST_USD)
 
 
 class UpstreamResult(BaseModel):
@@ -104,9 +111,9 @@ class Heartbeat(_Message):
     """Periodic liveness and load; renews the leases of the attempts in `running`."""
 
     type: Literal["heartbeat"] = "heartbeat"
-    cpu_percent: float = 0.0
-    memory_percent: float = 0.0
-    disk_percent: float = 0.0
+    cpu_percent: float = Field(0.0, ge=0, le=100_000)  # a busy many-core machine passes 100
+    memory_percent: float = Field(0.0, ge=0, le=100)
+    disk_percent: float = Field(0.0, ge=0, le=100)
     running: list[uuid.UUID] = Field(default_factory=list)
 
 
@@ -131,14 +138,14 @@ class TaskResult(_Message):
 
     type: Literal["task_result"] = "task_result"
     attempt_id: uuid.UUID
-    fence: int
+    fence: int = Field(ge=0, le=MAX_INT64)
     status: ResultStatus
     output: str = ""
     files: list[FilePayload] = Field(default_factory=list)
     rejected_files: list[RejectedFile] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: str | None = None
-    duration_seconds: float = 0.0
+    duration_seconds: float = Field(0.0, ge=0, le=MAX_DURATION)
     denials: list[dict[str, Any]] = Field(default_factory=list)  # tool, target, reason, …
 
 
@@ -236,8 +243,20 @@ _server_adapter: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 
 
 def parse_worker_message(raw: str | bytes) -> WorkerMessage:
-    """Parse a message a worker sent."""
-    return _worker_adapter.validate_json(raw)
+    """Parse a message a worker sent; `pydantic.ValidationError` if it is malformed,
+    `UnstorableText` if it holds text no database can store.
+
+    Lone surrogates never get this far (the JSON parser refuses them), a NUL character can
+    only arrive escaped, and a non-finite number only as a bare `NaN` or `Infinity`, so the
+    search through the fields runs only for frames that hold one of those (rarely, and then
+    it finds the field to name)."""
+    msg = _worker_adapter.validate_json(raw)
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    if "\\u0000" in text or "NaN" in text or "Infinity" in text:
+        found = model_problem(msg)
+        if found:
+            raise UnstorableText(found[0], found[1])
+    return msg
 
 
 def parse_server_message(raw: str | bytes) -> ServerMessage:

@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 
 import structlog
 from fastapi import FastAPI
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
 from shoal import __version__, heap
-from shoal.api import client_ws, worker_ws
+from shoal.api import client_ws, health, worker_ws
+from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
 from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers
@@ -78,8 +79,9 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,
                   description="Multi-agent task orchestration across many machines.")
     install_error_handlers(app)
-    for router in (auth.router, tasks.router, subtasks.router, checkpoints.router,
-                   workers.router, client_ws.router, worker_ws.router):
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    for router in (health.router, auth.router, tasks.router, subtasks.router,
+                   checkpoints.router, workers.router, client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)
     return app
@@ -108,13 +110,6 @@ def _add_plain_routes(app: FastAPI) -> None:
     gauges = {name: Gauge(f"shoal_{name}", f"Current number of {name.replace('_', ' ')}",
                           registry=registry)
               for name in ("active_tasks", "queued", "live_attempts", "workers")}
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> JSONResponse:
-        """Liveness and a few counts; no authentication."""
-        services: Services = app.state.services
-        return JSONResponse({"status": "ok", "version": __version__,
-                             **services.runtime.snapshot_counts()})
 
     @app.get("/metrics", tags=["health"])
     async def metrics() -> Response:

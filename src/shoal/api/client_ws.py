@@ -1,9 +1,14 @@
 """The client WebSocket `/ws`: subscribe to event types (optionally one task), replay with `since`.
 
+Signing in: `Authorization: Bearer <access token>` on the upgrade request, or a first frame
+`{"type": "auth", "token": "<access token>"}` within ten seconds (browsers cannot set headers,
+and a token in the URL ends up in proxies' logs); `?token=` still works.
+
 Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ..., "since"?: N}`
 (fields may also sit under `data`), `{"type": "unsubscribe", "event_types": [...]}`,
 `{"type": "ping"}`. Server → client: `{type, data, timestamp, seq}` events, `pong`,
-`subscribed`, `error`.
+`subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`, `field`) for a message
+it cannot take; the socket stays open after an error.
 """
 
 from __future__ import annotations
@@ -13,19 +18,69 @@ import contextlib
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from shoal.api import streams
-from shoal.api.deps import Services
-from shoal.auth.tokens import decode_token
+from shoal.api.deps import Services, bearer_token
+from shoal.auth.tokens import Claims, decode_token
 from shoal.errors import ShoalError
 from shoal.events import EventType
+from shoal.limits import MAX_INT64, value_problem
 from shoal.store.models import utcnow
 
 router = APIRouter()
 ALL_TYPES = frozenset(t.value for t in EventType)
+AUTH_TIMEOUT = 10.0  # seconds a socket without credentials has to send its `auth` frame
+UNAUTHORIZED = 4401
+
+
+class _ClientMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class Subscribe(_ClientMessage):
+    """Which events to receive: types (all if omitted), one task, and where to resume."""
+
+    type: Literal["subscribe"]
+    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
+    task_id: uuid.UUID | None = None
+    since: int | None = Field(None, ge=0, le=MAX_INT64)
+
+
+class Unsubscribe(_ClientMessage):
+    """Stop receiving some event types (all if omitted)."""
+
+    type: Literal["unsubscribe"]
+    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
+
+
+class Ping(_ClientMessage):
+    """Answered with `pong`."""
+
+    type: Literal["ping"]
+
+
+class Auth(_ClientMessage):
+    """The access token, as the first frame of a socket opened without one."""
+
+    type: Literal["auth"]
+    token: str = Field(min_length=1, max_length=8192)
+
+
+ClientMessage = Annotated[Subscribe | Unsubscribe | Ping | Auth, Field(discriminator="type")]
+_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+
+
+class BadMessage(Exception):
+    """A client frame that cannot be taken: what to send back in the `error` frame."""
+
+    def __init__(self, message: str, *, field: str | None = None,
+                 code: str = "bad_message") -> None:
+        super().__init__(message)
+        self.message, self.field, self.code = message, field, code
 
 
 class _Subscription:
@@ -45,16 +100,16 @@ class _Subscription:
 async def client_socket(ws: WebSocket) -> None:
     """Live events for a signed-in user."""
     services: Services = ws.app.state.services
-    try:
-        claims = decode_token(ws.query_params.get("token", ""), settings=services.settings,
-                              expected_type="access")
-    except ShoalError as exc:
-        await ws.accept()  # accept first so the browser sees the 4401 code and the reason
-        await ws.close(code=4401, reason=exc.message[:120])
+    await ws.accept()  # first, so that a browser sees the 4401 code and the reason
+    claims = await _sign_in(ws, services)
+    if claims is None:
         return
-    await ws.accept()
     sub = _Subscription()
-    state: dict[str, Any] = {"since": _since(ws.query_params.get("since"))}
+    state: dict[str, Any] = {"since": None}
+    try:
+        state["since"] = _query_since(ws.query_params.get("since"))
+    except BadMessage as exc:
+        await _error(ws, exc)
     async with asyncio.TaskGroup() as tg:
         pusher = [tg.create_task(_push(ws, services, claims.user_id, sub, state))]
 
@@ -68,41 +123,89 @@ async def client_socket(ws: WebSocket) -> None:
             pusher[0].cancel()
 
 
+async def _sign_in(ws: WebSocket, services: Services) -> Claims | None:
+    """The user behind the socket, from its header, its URL or its first frame; None (and
+    the socket closed with 4401) without a valid access token."""
+    token = bearer_token(ws) or ws.query_params.get("token")
+    try:
+        if not token:
+            token = await _auth_frame(ws)
+        return decode_token(token, settings=services.settings, expected_type="access")
+    except (ShoalError, BadMessage) as exc:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await ws.close(code=UNAUTHORIZED, reason=exc.message[:120])
+        return None
+    except (WebSocketDisconnect, TimeoutError):
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await ws.close(code=UNAUTHORIZED, reason="send an auth frame first")
+        return None
+
+
+async def _auth_frame(ws: WebSocket) -> str:
+    msg = _parse(await asyncio.wait_for(ws.receive_text(), timeout=AUTH_TIMEOUT))
+    if not isinstance(msg, Auth):
+        raise BadMessage("Sign in first: send {\"type\": \"auth\", \"token\": \"<access "
+                         "token>\"} as the first frame.", code="unauthorized")
+    return msg.token
+
+
 async def _read(
     ws: WebSocket, sub: _Subscription, state: dict[str, Any], restart: Callable[[], None]
 ) -> None:
     with contextlib.suppress(WebSocketDisconnect):
         while True:
+            raw = await ws.receive_text()
             try:
-                msg = json.loads(await ws.receive_text())
-                kind = msg.get("type")
-                data = {**msg, **(msg.get("data") or {})}
-            except (ValueError, AttributeError):
-                await _reply(ws, "error", {"message": "Send JSON objects with a 'type'."})
+                msg = _parse(raw)
+            except BadMessage as exc:
+                await _error(ws, exc)
                 continue
-            if kind == "ping":
-                await _reply(ws, "pong", {})
-            elif kind == "subscribe":
-                _subscribe(sub, data, state, restart)
-                await _reply(ws, "subscribed", {"event_types": sorted(sub.types),
-                                                "task_id": str(sub.task_id or "") or None})
-            elif kind == "unsubscribe":
-                sub.types -= set(data.get("event_types") or ALL_TYPES)
-                await _reply(ws, "unsubscribed", {"event_types": sorted(sub.types)})
-            else:
-                await _reply(ws, "error", {"message": f"Unknown message type {kind!r}."})
+            match msg:
+                case Ping():
+                    await _reply(ws, "pong", {})
+                case Subscribe():
+                    _subscribe(sub, msg, state, restart)
+                    await _reply(ws, "subscribed", {"event_types": sorted(sub.types),
+                                                    "task_id": str(sub.task_id or "") or None})
+                case Unsubscribe():
+                    sub.types -= set(msg.event_types or ALL_TYPES)
+                    await _reply(ws, "unsubscribed", {"event_types": sorted(sub.types)})
+                case Auth():
+                    await _error(ws, BadMessage("This socket is signed in already.",
+                                                code="already_signed_in"))
+
+
+def _parse(raw: str) -> ClientMessage:
+    """A client frame as a typed message, or `BadMessage` naming the field at fault."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise BadMessage("Send JSON objects with a 'type'.") from None
+    if not isinstance(data, dict):
+        raise BadMessage("Send JSON objects with a 'type'.")
+    if isinstance(data.get("data"), dict):
+        data = {**{k: v for k, v in data.items() if k != "data"}, **data["data"]}
+    if found := value_problem(data):
+        raise BadMessage(f"{found[0]}: {found[1]}.", field=found[0], code="unstorable_text")
+    try:
+        return _adapter.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        field = ".".join(str(p) for p in first["loc"][1:]) or "type"  # loc[0]: the tag
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            raise BadMessage(f"Unknown message type {data.get('type')!r}: send subscribe, "
+                             "unsubscribe, ping or auth.", field="type") from None
+        raise BadMessage(f"{field}: {first['msg']}.", field=field) from None
 
 
 def _subscribe(
-    sub: _Subscription, data: dict[str, Any], state: dict[str, Any], restart: Callable[[], None]
+    sub: _Subscription, msg: Subscribe, state: dict[str, Any], restart: Callable[[], None]
 ) -> None:
-    types = data.get("event_types")
+    types = msg.event_types
     sub.types = {t for t in types if t in ALL_TYPES} if types else set(ALL_TYPES)
-    task_id = data.get("task_id")
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        sub.task_id = uuid.UUID(str(task_id)) if task_id else None
-    if data.get("since") is not None:
-        state["since"] = _since(data.get("since"))
+    sub.task_id = msg.task_id
+    if msg.since is not None:
+        state["since"] = msg.since
         restart()
 
 
@@ -125,8 +228,15 @@ async def _reply(ws: WebSocket, kind: str, data: dict[str, Any]) -> None:
                                    "timestamp": utcnow().isoformat().replace("+00:00", "Z")}))
 
 
-def _since(value: Any) -> int | None:
-    try:
-        return max(0, int(value)) if value is not None and value != "" else None
-    except (TypeError, ValueError):
+async def _error(ws: WebSocket, exc: BadMessage) -> None:
+    await _reply(ws, "error", {"code": exc.code, "message": exc.message, "field": exc.field})
+
+
+def _query_since(value: str | None) -> int | None:
+    """`?since=` of the upgrade request: None (from now on) if absent."""
+    if value is None or value == "":
         return None
+    if not value.isdigit() or int(value) > MAX_INT64:
+        raise BadMessage(f"since must be an event sequence number, 0 to {MAX_INT64}; "
+                         "following from now on instead.", field="since")
+    return int(value)

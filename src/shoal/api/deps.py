@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import RateLimiter
@@ -35,15 +37,22 @@ def get_services(request: Request) -> Services:
     return services
 
 
-def bearer_token(request: Request) -> str | None:
-    """The token from `Authorization: Bearer …`, if any."""
+def bearer_token(request: HTTPConnection) -> str | None:
+    """The token from `Authorization: Bearer …` of a request or socket, if any."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+# Declares the bearer scheme in the OpenAPI document; the header itself is read below, so
+# that every failure answers in Shoal's error shape.
+_BEARER = HTTPBearer(auto_error=False, scheme_name="bearer",
+                     description="An access token from POST /api/v1/auth/login.")
+
+
 async def current_user(
-    request: Request, services: Annotated[Services, Depends(get_services)]
+    request: Request, services: Annotated[Services, Depends(get_services)],
+    _scheme: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)],
 ) -> Claims:
     """The person behind the request's access token; 401 without a valid one."""
     token = bearer_token(request)

@@ -7,6 +7,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from shoal.limits import value_problem
 
 ToolName = Literal[
     "claude_code", "gemini_cli", "codex", "ollama", "anthropic", "openai", "gemini",
@@ -16,7 +19,21 @@ MAX_DESCRIPTION = 20_000
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, every string storable, numbers finite."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        found = value_problem(value)
+        if found:
+            inner, problem = found
+            # `inner` is the path inside a JSON field (requirements, options); the error
+            # handler appends it to the field's name.
+            raise PydanticCustomError("unstorable_text", "{problem}",
+                                      {"inner": inner, "problem": problem})
+        return value
 
 
 class PlanItem(_Strict):
@@ -65,6 +82,15 @@ class TaskCreate(_Strict):
         if not value.strip():
             raise ValueError("description must not be blank")
         return value.strip()
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: a stable code, a sentence saying what to do, and details (for a
+    validation error, a list of `{field, message, type}`)."""
+
+    error: str
+    message: str
+    details: Any = None
 
 
 class TaskCreated(BaseModel):

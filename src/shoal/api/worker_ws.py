@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from shoal.api.deps import Services
 from shoal.artifacts.store import validate_files
 from shoal.auth.tokens import hash_opaque_token
+from shoal.errors import UnstorableText
 from shoal.protocol import (
     AgentLog,
     ErrorMessage,
@@ -99,8 +100,12 @@ async def _serve(
     try:
         first = parse_worker_message(
             await asyncio.wait_for(ws.receive_text(), timeout=REGISTER_TIMEOUT))
-    except (TimeoutError, ValidationError, WebSocketDisconnect, KeyError) as exc:
-        await send(ErrorMessage(code="register_first", message=str(exc)[:500]).model_dump_json())
+    except (ValidationError, UnstorableText) as exc:
+        await send(ErrorMessage(code="register_first",
+                                message=describe(exc)).model_dump_json())
+        await close(4400, "send worker_register first")
+        return
+    except (TimeoutError, WebSocketDisconnect):
         await close(4400, "send worker_register first")
         return
     if not isinstance(first, WorkerRegister):
@@ -113,9 +118,9 @@ async def _serve(
             raw = await ws.receive_text()
             try:
                 msg = parse_worker_message(raw)
-            except ValidationError as exc:
-                await send(ErrorMessage(code="bad_message",
-                                        message=str(exc)[:500]).model_dump_json())
+            except (ValidationError, UnstorableText) as exc:  # answered; the socket stays open
+                code = exc.code if isinstance(exc, UnstorableText) else "bad_message"
+                await send(ErrorMessage(code=code, message=describe(exc)).model_dump_json())
                 continue
             _route(runtime, conn, msg, services, send, tg)
     except (WebSocketDisconnect, RuntimeError):
@@ -123,6 +128,15 @@ async def _serve(
     finally:
         runtime.disconnect(conn)
         log.info("worker.disconnected", worker=conn.name)
+
+
+def describe(exc: ValidationError | UnstorableText) -> str:
+    """What is wrong with a message, field by field, without echoing its values back."""
+    if isinstance(exc, UnstorableText):
+        return exc.message
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_input=False)[:5]]
+    return "; ".join(problems)[:1000]
 
 
 def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: Any,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from shoal.errors import UnsafePath
+from shoal.limits import text_problem
 
 MAX_PATH_LENGTH = 512
 MAX_PART_LENGTH = 255
@@ -23,6 +24,8 @@ def check_relative_path(path: str) -> str:
                          details={"path": path[:80] + "…"})
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise UnsafePath("File path contains NUL or control characters.", details={"path": path})
+    if text_problem(path):
+        raise UnsafePath("File path is not valid Unicode text.", details={"path": repr(path)})
     if "\\" in path:
         raise UnsafePath("File path contains a backslash.", details={"path": path})
     pure = PurePosixPath(path)

@@ -41,6 +41,10 @@ class EventBus(Protocol):
         """A subscription that receives every event published after it opens."""
         ...
 
+    async def ping(self) -> bool:
+        """Whether the bus can deliver events now (readiness)."""
+        ...
+
     async def close(self) -> None:
         """Release connections and end every subscription."""
         ...

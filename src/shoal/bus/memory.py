@@ -145,6 +145,10 @@ class MemoryBus:
             self._subscriptions.discard(subscription)
             subscription.discard()
 
+    async def ping(self) -> bool:
+        """Whether the bus is open."""
+        return not self._closed
+
     async def close(self) -> None:
         """End every subscription; readers get what was queued, then their iteration stops."""
         self._closed = True

@@ -154,6 +154,16 @@ class RedisBus:
         async with self._local.subscribe() as subscription:
             yield subscription
 
+    async def ping(self) -> bool:
+        """Whether Redis answers a PING within the connect timeout."""
+        if self._closed:
+            return False
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                return bool(await self._client.ping())
+        except (RedisError, OSError, TimeoutError):
+            return False
+
     async def close(self) -> None:
         """Stop the listener, end every subscription and close the connections."""
         if self._closed:

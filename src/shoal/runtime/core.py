@@ -122,6 +122,7 @@ class Runtime:
 
     def stop(self) -> None:
         """Ask the loop to finish what is queued, release this copy's claims and return."""
+        self.ready.clear()  # no longer ready for new work (`/readyz`)
         self._stopping.set()
         self._inbox.put_nowait(Job("noop", None))
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from shoal.config import Settings
 from shoal.errors import ShoalError
+from shoal.limits import storable_text
 from shoal.protocol import (
     AgentLog,
     ExecuteTask,
@@ -219,7 +220,7 @@ class Executor:
 
     async def _forward_logs(self, attempt_id: uuid.UUID, stream: LogStream) -> None:
         async for text in stream.batches():
-            await self._send(AgentLog(attempt_id=attempt_id, message=text))
+            await self._send(AgentLog(attempt_id=attempt_id, message=storable_text(text)))
 
     async def _collect(
         self, workspace: Path, before: dict[str, str], outcome: ToolOutcome, *, empty: bool
@@ -347,11 +348,11 @@ def _result(
         attempt_id=attempt.message.attempt_id,
         fence=attempt.message.fence,
         status=status,
-        output=outcome.output,
+        output=storable_text(outcome.output),
         files=files or [],
         rejected_files=rejected or [],
         usage=outcome.usage,
-        error=outcome.error,
+        error=storable_text(outcome.error) if outcome.error else None,
         duration_seconds=time.monotonic() - attempt.started,
         denials=[d.as_dict() for d in outcome.denials],
     )

@@ -7,6 +7,7 @@ import functools
 from fastapi import APIRouter, Request
 
 from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.errors import error_responses
 from shoal.api.schemas import Exchange, Login, Refresh, TokenPairOut, UserCreate, UserPublic
 from shoal.auth.passwords import hash_password, hash_password_async, verify_password_async
 from shoal.auth.tokens import decode_token, hash_opaque_token, issue_token_pair
@@ -14,7 +15,8 @@ from shoal.errors import Forbidden, NotFound, Unauthorized
 from shoal.store import accounts
 from shoal.store.models import utcnow
 
-router = APIRouter(prefix="/api/v1", tags=["auth"])
+router = APIRouter(prefix="/api/v1", tags=["auth"],
+                   responses=error_responses(401, 403, 404, 409, 413, 422, 429))
 
 
 @functools.lru_cache(maxsize=4)
@@ -27,7 +29,8 @@ def _dummy_hash(rounds: int) -> str:
 async def login(body: Login, request: Request, services: ServicesDep) -> TokenPairOut:
     """Trade a username and password for access and refresh tokens."""
     client = request.client.host if request.client else "unknown"
-    await services.limiter.hit(f"login:{client}", limit=20, window=60)
+    await services.limiter.hit(f"login:{client}",
+                               limit=services.settings.login_rate_limit_per_minute, window=60)
     async with services.db.connection() as conn:
         row = await accounts.user_by_name(conn, body.username)
     stored = row.password_hash if row else _dummy_hash(services.settings.bcrypt_rounds)

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query
 
 from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.errors import error_responses
 from shoal.api.schemas import (
     CheckpointDecided,
     CheckpointOut,
@@ -22,9 +23,11 @@ from shoal.api.schemas import (
 from shoal.engine.workflow import PENDING_REVIEW, CheckpointDecision
 from shoal.errors import Conflict, NotFound
 from shoal.ids import parse_id
+from shoal.limits import MAX_INT64
 from shoal.store import queries
 
-router = APIRouter(prefix="/api/v1/checkpoints", tags=["checkpoints"])
+router = APIRouter(prefix="/api/v1/checkpoints", tags=["checkpoints"],
+                   responses=error_responses(401, 404, 409, 413, 422, 429, 503))
 
 CheckpointStatus = Annotated[str | None, Query(pattern="^(pending_review|approved|rejected|"
                                                        "corrected)$")]
@@ -35,7 +38,7 @@ async def list_checkpoints(
     user: UserDep, services: ServicesDep, status: CheckpointStatus = None,
     task_id: Annotated[str | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
 ) -> CheckpointPage:
     """The caller's checkpoints, newest first (`status=pending_review` for the open ones)."""
     tid = parse_id(task_id, kind="task") if task_id else None

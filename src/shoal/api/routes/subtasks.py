@@ -10,6 +10,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.downloads import content_disposition
+from shoal.api.errors import error_responses
 from shoal.api.routes.tasks import subtask_summary
 from shoal.api.schemas import FileEntry, FileList, SubtaskDetail
 from shoal.artifacts.paths import check_relative_path
@@ -18,7 +20,8 @@ from shoal.ids import parse_id
 from shoal.store import files as file_rows
 from shoal.store import queries
 
-router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"])
+router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"],
+                   responses=error_responses(401, 404, 422, 429))
 
 
 @router.get("/{subtask_id}", response_model=SubtaskDetail)
@@ -62,7 +65,7 @@ async def get_file(subtask_id: str, path: str, user: UserDep, services: Services
         raise NotFound(f"Subtask {subtask_id} produced no file {path!r}.")
     data = await services.artifacts.read(match.sha256)
     return Response(data, media_type=_media_type(wanted),
-                    headers={"Content-Disposition": f'inline; filename="{wanted.rsplit("/")[-1]}"',
+                    headers={"Content-Disposition": content_disposition(wanted, inline=True),
                              "X-Content-Type-Options": "nosniff"})
 
 

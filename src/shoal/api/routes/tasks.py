@@ -17,6 +17,8 @@ from starlette.background import BackgroundTask
 
 from shoal.api import streams
 from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.downloads import content_disposition
+from shoal.api.errors import error_responses
 from shoal.api.schemas import (
     SubtaskSummary,
     TaskCancelled,
@@ -31,8 +33,9 @@ from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
 from shoal.engine.model import TaskRecord
 from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
-from shoal.errors import InvalidGraph, NotFound, Unavailable
+from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
+from shoal.limits import MAX_INT64
 from shoal.runtime.dispatch import PERMISSIONS_KEY
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
@@ -40,7 +43,8 @@ from shoal.store import queries
 from shoal.store import workers as worker_rows
 from shoal.store.models import utcnow
 
-router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
+                   responses=error_responses(401, 404, 409, 413, 422, 429, 503))
 
 
 @router.post("", status_code=201, response_model=TaskCreated)
@@ -103,7 +107,7 @@ async def list_tasks(
     user: UserDep, services: ServicesDep,
     status: Annotated[TaskStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
 ) -> TaskPage:
     """The caller's tasks, newest first."""
     async with services.db.connection() as conn:
@@ -169,20 +173,20 @@ async def download_task(task_id: str, user: UserDep, services: ServicesDep) -> F
     tmp = Path(tempfile.mkstemp(prefix="shoal-", suffix=".zip")[1])
     await write_zip(tmp, members, services.artifacts)
     return FileResponse(tmp, media_type="application/zip",
-                        filename=f"task-{row.id}.zip",
+                        headers={"Content-Disposition": content_disposition(f"task-{row.id}.zip")},
                         background=BackgroundTask(lambda: tmp.unlink(missing_ok=True)))
 
 
 @router.get("/{task_id}/events")
 async def task_events(
     task_id: str, request: Request, user: UserDep, services: ServicesDep,
-    last_event_id: Annotated[str | None, Header()] = None,
-    since: Annotated[int | None, Query(ge=0)] = None,
+    last_event_id: Annotated[str | None, Header(pattern=r"^\d{1,19}$")] = None,
+    since: Annotated[int | None, Query(ge=0, le=MAX_INT64)] = None,
 ) -> StreamingResponse:
     """Server-sent events for one task; resumes after `Last-Event-ID` (or `?since=`)."""
+    start = since if since is not None else _last_event_id(last_event_id)
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
-    start = since if since is not None else _int_or_zero(last_event_id)
     stream = streams.replay_then_live(services, user_id=user.user_id, task_id=row.id,
                                       since=start)
     return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
@@ -200,11 +204,17 @@ async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request) -> Async
         yield f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
 
 
-def _int_or_zero(value: str | None) -> int:
-    try:
-        return max(0, int(value)) if value else 0
-    except ValueError:
+def _last_event_id(value: str | None) -> int:
+    """The sequence number an SSE client resumes after (0 without the header)."""
+    if not value:
         return 0
+    if int(value) > MAX_INT64:  # the pattern has let through digits only
+        raise InvalidInput(
+            f"Last-Event-ID must be an event's sequence number, 0 to {MAX_INT64}.",
+            code="validation_error", details=[{"field": "header.last-event-id",
+                                               "message": "not a sequence number",
+                                               "type": "int_range"}])
+    return int(value)
 
 
 async def _owned(conn: Any, task_id: str, user_id: uuid.UUID) -> sa.Row[Any]:

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query
 
 from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.errors import error_responses
 from shoal.api.schemas import (
     WorkerDetail,
     WorkerList,
@@ -23,7 +24,8 @@ from shoal.store import accounts, queries
 from shoal.store import workers as worker_rows
 from shoal.store.models import utcnow
 
-router = APIRouter(prefix="/api/v1/workers", tags=["workers"])
+router = APIRouter(prefix="/api/v1/workers", tags=["workers"],
+                   responses=error_responses(401, 403, 404, 413, 422, 429))
 
 
 @router.get("", response_model=WorkerList)

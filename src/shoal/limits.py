@@ -1,0 +1,95 @@
+"""What the store can hold, checked once at every edge (REST bodies, both sockets).
+
+Text: PostgreSQL refuses a NUL character in any text or JSON value, and no database can store
+a lone UTF-16 surrogate (`"\\ud800"`, legal in a JSON string, not in UTF-8). Integers: both
+databases hold signed 64-bit integers. Input that breaks these rules is the client's mistake,
+answered 422 (or an `error` frame on a socket) naming the field, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+MAX_INT64 = 2**63 - 1
+"""The largest integer either database stores: the bound of offsets and sequence numbers."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be stored, or None if it can."""
+    if "\x00" in value:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    if not value.isascii() and (found := _SURROGATE.search(value)):
+        return (f"contains a lone surrogate (\\u{ord(found.group()):04x}), which is not valid "
+                "Unicode text")
+    return None
+
+
+def storable_text(value: str) -> str:
+    """`value` with every NUL character and lone surrogate replaced by U+FFFD: for text Shoal
+    only passes on (a tool's output and log), where losing one character beats losing all."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if not value.isascii():
+        value = _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def shown(text: str) -> str:
+    """`text` safe to echo in an error: NUL characters and lone surrogates as `\\uXXXX`."""
+    if text_problem(text) is None:
+        return text
+    return "".join(f"\\u{ord(c):04x}" if c == "\x00" or "\ud800" <= c <= "\udfff" else c
+                   for c in text)
+
+
+def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
+    """The first string (or non-finite number) inside `value` (strings, lists, tuples,
+    mapping keys and values) that cannot be stored, as `(where inside value, why)`, or None.
+    Models are checked by their own validators, so they are not entered here."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return (where, problem) if problem else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, f"is {value}, not a finite number (JSON has no NaN or Infinity)"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            inner = f"{where}.{shown(str(key))}" if where else shown(str(key))
+            if isinstance(key, str) and (problem := text_problem(key)):
+                return inner, "has a key that " + problem
+            if found := value_problem(item, inner):
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if found := value_problem(item, f"{where}.{i}" if where else str(i)):
+                return found
+    return None
+
+
+def model_problem(model: BaseModel, where: str = "") -> tuple[str, str] | None:
+    """The first field of `model`, nested models included, holding text that cannot be
+    stored, as `(dotted field path, why)`, or None."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        path = f"{where}.{name}" if where else name
+        found = _nested_problem(value, path)
+        if found:
+            return found
+    return None
+
+
+def _nested_problem(value: Any, path: str) -> tuple[str, str] | None:
+    if isinstance(value, BaseModel):
+        return model_problem(value, path)
+    if isinstance(value, list | tuple) and value and isinstance(value[0], BaseModel):
+        for i, item in enumerate(value):
+            if found := model_problem(item, f"{path}.{i}"):
+                return found
+        return None
+    return value_problem(value, path)
