@@ -32,7 +32,7 @@ _SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # A password inside a URL: scheme://user:password@host.
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*):[^\s@/]+@"), rf"\1:{MASK}@"),
     # Credentials in a query string or a header-like `key=value`.
-    (re.compile(r"(?i)([?&;\s](?:access_token|refresh_token|token|api_key|apikey|password"
+    (re.compile(r"(?i)((?:^|[?&;,\s])(?:access_token|refresh_token|token|api_key|apikey|password"
                 r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}"),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}"),
 )
@@ -83,7 +83,9 @@ def configure_logging(default_level: str = "info", *, access_log: bool = False) 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(RedactingFormatter("%(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    quiet = ["httpx", "httpcore", "websockets", "alembic"] + ([] if access_log else ["uvicorn.access"])
+    quiet = ["httpx", "httpcore", "websockets", "alembic"]
+    if not access_log:
+        quiet.append("uvicorn.access")
     for noisy in quiet:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     for own in ("uvicorn", "uvicorn.error", "uvicorn.access"):

@@ -171,7 +171,8 @@ async def test_file_names_beyond_latin1_download_with_rfc6266(
         assert disposition.isascii()
         assert "filename*=UTF-8''" in disposition
         fallback = disposition.split('filename="', 1)[1].split('"', 1)[0]
-        assert '"' not in fallback and fallback
+        assert '"' not in fallback
+        assert fallback
     archive = await client.get(f"/api/v1/tasks/{task_id}/download")
     assert archive.status_code == 200
     assert archive.headers["content-disposition"] == f'attachment; filename="task-{task_id}.zip"'
@@ -228,7 +229,8 @@ async def test_client_socket_signs_in_with_a_first_frame(
         await ws.send(json.dumps({"type": "subscribe"}))
         with pytest.raises(ConnectionClosed) as closed:
             await ws.recv()
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == 4401
 
 
 async def test_worker_socket_answers_unstorable_messages_and_stays_open(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from shoal.client import CREDENTIALS_FILE
 from tests.e2e.procs import CLI_SECONDS, SHOAL, cluster, free_port, wait_for, wait_healthy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -72,3 +74,31 @@ async def test_up_serves_submits_and_stops_on_sigterm(tmp_path: Path) -> None:
         proc.popen.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.popen.wait, 30)
         assert code == 0, proc.output()[-2000:]
+
+
+async def test_a_submit_right_after_readyz_succeeds(tmp_path: Path) -> None:
+    """`/readyz` under `shoal up` answers 200 only once its own worker has joined, so a script
+    that waits for it (as a compose health check would) can submit at once."""
+    port = free_port()
+    async with cluster(tmp_path) as group:
+        data_dir = tmp_path / "up"
+        env = group.env(data_dir)
+        env.pop("SHOAL_SECRET_KEY")
+        proc = group.start("up", ["up", "--port", str(port)], env, data_dir)
+        url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+            async def ready() -> bool | None:
+                try:
+                    resp = await client.get("/readyz")
+                except httpx.TransportError:
+                    return None
+                if resp.status_code == 503:
+                    assert resp.json()["status"] == "not_ready"
+                return resp.status_code == 200 or None
+
+            await wait_for(ready, what="/readyz to answer 200", within=40, procs=[proc])
+            token = json.loads((data_dir / CREDENTIALS_FILE).read_text())["access_token"]
+            resp = await client.post("/api/v1/tasks", json={"description": "Right after ready"},
+                                     headers={"Authorization": f"Bearer {token}"})
+            assert resp.status_code == 201, resp.text

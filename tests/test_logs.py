@@ -1,0 +1,88 @@
+"""Logging: secrets are masked in every line, and tracebacks never show local variables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from shoal.logs import MASK, redact
+
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsInR5cGUiOiJhY2Nlc3MifQ."
+       "c2lnbmF0dXJlLWJ5dGVzLWhlcmU")
+
+
+@pytest.mark.parametrize(("line", "secret"), [
+    (f'127.0.0.1:5000 - "WebSocket /ws?token={JWT}" [accepted]', JWT),
+    ('GET /ws?since=3&token=opaque-session-value HTTP/1.1', "opaque-session-value"),
+    ("worker token shw_Q2hlY2tTZWNyZXRUb2tlbjEyMzQ1Njc4", "shw_Q2hlY2tTZWNyZXRUb2tlbjEyMzQ1Njc4"),
+    ("login link shl_bG9naW5saW5rdG9rZW4xMjM0NTY3OA", "shl_bG9naW5saW5rdG9rZW4xMjM0NTY3OA"),
+    ("OPENAI_API_KEY=sk-proj-abcdefghijklmnop", "sk-proj-abcdefghijklmnop"),
+    ("key sk-ant-api03-abcdefghijklmnop rejected", "sk-ant-api03-abcdefghijklmnop"),
+    ("gemini AIzaSyA-1234567890abcdefghijklmnopq", "AIzaSyA-1234567890abcdefghijklmnopq"),
+    ("could not connect to postgresql://shoal:hunter2-db@db:5432/shoal", "hunter2-db"),
+    ("redis://:cache-pass@cache:6379/0 unreachable", "cache-pass"),
+    ("Authorization: Bearer opaque0123456789", "opaque0123456789"),
+    ("password=letmein123 in a query", "letmein123"),
+])
+def test_redact_masks_every_secret_shape(line: str, secret: str) -> None:
+    """Each kind of secret Shoal handles is masked wherever it stands in a line."""
+    masked = redact(line)
+    assert secret not in masked
+    assert MASK in masked
+
+
+def test_redact_leaves_ordinary_fields_alone() -> None:
+    """Token counts, subtask keys and plain URLs are not secrets."""
+    line = "subtask.done key=planner input_tokens=512 url=http://127.0.0.1:8000/api/v1/tasks"
+    assert redact(line) == line
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_tracebacks_are_logged_without_local_variables() -> None:
+    """An exception logged by structlog shows its traceback but none of the frames' locals,
+    and a secret in the message or a secret-named field is masked."""
+    err = _run("""
+        import structlog
+        from shoal.logs import configure_logging
+        configure_logging("info")
+        log = structlog.get_logger("t")
+
+        def sign_in(username):
+            password = "plain-text-password-42"
+            signing_key = "jwt-signing-key-value-43"
+            raise RuntimeError("cannot reach postgresql://u:db-pass-44@h/x")
+
+        try:
+            sign_in("alice")
+        except RuntimeError:
+            log.exception("api.unexpected_error", worker_token="shw_secretsecretsecret45")
+    """)
+    assert "Traceback" in err
+    assert "sign_in" in err
+    for secret in ("plain-text-password-42", "jwt-signing-key-value-43", "db-pass-44",
+                   "secretsecretsecret45"):
+        assert secret not in err, err
+
+
+def test_standard_library_lines_are_redacted() -> None:
+    """uvicorn's lines (standard-library logging) pass through the same redaction."""
+    err = _run(f"""
+        import logging
+        from shoal.logs import configure_logging
+        configure_logging("info", access_log=True)
+        logging.getLogger("uvicorn.error").info('%s - "WebSocket %s" [accepted]',
+                                                "127.0.0.1:1", "/ws?token={JWT}")
+        logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1",
+                                                 "GET", "/ws?token={JWT}", "1.1", 101)
+    """)
+    assert err.count("/ws?token=" + MASK) == 2, err
+    assert JWT not in err
