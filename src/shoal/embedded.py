@@ -21,6 +21,7 @@ from shoal.runtime.core import Runtime
 from shoal.testing.demo_model import running_demo_model
 from shoal.testing.server import running_server
 from shoal.tools.registry import discover_tools
+from shoal.tracing import configure
 from shoal.worker.agent import Worker
 
 REAL_MODEL_HINT = ("Connect a real model: SHOAL_OPENAI_COMPAT_BASE_URL=<OpenAI-compatible URL> "
@@ -44,7 +45,11 @@ async def run_embedded(
         srv = await stack.enter_async_context(running_server(settings, port=settings.port))
         token, link = await _bootstrap(srv.services.db, settings, srv.url)
         tools = await discover_tools(settings)
-        worker = Worker(srv.url, token, settings, tools=tools, name="local", slots=slots)
+        tracing = configure("shoal-worker")  # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set
+        if tracing is not None:
+            stack.push_async_callback(tracing.close)
+        worker = Worker(srv.url, token, settings, tools=tools, name="local", slots=slots,
+                        tracing=tracing)
         stop = asyncio.Event()
         _on_signals(stop.set)
         async with asyncio.TaskGroup() as tg:

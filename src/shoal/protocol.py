@@ -190,6 +190,9 @@ class ExecuteTask(_Message):
     upstream: list[UpstreamResult] = Field(default_factory=list)
     timeout: float = 900.0
     options: dict[str, Any] = Field(default_factory=dict)
+    # W3C trace context of the subtask's span, sent only while the control plane traces
+    # (`shoal.tracing`); a worker ignores one it cannot parse.
+    traceparent: str | None = Field(None, exclude_if=lambda value: value is None)
 
 
 class ExecuteTasks(_Message):

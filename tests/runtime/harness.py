@@ -16,6 +16,7 @@ from shoal.config import Settings
 from shoal.testing.server import RunningServer
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
+from shoal.tracing import Tracing
 from shoal.worker.agent import Worker
 from shoal.worker.connection import Backoff
 
@@ -82,6 +83,7 @@ async def echo_worker(
     slots: int = 2,
     backoff: Backoff | None = None,
     tools: Mapping[str, Tool] | None = None,
+    tracing: Tracing | None = None,
 ) -> AsyncIterator[Worker]:
     """A worker (echo tool unless `tools` is given) connected to `srv`; stopped on exit."""
     token = await admin.create_worker_token(srv.services.db, name=name)
@@ -94,6 +96,7 @@ async def echo_worker(
         slots=slots,
         backoff=backoff,
         shutdown_grace=0,
+        tracing=tracing,
     )
     runner = asyncio.create_task(worker.run(), name=f"worker-{name}")
     try:

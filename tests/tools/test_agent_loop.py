@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from starlette.applications import Starlette
 
+from shoal.protocol import ExecuteTask
 from shoal.testing.demo_model import create_demo_model_app, recorded_requests, running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool, is_local_url
 from shoal.tools.base import ToolRun
+from shoal.tracing import configure
 from shoal.worker.process import run_command
 
 
@@ -269,3 +273,32 @@ async def test_bad_permission_options_fail_clearly(base_url: str, tmp_path: Path
     assert outcome.status == "failed"
     assert outcome.error is not None
     assert "permissions.commands" in outcome.error
+
+
+async def test_each_model_request_of_a_traced_attempt_is_a_span(
+    base_url: str, tmp_path: Path
+) -> None:
+    """A traced attempt's model requests are spans under it: a refused one with its error,
+    the answered ones with their tokens."""
+    spans = InMemorySpanExporter()
+    tracing = configure("shoal-worker", exporter=spans)
+    assert tracing is not None
+    run = make_run(tmp_path, "Write a.md: notes [demo:status=429,retry-after=0,times=1]")
+    attempt = tracing.attempt(ExecuteTask(
+        attempt_id=run.attempt_id, fence=1, task_id=run.task_id, subtask_id=run.subtask_id,
+        role=run.role, tool="openai_compat", name=run.name, instructions=run.instructions))
+    assert attempt is not None
+    outcome = await make_tool(base_url, max_retries=1).run(
+        dataclasses.replace(run, trace=attempt))
+    assert outcome.status == "succeeded", outcome.error
+    await tracing.close()
+    refused, *answered = sorted(spans.get_finished_spans(), key=lambda s: s.start_time or 0)
+    assert refused.status.status_code is StatusCode.ERROR
+    assert refused.attributes is not None
+    assert refused.attributes["error.type"] == "ModelError"
+    assert answered
+    assert all(s.name == "chat shoal-demo" for s in answered)
+    assert {s.parent.span_id for s in answered if s.parent} == {attempt.span_id}
+    tokens = [(s.attributes or {}).get("gen_ai.usage.input_tokens") for s in answered]
+    assert sum(t for t in tokens if isinstance(t, int)) == outcome.usage.input_tokens
+    assert attempt.model == "shoal-demo"

@@ -19,6 +19,7 @@ from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
 from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers
+from shoal.api.traces import TaskTraces
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from shoal.bus.base import EventBus
@@ -26,6 +27,7 @@ from shoal.bus.memory import MemoryBus
 from shoal.config import Settings
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
+from shoal.tracing import Tracing
 from shoal.web.pages import index_html
 
 log = structlog.get_logger(__name__)
@@ -54,13 +56,16 @@ async def build_services(settings: Settings) -> Services:
                     limiter=limiter)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The control plane: REST under /api/v1, /ws for clients, /ws/worker for workers."""
+def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
+    """The control plane: REST under /api/v1, /ws for clients, /ws/worker for workers.
+
+    Spans go to `tracing` when given (it stays open), else where the OTel variables say."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await build_services(settings)
         app.state.services = services
+        traces = await TaskTraces.open(services, tracing)  # does nothing unless tracing
         runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
         await _wait_ready(services.runtime, runner)
         runner.add_done_callback(_stop_process_if_failed)
@@ -74,6 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(runner, timeout=30)
             await services.bus.close()
+            await traces.close()
             await services.db.dispose()
 
     app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,

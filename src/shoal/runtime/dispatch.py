@@ -25,6 +25,7 @@ from shoal.protocol import (
 )
 from shoal.runtime.batch import Job
 from shoal.runtime.fleet import Connection
+from shoal.tracing import attempt_traceparent
 from shoal.workflows.dag import instructions_for
 
 log = structlog.get_logger(__name__)
@@ -59,6 +60,7 @@ async def execute_message(
                                         budget=settings.max_result_bytes,
                                         files_possible=files_possible),
         timeout=float(options.pop("timeout", timeout)), options=options,
+        traceparent=attempt_traceparent(state.task.id, sub.id),
     )
     return msg.model_dump_json()
 

@@ -154,3 +154,31 @@ async def audit_entries(
         where.append(audit.c.task_id == task_id)
     q = sa.select(audit).where(*where).order_by(audit.c.created_at)
     return list((await conn.execute(q)).all())
+
+
+async def traced_tasks(conn: AsyncConnection, ids: list[uuid.UUID]) -> list[sa.Row[Any]]:
+    """What the trace of each of these tasks shows: status, times, usage, and the control-plane
+    copy that drove it (`owner_id`)."""
+    c = tasks.c
+    q: sa.Select[Any] = sa.select(
+        c.id, c.workflow, c.status, c.error, c.input_tokens, c.output_tokens, c.cost_usd,
+        c.created_at, c.completed_at, c.owner_id).where(c.id.in_(ids))
+    return list((await conn.execute(q)).all())
+
+
+async def traced_subtasks(conn: AsyncConnection, ids: list[uuid.UUID]) -> list[sa.Row[Any]]:
+    """What the trace of each of these subtasks shows, with its task's `owner_id`."""
+    c = subtasks.c
+    q: sa.Select[Any] = (
+        sa.select(c.id, c.task_id, c.key, c.name, c.role, c.kind, c.status, c.assigned_tool,
+                  c.attempts, c.error, c.created_at, c.started_at, c.completed_at,
+                  tasks.c.owner_id)
+        .join(tasks, tasks.c.id == c.task_id).where(c.id.in_(ids)))
+    return list((await conn.execute(q)).all())
+
+
+async def attempt_usage(conn: AsyncConnection, subtask_ids: list[uuid.UUID]) -> list[sa.Row[Any]]:
+    """(subtask_id, usage) of every attempt of these subtasks."""
+    q: sa.Select[Any] = sa.select(attempts.c.subtask_id, attempts.c.usage).where(
+        attempts.c.subtask_id.in_(subtask_ids))
+    return list((await conn.execute(q)).all())

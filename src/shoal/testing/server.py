@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from shoal.api.app import create_app
 from shoal.api.deps import Services
 from shoal.config import Settings
+from shoal.tracing import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +47,11 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def running_server(settings: Settings, *, port: int = 0) -> AsyncIterator[RunningServer]:
-    """Serve `create_app(settings)` until the block exits."""
-    app = create_app(settings)
+async def running_server(
+    settings: Settings, *, port: int = 0, tracing: Tracing | None = None
+) -> AsyncIterator[RunningServer]:
+    """Serve `create_app(settings, tracing=tracing)` until the block exits."""
+    app = create_app(settings, tracing=tracing)
     sock = bind_socket(settings.host, port)
     config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on",
                             ws_ping_interval=20,

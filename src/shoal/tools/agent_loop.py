@@ -14,6 +14,8 @@ the model answers without a tool call.
 - Each model call is journalled on the worker's disk (request hash → answer, usage). A later
   attempt of the same subtask that sends the same request gets the journalled answer instead
   of paying for it again; its tools still run for real, so the workspace is rebuilt.
+- When the attempt is traced (`ToolRun.trace`), each model request is a span under the
+  attempt's, with its tokens and cost (`shoal.tracing`).
 """
 
 from __future__ import annotations
@@ -203,6 +205,8 @@ class AgentLoopTool:
         except ShoalError as exc:
             return ToolOutcome(status="failed", error=exc.message)
         client = self._client()
+        if run.trace is not None:
+            run.trace.note_model(client.model)
         chat = _Conversation(run, client, Journal.open(self.journal_dir, run.subtask_id),
                              policy)
         try:
@@ -264,7 +268,7 @@ class AgentLoopTool:
         while True:
             lines = _LineLog(chat.run.log)
             try:
-                answer = await chat.client.complete(system, chat.turns, TOOLS, lines.feed)
+                answer = await _request(chat, system, lines)
             except ModelError as exc:
                 lines.flush()
                 retry += 1
@@ -391,6 +395,18 @@ class OpenAICompatTool(AgentLoopTool):
             version=version or f"openai-python {openai.__version__}",
             max_turns=max_turns, command_timeout=command_timeout,
             retry=RetryPolicy(max_retries=max_retries), journal_dir=journal_dir)
+
+
+async def _request(chat: _Conversation, system: str, lines: _LineLog) -> ModelAnswer:
+    """One model request; in a span of its own, with its tokens and cost, when the attempt
+    is traced."""
+    client, trace = chat.client, chat.run.trace
+    if trace is None:
+        return await client.complete(system, chat.turns, TOOLS, lines.feed)
+    with trace.model_call(client.provider, client.model) as call:
+        answer = await client.complete(system, chat.turns, TOOLS, lines.feed)
+        call.usage = with_cost(answer.usage, client.model)
+    return answer
 
 
 def _numbered(answer: ModelAnswer, turn: int) -> ModelAnswer:

@@ -12,10 +12,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from shoal.protocol import Usage
 from shoal.tools.permissions import Denial
+
+if TYPE_CHECKING:
+    from shoal.tracing import AttemptTrace
 
 OutcomeStatus = Literal["succeeded", "failed"]
 
@@ -34,6 +37,7 @@ class ToolRun:
     timeout: float
     log: Callable[[str], None]
     options: dict[str, Any] = field(default_factory=dict)
+    trace: AttemptTrace | None = None  # set when the attempt is traced: spans of model calls
 
 
 @dataclass(frozen=True, slots=True)

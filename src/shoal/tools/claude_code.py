@@ -180,6 +180,8 @@ class _Session:
         elif kind == "system" and event.get("subtype") == "init":
             self._run.log(f"claude_code {event.get('claude_code_version', '?')}, model "
                           f"{event.get('model', '?')}, in {event.get('cwd', '?')}")
+            if self._run.trace is not None:  # the attempt's span names the model
+                self._run.trace.note_model(str(event.get("model") or ""))
         elif kind == "assistant":
             self._log_assistant(event.get("message"))
         elif kind == "user":

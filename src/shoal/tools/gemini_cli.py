@@ -89,6 +89,8 @@ class GeminiCliTool:
             raise TimeoutError(f"gemini did not finish within {run.timeout:g} seconds and was "
                                "stopped (with every process it started).")
         outcome = progress.outcome(result)
+        if run.trace is not None:  # the attempt's span names the model
+            run.trace.note_model(self._settings.gemini_model)
         return dataclasses.replace(
             outcome, usage=with_cost(outcome.usage, self._settings.gemini_model))
 

@@ -48,6 +48,7 @@ from shoal.protocol import (
 )
 from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
+from shoal.tracing import Tracing, configure
 from shoal.worker.connection import Backoff, websocket_url
 from shoal.worker.executor import READY_WORKSPACES, Attempt, Executor, describe, failed
 from shoal.worker.outbox import Outbox
@@ -88,6 +89,7 @@ class Worker:
         machine_id: str | None = None,
         backoff: Backoff | None = None,
         shutdown_grace: float = SHUTDOWN_GRACE,
+        tracing: Tracing | None = None,
     ) -> None:
         self.url = websocket_url(server_url)
         self._token = token
@@ -100,7 +102,7 @@ class Worker:
         self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
         self._executor = Executor(settings, self.tools, self.workspaces, self._send,
-                                  ready=min(self.slots, READY_WORKSPACES))
+                                  ready=min(self.slots, READY_WORKSPACES), tracing=tracing)
         self._backoff = backoff or Backoff()
         self._grace = shutdown_grace
         self._heartbeat_interval = settings.heartbeat_interval
@@ -542,8 +544,9 @@ async def run_worker(
         else:
             log.info("worker.tool_missing", tool=probe.name, reason=probe.detail,
                      enable=probe.enable)
+    tracing = configure("shoal-worker")  # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set
     worker = Worker(server_url, token, settings, tools=create_tools(settings, probes),
-                    name=name, slots=slots)
+                    name=name, slots=slots, tracing=tracing)
     loop = asyncio.get_running_loop()
     loop.set_default_executor(io_executor(worker.slots))
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -556,3 +559,5 @@ async def run_worker(
         for sig in signals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+        if tracing is not None:
+            await tracing.close()

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic import BaseModel
@@ -46,6 +46,9 @@ from shoal.worker.workspace import (
     snapshot,
     workspace_path,
 )
+
+if TYPE_CHECKING:
+    from shoal.tracing import AttemptTrace, Tracing
 
 log = structlog.get_logger()
 
@@ -80,6 +83,7 @@ class Attempt:
     task: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
     finishing: bool = False  # its result is being saved; too late to cancel
+    trace: AttemptTrace | None = None  # its span, when this worker traces
 
 
 class Executor:
@@ -87,8 +91,9 @@ class Executor:
 
     def __init__(self, settings: Settings, tools: Mapping[str, Tool], workspaces: Path,
                  send: Callable[[BaseModel], Coroutine[Any, Any, bool]], *,
-                 ready: int = READY_WORKSPACES) -> None:
+                 ready: int = READY_WORKSPACES, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        self.tracing = tracing
         self.tools = tools
         self.workspaces = workspaces
         self._send = send
@@ -123,11 +128,16 @@ class Executor:
         sooner (lookups, no-ops, refusals) then cost one message instead of two (ADR 0013).
         """
         aid = attempt.message.attempt_id
+        if self.tracing is not None:
+            attempt.trace = self.tracing.attempt(attempt.message)
         accept = asyncio.get_running_loop().call_later(ACCEPT_AFTER, self._accept, aid)
         try:
-            return await self._outcome(attempt)
+            result = await self._outcome(attempt)
         finally:
             accept.cancel()
+        if attempt.trace is not None:
+            attempt.trace.end(result)
+        return result
 
     def _accept(self, attempt_id: uuid.UUID) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -177,8 +187,8 @@ class Executor:
             stream = LogStream()
             for file in skipped:
                 stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
-            status, outcome = await self._run_tool(tool, _tool_run(msg, workspace, stream),
-                                                   stream)
+            status, outcome = await self._run_tool(
+                tool, _tool_run(msg, workspace, stream, attempt.trace), stream)
             empty = not before and is_bare(workspace)  # the tool wrote nothing
             files, rejected = await self._collect(workspace, before, outcome, empty=empty)
         finally:
@@ -321,7 +331,8 @@ async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcom
     return outcome.status, outcome
 
 
-def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream) -> ToolRun:
+def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
+              trace: AttemptTrace | None) -> ToolRun:
     return ToolRun(
         attempt_id=msg.attempt_id,
         task_id=msg.task_id,
@@ -333,6 +344,7 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream) -> ToolRun:
         timeout=msg.timeout,
         log=stream.write,
         options=dict(msg.options),
+        trace=trace,
     )
 
 
