@@ -77,6 +77,8 @@ class Usage(BaseModel):
     input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
     output_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
     cost_usd: float = Field(0.0, ge=0, le=MAX_COST_USD)
+    # The model the tool talked to, when it knows (metrics count tokens and cost by model).
+    model: str | None = Field(None, max_length=200, exclude_if=lambda value: value is None)
 
 
 class UpstreamResult(BaseModel):

@@ -101,6 +101,8 @@ def test_cost_from_list_prices(monkeypatch: pytest.MonkeyPatch) -> None:
     assert with_cost(usage, "models/gemini-2.5-pro").cost_usd == 1.25 + 1.0
     assert with_cost(usage, "llama3.1").cost_usd == 0.0  # local or unknown: no guess
     reported = Usage(input_tokens=10, output_tokens=10, cost_usd=0.5)
-    assert with_cost(reported, "gpt-5") == reported  # the tool's own figure wins
+    assert with_cost(reported, "gpt-5").cost_usd == 0.5  # the tool's own figure wins
+    assert with_cost(reported, "gpt-5").model == "gpt-5"  # named for metrics by model
+    assert with_cost(usage.model_copy(update={"model": "o3"}), "gpt-5").model == "o3"
     monkeypatch.setenv("SHOAL_MODEL_PRICES", '{"llama3.1": [1, 2]}')
     assert price_of("llama3.1:8b") == (1.0, 2.0)

@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shoal import __version__, heap
 from shoal.api import client_ws, health, worker_ws
 from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
+from shoal.api.request_times import RequestTimes
 from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers
 from shoal.api.traces import TaskTraces
 from shoal.artifacts.store import ArtifactStore
@@ -86,6 +87,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                   description="Multi-agent task orchestration across many machines.")
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, subtasks.router,
                    checkpoints.router, workers.router, client_ws.router, worker_ws.router):
         app.include_router(router)
@@ -112,18 +114,12 @@ async def _wait_ready(runtime: Runtime, runner: asyncio.Task[None]) -> None:
 
 
 def _add_plain_routes(app: FastAPI) -> None:
-    registry = CollectorRegistry()
-    gauges = {name: Gauge(f"shoal_{name}", f"Current number of {name.replace('_', ' ')}",
-                          registry=registry)
-              for name in ("active_tasks", "queued", "live_attempts", "workers")}
-
     @app.get("/metrics", tags=["health"])
     async def metrics() -> Response:
-        """Prometheus metrics."""
+        """Prometheus metrics (`docs/metrics.md`)."""
         services: Services = app.state.services
-        for name, value in services.runtime.snapshot_counts().items():
-            gauges[name].set(value)
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(services.runtime.metrics.registry),
+                        media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", include_in_schema=False)
     @app.get("/login", include_in_schema=False)

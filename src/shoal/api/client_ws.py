@@ -29,6 +29,7 @@ from shoal.auth.tokens import Claims, decode_token
 from shoal.errors import ShoalError
 from shoal.events import EventType
 from shoal.limits import MAX_INT64, value_problem
+from shoal.metrics import StreamKind
 from shoal.store.models import utcnow
 
 router = APIRouter()
@@ -104,6 +105,11 @@ async def client_socket(ws: WebSocket) -> None:
     claims = await _sign_in(ws, services)
     if claims is None:
         return
+    with services.runtime.metrics.open_stream(StreamKind.WEBSOCKET):
+        await _serve(ws, services, claims)
+
+
+async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
     sub = _Subscription()
     state: dict[str, Any] = {"since": None}
     try:
@@ -217,7 +223,7 @@ async def _push(
     if since is None:
         since = state["since"] = await streams.current_seq(services)
     async for item in streams.replay_then_live(services, user_id=user_id, task_id=None,
-                                               since=since):
+                                               since=since, kind=StreamKind.WEBSOCKET):
         state["since"] = item["seq"]
         if sub.wants(item):
             await ws.send_text(json.dumps(item))

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.bus.base import Lagged
 from shoal.events import Event
+from shoal.metrics import StreamKind
 from shoal.store.events import events_since, last_seq
+from shoal.store.models import utcnow
 
 if TYPE_CHECKING:
     from shoal.api.deps import Services
@@ -30,9 +32,12 @@ async def current_seq(services: Services) -> int:
 
 
 async def replay_then_live(
-    services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int
+    services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
+    kind: StreamKind,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Every event after `since` visible to the user (for one task, if given), then live ones."""
+    """Every event after `since` visible to the user (for one task, if given), then live ones
+    (each observed in the `kind` stream's fan-out lag)."""
+    metrics = services.runtime.metrics
     last = since
     while True:
         try:
@@ -52,6 +57,7 @@ async def replay_then_live(
                         continue
                     last = event.seq
                     if _wanted(event, user_id, task_id):
+                        metrics.delivered(kind, event.timestamp, utcnow())
                         yield event.wire()
                 return
         except Lagged:

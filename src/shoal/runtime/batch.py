@@ -90,6 +90,7 @@ class Batch:
     reserved: list[tuple[Connection, uuid.UUID]] = field(default_factory=list)
     joined: list[Connection] = field(default_factory=list)
     closes: list[Connection] = field(default_factory=list)
+    fenced: list[str] = field(default_factory=list)  # tools of results refused: lease lost
     owner: str | None = None  # the control-plane copy that claims the tasks this batch creates
     owner_expires_at: datetime | None = None  # … until then
 

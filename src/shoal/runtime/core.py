@@ -41,6 +41,7 @@ from shoal.engine.workflow import (
 )
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
+from shoal.metrics import Metrics
 from shoal.protocol import (
     BATCH_BYTES,
     SERVER_FEATURES,
@@ -84,6 +85,7 @@ class Runtime:
     def __init__(
         self, settings: Settings, db: Database, bus: EventBus, artifacts: ArtifactStore, *,
         clock: Callable[[], datetime] = utcnow, rand: Callable[[], float] = random.random,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -103,6 +105,8 @@ class Runtime:
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._acks = PendingAcks(settings.ack_linger)
+        self.metrics = metrics or Metrics()
+        self.metrics.watch(self.snapshot_counts, self.fleet.by_state)
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -445,6 +449,7 @@ class Runtime:
         work = await self._work(rd, b, tid)
         att = work.state.attempts.get(msg.attempt_id)
         if att is None or att.fence != msg.fence or att.worker_id != wc.worker_id:
+            b.fenced.append(att.tool if att is not None else "")
             job.result = lambda: (False, "The attempt lost its lease; its result is refused.")
             return
         try:
@@ -454,6 +459,7 @@ class Runtime:
                 usage=msg.usage.model_dump(), error=msg.error,
                 denials=tuple(msg.denials), duration_seconds=msg.duration_seconds), ctx)
         except StaleAttempt as exc:
+            b.fenced.append(att.tool)
             reason = exc.message
             job.result = lambda: (False, reason)
             return
@@ -492,8 +498,12 @@ class Runtime:
         self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
     ) -> None:
         for tid, st in states.items():
-            self.memory.remember(st, b.works[tid])
-            for record in b.works[tid].merged.records:
+            work = b.works[tid]
+            self.memory.remember(st, work)
+            m = work.merged
+            self.metrics.committed(work.old, st, m.changed_attempts.values(),
+                                   (*m.new_subtasks, *m.changed_subtasks), b.now)
+            for record in m.records:
                 if record.table == "guidance":
                     self._guidance.pop(st.task.user_id, None)
         for job in batch:
@@ -503,6 +513,11 @@ class Runtime:
         for wc, text in b.messages:
             await send_to(wc, text)
         await self._send_executes(b.dispatches)
+        if b.dispatches:
+            self.metrics.dispatched((att.subtask_id for _, att in b.dispatches), b.now,
+                                    self._clock())
+        for tool in b.fenced:
+            self.metrics.fenced(tool)
         self._acks.add(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:

@@ -71,5 +71,11 @@ class Fleet:
         """Whether any connected worker could take an attempt now."""
         return any(len(c.running) < c.slots for c in self._by_id.values())
 
+    def by_state(self) -> list[tuple[str, int]]:
+        """How many connected workers have a free slot (`online`) and how many are full
+        (`busy`)."""
+        busy = sum(1 for c in self._by_id.values() if len(c.running) >= c.slots)
+        return [("online", len(self._by_id) - busy), ("busy", busy)]
+
     def __len__(self) -> int:
         return len(self._by_id)

@@ -139,6 +139,7 @@ class _Session:
         self._finished = asyncio.Event()
         self.result: dict[str, Any] | None = None
         self.denials: list[Denial] = []
+        self.model: str | None = None  # as the CLI names it in its init event
         self._denied_ids: set[str] = set()
 
     # -- writing ----------------------------------------------------------------------------
@@ -180,8 +181,9 @@ class _Session:
         elif kind == "system" and event.get("subtype") == "init":
             self._run.log(f"claude_code {event.get('claude_code_version', '?')}, model "
                           f"{event.get('model', '?')}, in {event.get('cwd', '?')}")
-            if self._run.trace is not None:  # the attempt's span names the model
-                self._run.trace.note_model(str(event.get("model") or ""))
+            self.model = str(event.get("model") or "")[:200] or None
+            if self._run.trace is not None and self.model:  # the attempt's span names it
+                self._run.trace.note_model(self.model)
         elif kind == "assistant":
             self._log_assistant(event.get("message"))
         elif kind == "user":
@@ -259,7 +261,7 @@ class _Session:
             return self._with_denials(ToolOutcome(
                 status="failed", error=f"{error}\n{stderr}".strip()))
         text = str(result.get("result") or "")
-        usage = usage_of(result)
+        usage = usage_of(result, self.model)
         if result.get("is_error") or result.get("subtype") != "success":
             errors = "; ".join(str(e) for e in result.get("errors") or [])
             said = text or errors or str(result.get("subtype"))
@@ -303,14 +305,14 @@ def decide(policy: PermissionPolicy, workspace: Path, tool: str,
                         "commands.")
 
 
-def usage_of(result: Mapping[str, Any]) -> Usage:
-    """Tokens and cost from a `result` event (cached input counts as input)."""
+def usage_of(result: Mapping[str, Any], model: str | None = None) -> Usage:
+    """Tokens and cost from a `result` event (cached input counts as input), naming `model`."""
     found = result.get("usage")
     raw: dict[str, Any] = found if isinstance(found, dict) else {}
     tokens = sum(int(raw.get(key) or 0) for key in (
         "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     return Usage(input_tokens=tokens, output_tokens=int(raw.get("output_tokens") or 0),
-                 cost_usd=float(result.get("total_cost_usd") or 0.0))
+                 cost_usd=float(result.get("total_cost_usd") or 0.0), model=model or None)
 
 
 def _blocks(message: Any) -> list[dict[str, Any]]:

@@ -61,12 +61,13 @@ def price_of(model: str) -> tuple[float, float] | None:
 
 
 def with_cost(usage: Usage, model: str) -> Usage:
-    """`usage` with `cost_usd` filled from list prices, unless the tool reported a cost."""
+    """`usage` naming `model` (unless it names one), with `cost_usd` filled from list prices
+    unless the tool reported a cost."""
+    named = usage.model or model or None
     if usage.cost_usd or not (usage.input_tokens or usage.output_tokens):
-        return usage
+        return usage if usage.model == named else usage.model_copy(update={"model": named})
     price = price_of(model)
-    if price is None:
-        return usage
-    cost = (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+    cost = usage.cost_usd if price is None else round(
+        (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000, 6)
     return Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                 cost_usd=round(cost, 6))
+                 cost_usd=cost, model=named)

@@ -36,6 +36,7 @@ from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64
+from shoal.metrics import Metrics, StreamKind
 from shoal.runtime.dispatch import PERMISSIONS_KEY
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
@@ -188,20 +189,23 @@ async def task_events(
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
     stream = streams.replay_then_live(services, user_id=user.user_id, task_id=row.id,
-                                      since=start)
-    return StreamingResponse(_sse(stream, request), media_type="text/event-stream",
+                                      since=start, kind=StreamKind.SSE)
+    return StreamingResponse(_sse(stream, request, services.runtime.metrics),
+                             media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request) -> AsyncIterator[str]:
-    yield "retry: 2000\n\n"
-    async for item in streams.with_keepalive(stream, interval=15.0):
-        if await request.is_disconnected():
-            return
-        if item is None:
-            yield ": keep-alive\n\n"
-            continue
-        yield f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
+async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request,
+               metrics: Metrics) -> AsyncIterator[str]:
+    with metrics.open_stream(StreamKind.SSE):
+        yield "retry: 2000\n\n"
+        async for item in streams.with_keepalive(stream, interval=15.0):
+            if await request.is_disconnected():
+                return
+            if item is None:
+                yield ": keep-alive\n\n"
+                continue
+            yield f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
 
 
 def _last_event_id(value: str | None) -> int:

@@ -1,0 +1,51 @@
+"""HTTP request times by route template, for `shoal_http_request_duration_seconds`."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shoal.metrics import Metrics
+
+
+class RequestTimes:
+    """ASGI middleware: time each HTTP request from arrival to its last byte (an event stream
+    to its headers: it lasts as long as its client stays) under its route's template, e.g.
+    `/api/v1/tasks/{task_id}`, never the path a client sent."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on and observe how long it took."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500, False]  # the status sent; whether the clock has stopped
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                headers = dict(message.get("headers") or ())
+                if headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+                    _observe(scope, status[0], start)
+                    status[1] = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            if not status[1]:
+                _observe(scope, int(status[0]), start)
+
+
+def _observe(scope: Scope, status: int, start: float) -> None:
+    state = getattr(scope["app"].state, "services", None)
+    if state is None:
+        return  # before start-up finished
+    metrics: Metrics = state.runtime.metrics
+    route = scope.get("route")
+    metrics.request(scope["method"], getattr(route, "path", None), status,
+                    time.perf_counter() - start)
