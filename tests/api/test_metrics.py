@@ -34,6 +34,16 @@ async def server(settings: Settings) -> AsyncIterator[RunningServer]:
         yield srv
 
 
+@pytest.fixture
+async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A signed-in user's client, closed even when the test fails."""
+    signed_in = await login(server, settings)
+    try:
+        yield signed_in
+    finally:
+        await signed_in.aclose()
+
+
 async def scrape(srv: RunningServer) -> Samples:
     """Every sample of `/metrics` (unauthenticated, as Prometheus scrapes it)."""
     async with httpx.AsyncClient(base_url=srv.url) as anon:
@@ -73,9 +83,8 @@ async def _result(ws: ClientConnection, run: dict[str, Any], *, fence: int | Non
 
 
 async def test_a_small_plan_moves_each_counter_by_what_happened(
-    server: RunningServer, settings: Settings
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
 ) -> None:
-    client = await login(server, settings)
     ws = await _register(server)
     async with ws:
         await wait_until(lambda: len(server.services.runtime.fleet), what="the worker")
@@ -106,7 +115,6 @@ async def test_a_small_plan_moves_each_counter_by_what_happened(
         assert detail["status"] == "completed"
         assert (await client.get(f"/api/v1/tasks/{task_id}")).status_code == 200
         after = await scrape(server)
-    await client.aclose()
 
     assert moved(before, after, "shoal_tasks_total", workflow="dag", status="completed") == 1
     for outcome, count in (("completed", 2), ("retried", 1), ("fenced", 1), ("failed", 0)):
@@ -133,9 +141,8 @@ async def test_a_small_plan_moves_each_counter_by_what_happened(
 
 
 async def test_a_task_that_fails_counts_its_failed_attempts(
-    server: RunningServer, settings: Settings
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
 ) -> None:
-    client = await login(server, settings)
     async with echo_worker(server, settings):
         before = await scrape(server)
         resp = await client.post("/api/v1/tasks", json={
@@ -145,7 +152,6 @@ async def test_a_task_that_fails_counts_its_failed_attempts(
         task_id = resp.json()["task_id"]
         detail = await wait_until(lambda: _finished(client, task_id), what="the task to end")
         after = await scrape(server)
-    await client.aclose()
     assert detail["status"] == "failed"
     tries = settings.max_attempts
     assert moved(before, after, "shoal_tasks_total", workflow="dag", status="failed") == 1
@@ -156,23 +162,25 @@ async def test_a_task_that_fails_counts_its_failed_attempts(
 
 
 async def test_live_streams_are_counted_and_their_events_timed(
-    server: RunningServer, settings: Settings
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
 ) -> None:
     """An open client socket and SSE stream show in the gauge while open; the events they
     deliver live are observed in the fan-out lag; both gauges return to 0 once closed."""
-    client = await login(server, settings)
     token = client.headers["Authorization"].removeprefix("Bearer ")
+    plan = {"description": "One step", "quality": "off",
+            "plan": [{"name": "one", "description": "works", "tool": "echo"}]}
     async with echo_worker(server, settings):
-        before = await scrape(server)
         url = server.url.replace("http://", "ws://") + "/ws"
         async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
             await ws.send(json.dumps({"type": "subscribe"}))
             await receive_until(ws, lambda m: m["type"] == "subscribed")
             opened = await scrape(server)
             assert value(opened, "shoal_client_streams", stream="websocket") == 1
-            resp = await client.post("/api/v1/tasks", json={
-                "description": "One step", "quality": "off",
-                "plan": [{"name": "one", "description": "works", "tool": "echo"}]})
+            # An event received proves the socket follows the bus: every later one is live.
+            assert (await client.post("/api/v1/tasks", json=plan)).status_code == 201
+            await receive_until(ws, lambda m: m["type"] == "task_complete")
+            before = await scrape(server)
+            resp = await client.post("/api/v1/tasks", json=plan)
             assert resp.status_code == 201
             live = 1
             while (await receive_until(ws, lambda m: "seq" in m))["type"] != "task_complete":
@@ -193,7 +201,6 @@ async def test_live_streams_are_counted_and_their_events_timed(
                 and value(now, "shoal_client_streams", stream="websocket") == 0)
 
     await wait_until(closed, what="both streams to be counted as closed")
-    await client.aclose()
 
 
 async def test_every_series_the_grafana_dashboard_graphs_is_served(

@@ -56,6 +56,7 @@ async def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
         report = done.stdout[-12_000:] + done.stderr[-3_000:]
         assert done.returncode == 0, report
         assert "passed" in done.stdout, report
+        print(done.stdout[-1_500:])  # the summary: operations, test cases, checks (with -s)
         assert server.alive(), server.output()[-3000:]
         log = server.output()
         assert "Traceback" not in log, log[-5000:]

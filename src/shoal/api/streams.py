@@ -35,8 +35,10 @@ async def replay_then_live(
     services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
     kind: StreamKind,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Every event after `since` visible to the user (for one task, if given), then live ones
-    (each observed in the `kind` stream's fan-out lag)."""
+    """Every event after `since` visible to the user (for one task, if given), then live ones.
+
+    Each live event, including one fetched from the store to fill a gap in the bus's order, is
+    observed in the `kind` stream's fan-out lag; the replay of the past is not."""
     metrics = services.runtime.metrics
     last = since
     while True:
@@ -52,6 +54,7 @@ async def replay_then_live(
                         async for missed in _replay(services, user_id, task_id, last,
                                                     until=event.seq):
                             last = missed.seq
+                            metrics.delivered(kind, missed.timestamp, utcnow())
                             yield missed.wire()
                         last = max(last, event.seq)
                         continue
