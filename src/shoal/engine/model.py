@@ -10,9 +10,27 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+
+
+class StepKind(StrEnum):
+    """What a subtask is: the closed set of step kinds the engine runs."""
+
+    AGENT = "agent"  # one unit of work for a role; counted in the task's progress
+    EXPAND = "expand"  # a role's output becomes subtasks with dependencies (the planner)
+    EVALUATE = "evaluate"  # quality: the analysers over a work subtask's files
+    JUDGE = "judge"  # quality: a model scores a work subtask
+    REVIEW = "review"  # quality: a peer reviews a work subtask
+    CORRECT = "correct"  # quality: the author fixes a work subtask
+
+
+QUALITY_KINDS = frozenset({StepKind.EVALUATE, StepKind.JUDGE, StepKind.REVIEW})
+"""The steps that judge another subtask (`target_id`) without changing it."""
+SERVING_KINDS = QUALITY_KINDS | {StepKind.CORRECT}
+"""The steps that serve another subtask (`target_id`): its quality steps and corrections."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +75,7 @@ class SubtaskRecord:
     description: str
     status: SubtaskStatus
     created_at: datetime
-    kind: str = "agent"  # agent | expand | evaluate | judge | review | correct
+    kind: StepKind = StepKind.AGENT
     progress: int = 0
     dependencies: tuple[uuid.UUID, ...] = ()
     recommended_tool: str | None = None

@@ -15,12 +15,17 @@ from typing import Any
 
 from shoal.engine import answers, quality
 from shoal.engine import workflow as flow
-from shoal.engine.model import CheckpointRecord, SubtaskRecord, TaskRecord
+from shoal.engine.model import (
+    QUALITY_KINDS,
+    CheckpointRecord,
+    StepKind,
+    SubtaskRecord,
+    TaskRecord,
+)
 from shoal.engine.quality import (
     DEADLINE_KEY,
     PENDING_REVIEW,
     QUALITY_KEY,
-    QUALITY_KINDS,
     TOOLS_WITHOUT_REVIEW,
 )
 from shoal.engine.step import Step
@@ -31,7 +36,7 @@ from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskSta
 
 def quality_on(task: TaskRecord, sub: SubtaskRecord) -> bool:
     """Whether `sub`'s output goes through evaluation and review."""
-    return (task.meta.get(QUALITY_KEY, "on") != "off" and sub.kind == "agent"
+    return (task.meta.get(QUALITY_KEY, "on") != "off" and sub.kind is StepKind.AGENT
             and (sub.assigned_tool or "") not in TOOLS_WITHOUT_REVIEW)
 
 
@@ -47,7 +52,7 @@ def parsed_answer(step: Step, sub: SubtaskRecord, text: str,
     retry); if the repaired answer fails too, `parsed` is None. False when requeued.
     """
     try:
-        if sub.kind == "judge":
+        if sub.kind is StepKind.JUDGE:
             output["parsed"] = _judge_dict(answers.parse_judge(text))
         else:
             output["parsed"] = _review_dict(answers.parse_review(text))
@@ -88,14 +93,15 @@ def evaluator_answer(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _round_of(step: Step, target: SubtaskRecord, kind: str) -> int:
+def _round_of(step: Step, target: SubtaskRecord, kind: StepKind) -> int:
     return sum(1 for s in step.subtasks.values() if s.target_id == target.id and s.kind == kind)
 
 
-def _quality_step(step: Step, target: SubtaskRecord, kind: str,
+def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind,
                   **fields: Any) -> SubtaskRecord:
     number = _round_of(step, target, kind) + 1
-    names = {"evaluate": "Evaluate", "judge": "Judge", "review": "Review", "correct": "Fix"}
+    names = {StepKind.EVALUATE: "Evaluate", StepKind.JUDGE: "Judge", StepKind.REVIEW: "Review",
+             StepKind.CORRECT: "Fix"}
     options = {"round": number, **fields.pop("options", {})}
     sub = SubtaskRecord(
         id=step.ctx.new_id(), task_id=step.task.id, key=f"{kind}-{number}-{target.id.hex[:12]}",
@@ -111,10 +117,10 @@ def verify(step: Step, target: SubtaskRecord) -> None:
     """Queue the evaluation of `target`'s output: the evaluator tool and the judge."""
     files = [str(f.get("path")) for f in (target.output or {}).get("files", [])]
     if files:
-        _quality_step(step, target, "evaluate", role="evaluator", pinned_tool="evaluator",
+        _quality_step(step, target, StepKind.EVALUATE, role="evaluator", pinned_tool="evaluator",
                       complexity=1, description=f"Evaluate the files of '{target.name}'.",
                       options={"files": files})
-    _quality_step(step, target, "judge", role="judge", complexity=2,
+    _quality_step(step, target, StepKind.JUDGE, role="judge", complexity=2,
                   recommended_tool=target.assigned_tool,
                   description=f"Score how complete and well-built '{target.name}' is.")
 
@@ -124,20 +130,20 @@ def quality_step_done(step: Step, sub: SubtaskRecord) -> None:
     target = _targets(step, sub)
     if target is None or step.task.status in TERMINAL_TASK:
         return
-    if sub.kind in ("evaluate", "judge"):
+    if sub.kind in (StepKind.EVALUATE, StepKind.JUDGE):
         _maybe_evaluated(step, target)
-    elif sub.kind == "review":
+    elif sub.kind is StepKind.REVIEW:
         _review_done(step, target, sub)
-    elif sub.kind == "correct":
+    elif sub.kind is StepKind.CORRECT:
         _correction_done(step, target, sub)
 
 
 def _maybe_evaluated(step: Step, target: SubtaskRecord) -> None:
     if target.status is not SubtaskStatus.VERIFYING:
         return
-    latest: dict[str, SubtaskRecord] = {}
+    latest: dict[StepKind, SubtaskRecord] = {}
     for s in step.subtasks.values():
-        if s.target_id != target.id or s.kind not in ("evaluate", "judge"):
+        if s.target_id != target.id or s.kind not in (StepKind.EVALUATE, StepKind.JUDGE):
             continue
         if s.kind not in latest or _round(s) > _round(latest[s.kind]):
             latest[s.kind] = s
@@ -145,8 +151,8 @@ def _maybe_evaluated(step: Step, target: SubtaskRecord) -> None:
         return
     parts = {kind: (s.output or {}).get("parsed") if s.status is SubtaskStatus.COMPLETED
              else None for kind, s in latest.items()}
-    evaluation = quality.combine(parts.get("evaluate"), parts.get("judge"))
-    if "evaluate" not in latest:
+    evaluation = quality.combine(parts.get(StepKind.EVALUATE), parts.get(StepKind.JUDGE))
+    if StepKind.EVALUATE not in latest:
         evaluation["missing"] = [m for m in evaluation["missing"] if m != "tools"]
     evaluation["round"] = max((s.options.get("round", 1) for s in latest.values()), default=1)
     target = step.set_subtask(target, evaluation=evaluation)
@@ -172,7 +178,7 @@ def _round(sub: SubtaskRecord) -> int:
 
 def _add_review(step: Step, target: SubtaskRecord) -> None:
     author = [str(target.assigned_worker)] if target.assigned_worker else []
-    _quality_step(step, target, "review", role="reviewer", complexity=2,
+    _quality_step(step, target, StepKind.REVIEW, role="reviewer", complexity=2,
                   recommended_tool=target.assigned_tool,
                   description=f"Review the work of '{target.name}'.",
                   options={"exclude_workers": author, "cycle": target.review_cycles + 1})
@@ -235,7 +241,7 @@ def _add_correction(step: Step, target: SubtaskRecord, *, source: str, issues: l
     if target.assigned_worker is not None:
         key = "pinned_worker" if pin_worker else "prefer_worker"
         options[key] = str(target.assigned_worker)
-    fix = _quality_step(step, target, "correct", role="coder", complexity=target.complexity,
+    fix = _quality_step(step, target, StepKind.CORRECT, role="coder", complexity=target.complexity,
                         pinned_tool=target.assigned_tool, description=target.description,
                         options=options)
     step.set_subtask(target, status=transition(target.status, SubtaskStatus.CORRECTING))
@@ -274,17 +280,17 @@ _EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEd
 def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
                       asked: list[dict[str, Any]]) -> None:
     """The agent asked for something the policy says a person decides: pause and ask."""
-    target = _targets(step, sub) if sub.kind == "correct" else sub
+    target = _targets(step, sub) if sub.kind is StepKind.CORRECT else sub
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED)
-                           if sub.kind == "correct" else transition(
+                           if sub.kind is StepKind.CORRECT else transition(
                                sub.status, SubtaskStatus.VERIFYING),
-                           output=output, progress=90 if sub.kind == "agent" else 100,
-                           completed_at=step.ctx.now if sub.kind == "correct" else None,
+                           output=output, progress=90 if sub.kind is StepKind.AGENT else 100,
+                           completed_at=step.ctx.now if sub.kind is StepKind.CORRECT else None,
                            error=None)
     flow.emit_subtask(step, sub)
     if target is None:
         return
-    if sub.kind == "correct":  # the correction itself asked again: its target waits for it
+    if sub.kind is StepKind.CORRECT:  # the correction itself asked again: its target waits for it
         target = step.set_subtask(
             target, status=transition(target.status, SubtaskStatus.VERIFYING),
             output={**dict(target.output or {}), "approval_requests": asked})
@@ -347,7 +353,7 @@ def open_checkpoint(step: Step, reason: str, target: SubtaskRecord | None, *,
 
 
 def _checkpoint_data(step: Step, target: SubtaskRecord | None, message: str) -> dict[str, Any]:
-    agents = [s for s in step.subtasks.values() if s.kind == "agent"]
+    agents = [s for s in step.subtasks.values() if s.kind is StepKind.AGENT]
     done = [s for s in agents if s.status is SubtaskStatus.COMPLETED]
     scores = [float(s.evaluation["overall"]) for s in agents
               if s.evaluation and s.evaluation.get("overall") is not None]
@@ -448,7 +454,7 @@ def decide_checkpoint(step: Step, inp: flow.CheckpointDecision) -> None:
 
 def _check_correctable(step: Step, inp: flow.CheckpointDecision,
                        target: SubtaskRecord | None) -> None:
-    if target is None or target.task_id != step.task.id or target.kind != "agent":
+    if target is None or target.task_id != step.task.id or target.kind is not StepKind.AGENT:
         raise InvalidInput(
             "Name the subtask to correct (`subtask_id`): one of this task's work subtasks.",
             details={"field": "subtask_id"})
@@ -498,7 +504,7 @@ def unplaceable(step: Step, inp: flow.Unplaceable) -> None:
     if sub is None or sub.status is not SubtaskStatus.QUEUED or sub.kind not in QUALITY_KINDS:
         return
     target = _targets(step, sub)
-    if sub.kind == "review" and inp.peer and step.ctx.review_without_peer == "same_worker":
+    if sub.kind is StepKind.REVIEW and inp.peer and step.ctx.review_without_peer == "same_worker":
         step.set_subtask(sub, options={**sub.options, "exclude_workers": []})
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                   message=f"No other worker can review '{sub.name}'; it runs on the author's "
@@ -507,7 +513,7 @@ def unplaceable(step: Step, inp: flow.Unplaceable) -> None:
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
                            completed_at=step.ctx.now, error="no worker can run it")
     flow.emit_subtask(step, sub)
-    if sub.kind == "review" and target is not None:
+    if sub.kind is StepKind.REVIEW and target is not None:
         if inp.peer and step.ctx.review_without_peer == "checkpoint":
             open_checkpoint(step, "review_escalation", target,
                              message=f"No other worker can review '{target.name}'.")
@@ -525,4 +531,4 @@ def unplaceable(step: Step, inp: flow.Unplaceable) -> None:
 def task_scores(step: Step) -> dict[str, Any] | None:
     """The task's mean scores over its evaluated work subtasks."""
     return quality.mean_scores([s.evaluation for s in step.subtasks.values()
-                                if s.kind == "agent" and s.evaluation])
+                                if s.kind is StepKind.AGENT and s.evaluation])

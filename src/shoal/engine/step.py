@@ -17,6 +17,7 @@ from shoal.engine.model import (
     AttemptRecord,
     CheckpointRecord,
     Record,
+    StepKind,
     SubtaskRecord,
     TaskState,
     evolve,
@@ -95,7 +96,7 @@ class Step:
             total = done = 0
             completed = SubtaskStatus.COMPLETED
             for s in self.subtasks.values():
-                if s.kind == "agent":
+                if s.kind is StepKind.AGENT:
                     total += 1
                     done += s.status is completed
             self._agents = (total, done)
@@ -106,9 +107,9 @@ class Step:
             return
         total, done = self._agents
         completed = SubtaskStatus.COMPLETED
-        if old is not None and old.kind == "agent":
+        if old is not None and old.kind is StepKind.AGENT:
             total, done = total - 1, done - (old.status is completed)
-        if new.kind == "agent":
+        if new.kind is StepKind.AGENT:
             total, done = total + 1, done + (new.status is completed)
         self._agents = (total, done)
 

@@ -26,7 +26,9 @@ from typing import Any, Literal
 from shoal.engine import dag, planning, quality
 from shoal.engine import quality_loop as loop
 from shoal.engine.model import (
+    SERVING_KINDS,
     AttemptRecord,
+    StepKind,
     SubtaskRecord,
     TaskRecord,
     TaskState,
@@ -45,7 +47,6 @@ from shoal.states import (
 )
 
 PLANNER_KEY = "planner"
-QUALITY_KINDS = quality.QUALITY_KINDS
 QUALITY_KEY = quality.QUALITY_KEY
 DEADLINE_KEY = quality.DEADLINE_KEY
 PENDING_REVIEW = quality.PENDING_REVIEW
@@ -190,7 +191,7 @@ def _start(step: Step, inp: Start) -> None:
         return
     planner = SubtaskRecord(
         id=step.ctx.new_id(), task_id=step.task.id, key=PLANNER_KEY, role="planner",
-        kind="expand", name="Plan the task", description="Decompose the task into subtasks.",
+        kind=StepKind.EXPAND, name="Plan the task", description="Decompose the task into subtasks.",
         status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
         recommended_tool=step.task.tool_preferences[0] if step.task.tool_preferences else None,
         priority=1e9,
@@ -297,7 +298,7 @@ def _finished(step: Step, inp: Finished) -> None:
         _complete_subtask(step, sub, inp)
         return
     error = inp.error or f"The attempt ended with status {inp.status}."
-    if sub.kind == "expand":
+    if sub.kind is StepKind.EXPAND:
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                                error=error, completed_at=step.ctx.now)
         emit_subtask(step, sub)
@@ -333,17 +334,18 @@ def _complete_subtask(step: Step, sub: SubtaskRecord, inp: Finished) -> None:
     output: dict[str, Any] = {
         "text": inp.output, "files": [dict(f) for f in inp.files],
         "rejected_files": [dict(r) for r in inp.rejected_files], "usage": dict(inp.usage)}
-    if sub.kind in ("judge", "review") and not loop.parsed_answer(step, sub, inp.output, output):
+    if (sub.kind in (StepKind.JUDGE, StepKind.REVIEW)
+            and not loop.parsed_answer(step, sub, inp.output, output)):
         return  # requeued once to repair an answer that was not valid JSON
-    if sub.kind == "evaluate":
+    if sub.kind is StepKind.EVALUATE:
         output["parsed"] = loop.evaluator_answer(inp.output)
     asked = [dict(d) for d in inp.denials if d.get("needs_human")]
     if asked:
         output["approval_requests"] = asked
-    if sub.kind in ("agent", "correct") and asked:
+    if sub.kind in (StepKind.AGENT, StepKind.CORRECT) and asked:
         loop.approval_request(step, sub, output, asked)
         return
-    if sub.kind == "agent" and loop.quality_on(step.task, sub):
+    if sub.kind is StepKind.AGENT and loop.quality_on(step.task, sub):
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
                                output=output, progress=90, error=None)
         emit_subtask(step, sub)
@@ -352,10 +354,10 @@ def _complete_subtask(step: Step, sub: SubtaskRecord, inp: Finished) -> None:
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED),
                            output=output, progress=100, completed_at=step.ctx.now, error=None)
     emit_subtask(step, sub)
-    if sub.kind == "expand":
+    if sub.kind is StepKind.EXPAND:
         _planner_done(step, inp.output, "")
         return
-    if sub.kind in QUALITY_KINDS or sub.kind == "correct":
+    if sub.kind in SERVING_KINDS:
         loop.quality_step_done(step, sub)
         return
     accepted(step, sub)
@@ -366,7 +368,7 @@ def accepted(step: Step, sub: SubtaskRecord, *, frequency: bool = False) -> None
     _queue_ready_dependents(step, sub)
     _update_progress(step)
     if frequency and step.task.status is TaskStatus.IN_PROGRESS:
-        agents = [s for s in step.subtasks.values() if s.kind == "agent"]
+        agents = [s for s in step.subtasks.values() if s.kind is StepKind.AGENT]
         done = sum(1 for s in agents if s.status is SubtaskStatus.COMPLETED)
         if quality.frequency_checkpoint(step.task.checkpoint_frequency, done, len(agents)):
             loop.open_checkpoint(step, "frequency", None,
@@ -402,7 +404,7 @@ def _retry_or_fail(step: Step, sub: SubtaskRecord, error: str, *, backoff: bool)
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                            error=error, completed_at=step.ctx.now, current_attempt_id=None)
     emit_subtask(step, sub)
-    if sub.kind in QUALITY_KINDS or sub.kind == "correct":
+    if sub.kind in SERVING_KINDS:
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                   message=f"'{sub.name}' failed after {sub.attempts} attempt(s): {error}")
         loop.quality_step_done(step, sub)

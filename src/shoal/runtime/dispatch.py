@@ -12,7 +12,7 @@ import structlog
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskState
+from shoal.engine.model import AttemptRecord, StepKind, SubtaskRecord, TaskState
 from shoal.protocol import (
     BATCH_BYTES,
     Ack,
@@ -45,8 +45,8 @@ async def execute_message(
     sub = state.subtasks[att.subtask_id]
     target = state.subtasks.get(sub.target_id) if sub.target_id else None
     files = (await _texts(target, artifacts) if target is not None
-             and sub.kind in ("judge", "review") else None)
-    timeout = settings.planner_timeout if sub.kind == "expand" else settings.subtask_timeout
+             and sub.kind in (StepKind.JUDGE, StepKind.REVIEW) else None)
+    timeout = settings.planner_timeout if sub.kind is StepKind.EXPAND else settings.subtask_timeout
     options: dict[str, Any] = {"privacy_level": state.task.privacy_level}
     if PERMISSIONS_KEY in state.task.meta:
         options["permissions"] = state.task.meta[PERMISSIONS_KEY]

@@ -7,7 +7,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from shoal.engine.model import AttemptRecord, CheckpointRecord, SubtaskRecord, TaskRecord
+from shoal.engine.model import (
+    AttemptRecord,
+    CheckpointRecord,
+    StepKind,
+    SubtaskRecord,
+    TaskRecord,
+)
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store.models import (
     Attempt,
@@ -61,7 +67,7 @@ def subtask_from_row(row: sa.Row[Any]) -> SubtaskRecord:
     """A subtask record from a `subtasks` row."""
     m = row._mapping
     return SubtaskRecord(
-        id=m["id"], task_id=m["task_id"], key=m["key"], role=m["role"], kind=m["kind"],
+        id=m["id"], task_id=m["task_id"], key=m["key"], role=m["role"], kind=StepKind(m["kind"]),
         name=m["name"], description=m["description"], status=SubtaskStatus(m["status"]),
         created_at=m["created_at"], progress=m["progress"],
         dependencies=tuple(_uuid(d) for d in (m["dependencies"] or ())),
@@ -79,7 +85,7 @@ def subtask_from_row(row: sa.Row[Any]) -> SubtaskRecord:
 def subtask_values(s: SubtaskRecord) -> dict[str, Any]:
     """Column values for a subtask record."""
     return {
-        "id": s.id, "task_id": s.task_id, "key": s.key, "role": s.role, "kind": s.kind,
+        "id": s.id, "task_id": s.task_id, "key": s.key, "role": s.role, "kind": s.kind.value,
         "name": s.name, "description": s.description, "status": s.status.value,
         "progress": s.progress, "dependencies": [str(d) for d in s.dependencies],
         "recommended_tool": s.recommended_tool, "pinned_tool": s.pinned_tool,

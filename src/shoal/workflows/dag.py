@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shoal.engine import planning
-from shoal.engine.model import SubtaskRecord, TaskRecord
+from shoal.engine.model import StepKind, SubtaskRecord, TaskRecord
 
 MAX_FILE_CHARS = 6_000  # of each file shown to a judge or reviewer
 MAX_FILES_CHARS = 24_000  # of all files together
@@ -26,14 +26,14 @@ def instructions_for(
     """
     if sub.role == "planner":
         return planning.planner_instructions(task.description, dict(task.meta), list(tools))
-    if sub.kind == "evaluate":
+    if sub.kind is StepKind.EVALUATE:
         return f"Evaluate the files produced by '{target.name if target else sub.name}'."
-    if sub.kind == "judge" and target is not None:
+    if sub.kind is StepKind.JUDGE and target is not None:
         return judge_instructions(task, sub, target, files or {})
-    if sub.kind == "review" and target is not None:
+    if sub.kind is StepKind.REVIEW and target is not None:
         return review_instructions(task, sub, target, files or {})
     text = coder_instructions(task, sub)
-    if sub.kind == "correct":
+    if sub.kind is StepKind.CORRECT:
         text += correction_block(sub.options.get("correction") or {})
     if guidance:
         text += ("\n\nGuidance from your earlier corrections (apply it here too):\n"

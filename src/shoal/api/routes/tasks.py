@@ -31,7 +31,7 @@ from shoal.api.schemas import (
 )
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
-from shoal.engine.model import TaskRecord
+from shoal.engine.model import StepKind, TaskRecord
 from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
@@ -140,7 +140,7 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
                       "triggered_at": c.created_at.isoformat(), "decision": c.decision}
                      for c in cps],
         evaluation_scores=quality.mean_scores(
-            [s.evaluation for s in summaries if s.kind == "agent" and s.evaluation]),
+            [s.evaluation for s in summaries if s.kind == StepKind.AGENT and s.evaluation]),
     )
 
 
