@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shoal.engine import planning
+from shoal.engine.inputs import Dispatched, DispatchedAll, Finished, Start, Started
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, changed_fields, evolve
 from shoal.engine.step import Context, Decision
-from shoal.engine.workflow import Dispatched, DispatchedAll, Finished, Start, Started, decide
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.workflows import decide
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 
 from shoal.engine import planning, quality
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
-from shoal.engine.step import Context, Decision
-from shoal.engine.workflow import (
-    DEADLINE_KEY,
-    QUALITY_KEY,
+from shoal.engine.inputs import (
     CheckpointDecision,
     CheckpointExpired,
     Dispatched,
@@ -23,11 +19,14 @@ from shoal.engine.workflow import (
     Finished,
     Start,
     Unplaceable,
-    decide,
 )
+from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.quality import DEADLINE_KEY, QUALITY_KEY
+from shoal.engine.step import Context, Decision
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.workflows import decide
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TOOL = "openai_compat"

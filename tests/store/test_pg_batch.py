@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from shoal.engine import planning
+from shoal.engine.inputs import CancelRequested, Dispatched, Start
 from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.step import Context
-from shoal.engine.workflow import CancelRequested, Dispatched, Start, decide
 from shoal.errors import Conflict
 from shoal.events import EventType, NewEvent
 from shoal.runtime.batch import TaskWork
@@ -25,6 +25,7 @@ from shoal.store.db import Database
 from shoal.store.events import events
 from shoal.store.files import artifacts, manifest_rows, subtask_files
 from shoal.store.state import BatchWriter, insert_task
+from shoal.workflows import decide
 from tests.store.test_state import (
     NOW,
     PLAN,

@@ -11,14 +11,15 @@ import pytest
 import sqlalchemy as sa
 
 from shoal.engine import planning
+from shoal.engine.inputs import CancelRequested, Dispatched, Finished, Start
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.step import Context
-from shoal.engine.workflow import CancelRequested, Dispatched, Finished, Start, decide
 from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import accounts
 from shoal.store.db import Database
 from shoal.store.state import BatchWriter, insert_task, load_task_states, write_decision
+from shoal.workflows import decide
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 PLAN: list[dict[str, Any]] = [

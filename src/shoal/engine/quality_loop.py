@@ -1,9 +1,10 @@
 """The quality loop and checkpoints, as steps of the task graph (ADR 0008; seed 004 §3.4-3.7).
 
-`workflow.decide()` hands over here when an agent subtask produced its output, when a quality
-step (evaluate, judge, review, correct) ended, and for checkpoint decisions. Everything is
-pure, like the rest of the engine: it changes the working copy of the task (`step.Step`) and
-records events, rows and audit entries for the runtime to commit.
+A workflow attaches a `QualityLoop` to its work steps and hands over when one produced its
+output (`verify`), when a quality step (evaluate, judge, review, correct) ended (`step_done`),
+and for checkpoint decisions (`handle`). Everything is pure, like the rest of the engine: it
+changes the working copy of the task (`step.Step`) and records events, rows and audit entries
+for the runtime to commit.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from shoal.engine import answers, quality
-from shoal.engine import workflow as flow
+from shoal.engine import answers, graph, quality
+from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Unplaceable
 from shoal.engine.model import (
     QUALITY_KINDS,
     CheckpointRecord,
@@ -29,9 +30,10 @@ from shoal.engine.quality import (
     TOOLS_WITHOUT_REVIEW,
 )
 from shoal.engine.step import Step
+from shoal.engine.workflow import Decided, Workflow
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
-from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
+from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, transition
 
 
 def quality_on(task: TaskRecord, sub: SubtaskRecord) -> bool:
@@ -64,7 +66,7 @@ def parsed_answer(step: Step, sub: SubtaskRecord, text: str,
         sub = step.set_subtask(
             sub, status=transition(sub.status, SubtaskStatus.QUEUED), current_attempt_id=None,
             options={**sub.options, "repair": exc.message}, error=exc.message)
-        flow.emit_subtask(step, sub, repair=True)
+        graph.emit_subtask(step, sub, repair=True)
         return False
     return True
 
@@ -109,7 +111,7 @@ def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind,
         created_at=step.ctx.now, dependencies=(target.id,), target_id=target.id,
         priority=target.priority + 0.5, kind=kind, options=options, **fields)
     step.add_subtask(sub)
-    flow.emit_subtask(step, sub)
+    graph.emit_subtask(step, sub)
     return sub
 
 
@@ -125,53 +127,6 @@ def verify(step: Step, target: SubtaskRecord) -> None:
                   description=f"Score how complete and well-built '{target.name}' is.")
 
 
-def quality_step_done(step: Step, sub: SubtaskRecord) -> None:
-    """A quality step ended (completed, or failed for good): move its target on."""
-    target = _targets(step, sub)
-    if target is None or step.task.status in TERMINAL_TASK:
-        return
-    if sub.kind in (StepKind.EVALUATE, StepKind.JUDGE):
-        _maybe_evaluated(step, target)
-    elif sub.kind is StepKind.REVIEW:
-        _review_done(step, target, sub)
-    elif sub.kind is StepKind.CORRECT:
-        _correction_done(step, target, sub)
-
-
-def _maybe_evaluated(step: Step, target: SubtaskRecord) -> None:
-    if target.status is not SubtaskStatus.VERIFYING:
-        return
-    latest: dict[StepKind, SubtaskRecord] = {}
-    for s in step.subtasks.values():
-        if s.target_id != target.id or s.kind not in (StepKind.EVALUATE, StepKind.JUDGE):
-            continue
-        if s.kind not in latest or _round(s) > _round(latest[s.kind]):
-            latest[s.kind] = s
-    if any(s.status not in TERMINAL_SUBTASK for s in latest.values()):
-        return
-    parts = {kind: (s.output or {}).get("parsed") if s.status is SubtaskStatus.COMPLETED
-             else None for kind, s in latest.items()}
-    evaluation = quality.combine(parts.get(StepKind.EVALUATE), parts.get(StepKind.JUDGE))
-    if StepKind.EVALUATE not in latest:
-        evaluation["missing"] = [m for m in evaluation["missing"] if m != "tools"]
-    evaluation["round"] = max((s.options.get("round", 1) for s in latest.values()), default=1)
-    target = step.set_subtask(target, evaluation=evaluation)
-    step.emit(EventType.EVALUATION, subtask_id=str(target.id), name=target.name,
-              overall=evaluation["overall"], scores=evaluation["scores"],
-              missing=evaluation["missing"])
-    score = evaluation["overall"]
-    if score is not None and score < quality.LOW_SCORE:
-        open_checkpoint(step, "low_score", target,
-                         message=f"'{target.name}' scored {score:g} (below "
-                                 f"{quality.LOW_SCORE:g}).")
-    elif target.review_cycles == 0 and quality.review_needed(target.complexity, score):
-        _add_review(step, target)
-    elif target.review_cycles and target.review and target.review.get("outcome") == "fix":
-        _add_review(step, target)  # a correction was made: review it again
-    else:
-        _accept(step, target)
-
-
 def _round(sub: SubtaskRecord) -> int:
     return int(sub.options.get("round", 0))
 
@@ -182,51 +137,6 @@ def _add_review(step: Step, target: SubtaskRecord) -> None:
                   recommended_tool=target.assigned_tool,
                   description=f"Review the work of '{target.name}'.",
                   options={"exclude_workers": author, "cycle": target.review_cycles + 1})
-
-
-def _review_done(step: Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
-    if target.status is not SubtaskStatus.VERIFYING:
-        return
-    parsed = (review.output or {}).get("parsed") if review.status is SubtaskStatus.COMPLETED \
-        else None
-    if parsed is None:
-        why = (review.output or {}).get("parse_error") or review.error or "no answer"
-        step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
-                  message=f"The peer review of '{target.name}' gave no usable verdict ({why}); "
-                          "accepted on its evaluation alone.")
-        _accept(step, target)
-        return
-    cycles = target.review_cycles + 1
-    counts = parsed.get("severity_counts", {})
-    outcome = quality.review_outcome(
-        float(parsed["score"]), str(parsed["decision"]), critical=int(counts.get("critical", 0)),
-        auto_fix_possible=bool(parsed.get("auto_fix_possible")), cycles_done=cycles)
-    record = {**parsed, "cycle": cycles, "outcome": outcome,
-              "reviewer_worker": str(review.assigned_worker) if review.assigned_worker else None,
-              "author_worker": str(target.assigned_worker) if target.assigned_worker else None}
-    target = step.set_subtask(target, review=record, review_cycles=cycles)
-    step.record("reviews", id=step.ctx.new_id(), task_id=step.task.id,
-                subtask_id=target.id, review_subtask_id=review.id,
-                reviewer_worker_id=review.assigned_worker,
-                author_worker_id=target.assigned_worker, cycle=cycles,
-                score=float(parsed["score"]), decision=str(parsed["decision"]),
-                outcome=outcome, issues=list(parsed.get("issues", [])),
-                severity_counts=dict(counts), created_at=step.ctx.now)
-    step.emit(EventType.REVIEW, subtask_id=str(target.id), name=target.name, cycle=cycles,
-              score=parsed["score"], decision=parsed["decision"], outcome=outcome,
-              issues=len(parsed.get("issues", [])))
-    if outcome == "approve":
-        _accept(step, target)
-    elif outcome == "fix":
-        _add_correction(step, target, source="review", issues=list(parsed.get("issues", [])),
-                        instructions=str(parsed.get("auto_fix_instructions") or ""),
-                        pin_worker=True)
-    else:
-        why = ("max_review_cycles" if cycles >= quality.MAX_REVIEW_CYCLES
-               else "review_escalation")
-        open_checkpoint(step, why, target,
-                         message=f"The peer review of '{target.name}' (cycle {cycles}) scored "
-                                 f"{parsed['score']:g}: {parsed.get('summary', '')}".strip())
 
 
 def _add_correction(step: Step, target: SubtaskRecord, *, source: str, issues: list[Any],
@@ -245,32 +155,8 @@ def _add_correction(step: Step, target: SubtaskRecord, *, source: str, issues: l
                         pinned_tool=target.assigned_tool, description=target.description,
                         options=options)
     step.set_subtask(target, status=transition(target.status, SubtaskStatus.CORRECTING))
-    flow.emit_subtask(step, step.subtasks[target.id])
+    graph.emit_subtask(step, step.subtasks[target.id])
     return fix
-
-
-def _correction_done(step: Step, target: SubtaskRecord, fix: SubtaskRecord) -> None:
-    if target.status is not SubtaskStatus.CORRECTING:
-        return
-    if fix.status is not SubtaskStatus.COMPLETED:
-        open_checkpoint(step, "correction_failed", target,
-                         message=f"The correction of '{target.name}' failed: {fix.error}")
-        return
-    old = dict(target.output or {})
-    new = dict(fix.output or {})
-    files = {str(f["path"]): dict(f) for f in old.get("files", [])}
-    files.update({str(f["path"]): dict(f) for f in new.get("files", [])})
-    merged = {**old, "text": new.get("text", old.get("text", "")),
-              "files": sorted(files.values(), key=lambda f: str(f["path"])),
-              "corrected_by": str(fix.id)}
-    merged.pop("approval_requests", None)
-    target = step.set_subtask(target, status=transition(target.status, SubtaskStatus.VERIFYING),
-                              output=merged, completed_at=None, progress=90)
-    flow.emit_subtask(step, target)
-    if quality_on(step.task, target):
-        verify(step, target)
-    else:
-        _accept(step, target)
 
 
 _EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEdit", "replace",
@@ -287,14 +173,14 @@ def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
                            output=output, progress=90 if sub.kind is StepKind.AGENT else 100,
                            completed_at=step.ctx.now if sub.kind is StepKind.CORRECT else None,
                            error=None)
-    flow.emit_subtask(step, sub)
+    graph.emit_subtask(step, sub)
     if target is None:
         return
     if sub.kind is StepKind.CORRECT:  # the correction itself asked again: its target waits for it
         target = step.set_subtask(
             target, status=transition(target.status, SubtaskStatus.VERIFYING),
             output={**dict(target.output or {}), "approval_requests": asked})
-        flow.emit_subtask(step, target)
+        graph.emit_subtask(step, target)
     listed = "; ".join(f"{d.get('tool')} {str(d.get('target'))[:120]}" for d in asked[:5])
     open_checkpoint(step, "approval_request", target,
                      message=f"'{target.name}' asked to do what the task's policy leaves to a "
@@ -310,21 +196,6 @@ def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
         kind = "edits" if request.get("tool") in _EDIT_TOOLS else "commands"
         granted[kind] = "allow"
     return granted
-
-
-def _accept(step: Step, target: SubtaskRecord) -> None:
-    """The quality loop is satisfied with `target`: complete it and move the task on.
-
-    The frequency rule counts a subtask once: accepting it again after a correction opens no
-    new frequency checkpoint.
-    """
-    first_time = not (target.output or {}).get("accepted")
-    if target.status is not SubtaskStatus.COMPLETED:
-        target = step.set_subtask(
-            target, status=transition(target.status, SubtaskStatus.COMPLETED), progress=100,
-            completed_at=step.ctx.now, output={**dict(target.output or {}), "accepted": True})
-        flow.emit_subtask(step, target)
-    flow.accepted(step, target, frequency=first_time)
 
 
 # ---- checkpoints ----------------------------------------------------------------------------
@@ -344,9 +215,7 @@ def open_checkpoint(step: Step, reason: str, target: SubtaskRecord | None, *,
         deadline_at=step.ctx.now + timedelta(seconds=float(seconds)) if seconds else None,
         deadline_action=str(deadline.get("action", "escalate")) if seconds else None)
     step.add_checkpoint(cp)
-    if step.task.status is TaskStatus.IN_PROGRESS:
-        step.set_task(status=transition(step.task.status, TaskStatus.CHECKPOINT))
-        flow.emit_task_update(step)
+    graph.pause(step)
     step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
                subtask_id=str(cp.subtask_id) if cp.subtask_id else None)
     step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp))
@@ -399,60 +268,7 @@ def _pending(step: Step, checkpoint_id: uuid.UUID) -> CheckpointRecord:
     return cp
 
 
-def decide_checkpoint(step: Step, inp: flow.CheckpointDecision) -> None:
-    cp = _pending(step, inp.checkpoint_id)
-    target_id = inp.subtask_id or cp.subtask_id
-    target = step.subtasks.get(target_id) if target_id else None
-    if inp.action == "correct":
-        _check_correctable(step, inp, target)
-    status = {"approve": "approved", "reject": "rejected", "correct": "corrected"}[inp.action]
-    notes = inp.reason or inp.guidance or None
-    step.set_checkpoint(cp, status=status, decision=inp.action, decided_by=inp.user_id,
-                        decided_at=step.ctx.now, notes=notes)
-    step.audit(inp.user_id, f"checkpoint_{inp.action}", "checkpoint", cp.id,
-               reason=inp.reason or None, subtask_id=str(target.id) if target else None,
-               correction_type=inp.correction_type if inp.action == "correct" else None,
-               apply_to_future=inp.apply_to_future if inp.action == "correct" else None)
-    step.emit(EventType.CHECKPOINT_DECIDED, checkpoint_id=str(cp.id), decision=inp.action,
-              status=status, reason=inp.reason or None)
-    if inp.action == "reject":
-        why = f"Rejected at a checkpoint: {inp.reason}" if inp.reason else \
-            "Rejected at a checkpoint."
-        flow.cancel(step, why)
-        return
-    if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
-        base = step.task.meta.get("shoal.permissions") or {}
-        requests = (target.output or {}).get("approval_requests") or []
-        fix = _add_correction(step, target, source="approval", issues=[], pin_worker=False,
-                              guidance="A person approved what you asked for: "
-                                       + "; ".join(f"{r.get('tool')} {r.get('target')}"
-                                                   for r in requests)
-                                       + ". Do it now.")
-        step.set_subtask(fix, options={**fix.options,
-                                       "permissions": _granted(target, base)})
-    elif inp.action == "approve":
-        if target is not None and target.status in (SubtaskStatus.VERIFYING,
-                                                     SubtaskStatus.CORRECTING):
-            _accept(step, target)
-    else:
-        assert target is not None
-        fix = _add_correction(step, target, source="human", issues=[],
-                              guidance=inp.guidance, correction_type=inp.correction_type,
-                              reference_files=inp.reference_files, pin_worker=False)
-        step.record("corrections", id=step.ctx.new_id(), checkpoint_id=cp.id,
-                    subtask_id=target.id, correction_subtask_id=fix.id,
-                    correction_type=inp.correction_type, guidance=inp.guidance,
-                    reference_files=list(inp.reference_files),
-                    apply_to_future=inp.apply_to_future, created_by=inp.user_id,
-                    created_at=step.ctx.now)
-        if inp.apply_to_future:
-            step.record("guidance", id=step.ctx.new_id(), user_id=step.task.user_id,
-                        correction_type=inp.correction_type, guidance=inp.guidance,
-                        checkpoint_id=cp.id, created_at=step.ctx.now, active=True)
-    _resume_if_clear(step)
-
-
-def _check_correctable(step: Step, inp: flow.CheckpointDecision,
+def _check_correctable(step: Step, inp: CheckpointDecision,
                        target: SubtaskRecord | None) -> None:
     if target is None or target.task_id != step.task.id or target.kind is not StepKind.AGENT:
         raise InvalidInput(
@@ -466,69 +282,253 @@ def _check_correctable(step: Step, inp: flow.CheckpointDecision,
         raise InvalidInput("Say what to change (`guidance`).", details={"field": "guidance"})
 
 
-def _resume_if_clear(step: Step) -> None:
-    if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
-        return
-    step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
-    flow.emit_task_update(step)
-    flow.complete_task_if_done(step)
-
-
-def checkpoint_expired(step: Step, checkpoint_id: uuid.UUID) -> None:
-    cp = _pending(step, checkpoint_id)
-    if cp.deadline_at is None or cp.deadline_at > step.ctx.now:
-        raise Conflict("This checkpoint's deadline has not passed.", code="not_expired")
-    action = cp.deadline_action or "escalate"
-    if action in ("approve", "reject"):
-        decide_checkpoint(step, flow.CheckpointDecision(
-            cp.id, "approve" if action == "approve" else "reject", None,
-            reason=f"Its deadline passed (action on expiry: {action})."))
-        return
-    step.set_checkpoint(cp, deadline_at=None, data={**cp.data, "escalated": True})
-    step.audit(None, "checkpoint_escalated", "checkpoint", cp.id)
-    step.emit(EventType.NOTICE, level="warning", checkpoint_id=str(cp.id),
-              message="A checkpoint waited past its deadline and was escalated: it still "
-                      "needs a decision (shoal approve / reject / correct).")
-    step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(step.checkpoints[cp.id]),
-              escalated=True)
-
-
-def close_checkpoints(step: Step, why: str) -> None:
-    for cp in list(step.checkpoints.values()):
-        step.set_checkpoint(cp, status="rejected", decision="closed", decided_at=step.ctx.now,
-                            notes=f"Closed: {why}.")
-
-
-def unplaceable(step: Step, inp: flow.Unplaceable) -> None:
-    sub = step.subtasks.get(inp.subtask_id)
-    if sub is None or sub.status is not SubtaskStatus.QUEUED or sub.kind not in QUALITY_KINDS:
-        return
-    target = _targets(step, sub)
-    if sub.kind is StepKind.REVIEW and inp.peer and step.ctx.review_without_peer == "same_worker":
-        step.set_subtask(sub, options={**sub.options, "exclude_workers": []})
-        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-                  message=f"No other worker can review '{sub.name}'; it runs on the author's "
-                          "worker (policy: same_worker).")
-        return
-    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
-                           completed_at=step.ctx.now, error="no worker can run it")
-    flow.emit_subtask(step, sub)
-    if sub.kind is StepKind.REVIEW and target is not None:
-        if inp.peer and step.ctx.review_without_peer == "checkpoint":
-            open_checkpoint(step, "review_escalation", target,
-                             message=f"No other worker can review '{target.name}'.")
-            return
-        step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
-                  message=f"No {'other ' if inp.peer else ''}worker can review "
-                          f"'{target.name}'; accepted without a peer review.")
-        _accept(step, target)
-        return
-    step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-              message=f"No worker can run '{sub.name}'; the evaluation goes on without it.")
-    quality_step_done(step, sub)
-
-
 def task_scores(step: Step) -> dict[str, Any] | None:
     """The task's mean scores over its evaluated work subtasks."""
     return quality.mean_scores([s.evaluation for s in step.subtasks.values()
                                 if s.kind is StepKind.AGENT and s.evaluation])
+
+
+class QualityLoop:
+    """The quality loop a workflow attaches to its work steps: evaluate and judge, maybe a peer
+    review, corrections, and the checkpoints they open; `flow.accepted` is told when a work
+    step passes."""
+
+    def __init__(self, flow: Workflow) -> None:
+        self.flow = flow
+
+    def handle(self, step: Step, inp: Decided) -> None:
+        """A checkpoint decision or expiry, or a quality step no connected worker can take."""
+        match inp:
+            case CheckpointDecision():
+                self.decide_checkpoint(step, inp)
+            case CheckpointExpired():
+                self.checkpoint_expired(step, inp.checkpoint_id)
+            case Unplaceable():
+                self.unplaceable(step, inp)
+
+    def step_done(self, step: Step, sub: SubtaskRecord) -> None:
+        """A quality step ended (completed, or failed for good): move its target on."""
+        target = _targets(step, sub)
+        if target is None or step.task.status in TERMINAL_TASK:
+            return
+        if sub.kind in (StepKind.EVALUATE, StepKind.JUDGE):
+            self._maybe_evaluated(step, target)
+        elif sub.kind is StepKind.REVIEW:
+            self._review_done(step, target, sub)
+        elif sub.kind is StepKind.CORRECT:
+            self._correction_done(step, target, sub)
+
+    def _maybe_evaluated(self, step: Step, target: SubtaskRecord) -> None:
+        if target.status is not SubtaskStatus.VERIFYING:
+            return
+        latest: dict[StepKind, SubtaskRecord] = {}
+        for s in step.subtasks.values():
+            if s.target_id != target.id or s.kind not in (StepKind.EVALUATE, StepKind.JUDGE):
+                continue
+            if s.kind not in latest or _round(s) > _round(latest[s.kind]):
+                latest[s.kind] = s
+        if any(s.status not in TERMINAL_SUBTASK for s in latest.values()):
+            return
+        parts = {kind: (s.output or {}).get("parsed") if s.status is SubtaskStatus.COMPLETED
+                 else None for kind, s in latest.items()}
+        evaluation = quality.combine(parts.get(StepKind.EVALUATE), parts.get(StepKind.JUDGE))
+        if StepKind.EVALUATE not in latest:
+            evaluation["missing"] = [m for m in evaluation["missing"] if m != "tools"]
+        evaluation["round"] = max((s.options.get("round", 1) for s in latest.values()), default=1)
+        target = step.set_subtask(target, evaluation=evaluation)
+        step.emit(EventType.EVALUATION, subtask_id=str(target.id), name=target.name,
+                  overall=evaluation["overall"], scores=evaluation["scores"],
+                  missing=evaluation["missing"])
+        score = evaluation["overall"]
+        if score is not None and score < quality.LOW_SCORE:
+            open_checkpoint(step, "low_score", target,
+                             message=f"'{target.name}' scored {score:g} (below "
+                                     f"{quality.LOW_SCORE:g}).")
+        elif target.review_cycles == 0 and quality.review_needed(target.complexity, score):
+            _add_review(step, target)
+        elif target.review_cycles and target.review and target.review.get("outcome") == "fix":
+            _add_review(step, target)  # a correction was made: review it again
+        else:
+            self._accept(step, target)
+
+    def _review_done(self, step: Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
+        if target.status is not SubtaskStatus.VERIFYING:
+            return
+        parsed = (review.output or {}).get("parsed") if review.status is SubtaskStatus.COMPLETED \
+            else None
+        if parsed is None:
+            why = (review.output or {}).get("parse_error") or review.error or "no answer"
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
+                      message=f"The peer review of '{target.name}' gave no usable verdict ({why}); "
+                              "accepted on its evaluation alone.")
+            self._accept(step, target)
+            return
+        cycles = target.review_cycles + 1
+        counts = parsed.get("severity_counts", {})
+        outcome = quality.review_outcome(
+            float(parsed["score"]), str(parsed["decision"]),
+            critical=int(counts.get("critical", 0)),
+            auto_fix_possible=bool(parsed.get("auto_fix_possible")), cycles_done=cycles)
+        reviewer, author = review.assigned_worker, target.assigned_worker
+        record = {**parsed, "cycle": cycles, "outcome": outcome,
+                  "reviewer_worker": str(reviewer) if reviewer else None,
+                  "author_worker": str(author) if author else None}
+        target = step.set_subtask(target, review=record, review_cycles=cycles)
+        step.record("reviews", id=step.ctx.new_id(), task_id=step.task.id,
+                    subtask_id=target.id, review_subtask_id=review.id,
+                    reviewer_worker_id=review.assigned_worker,
+                    author_worker_id=target.assigned_worker, cycle=cycles,
+                    score=float(parsed["score"]), decision=str(parsed["decision"]),
+                    outcome=outcome, issues=list(parsed.get("issues", [])),
+                    severity_counts=dict(counts), created_at=step.ctx.now)
+        step.emit(EventType.REVIEW, subtask_id=str(target.id), name=target.name, cycle=cycles,
+                  score=parsed["score"], decision=parsed["decision"], outcome=outcome,
+                  issues=len(parsed.get("issues", [])))
+        if outcome == "approve":
+            self._accept(step, target)
+        elif outcome == "fix":
+            _add_correction(step, target, source="review", issues=list(parsed.get("issues", [])),
+                            instructions=str(parsed.get("auto_fix_instructions") or ""),
+                            pin_worker=True)
+        else:
+            why = ("max_review_cycles" if cycles >= quality.MAX_REVIEW_CYCLES
+                   else "review_escalation")
+            open_checkpoint(step, why, target,
+                             message=f"The peer review of '{target.name}' (cycle {cycles}) scored "
+                                     f"{parsed['score']:g}: {parsed.get('summary', '')}".strip())
+
+    def _correction_done(self, step: Step, target: SubtaskRecord, fix: SubtaskRecord) -> None:
+        if target.status is not SubtaskStatus.CORRECTING:
+            return
+        if fix.status is not SubtaskStatus.COMPLETED:
+            open_checkpoint(step, "correction_failed", target,
+                             message=f"The correction of '{target.name}' failed: {fix.error}")
+            return
+        old = dict(target.output or {})
+        new = dict(fix.output or {})
+        files = {str(f["path"]): dict(f) for f in old.get("files", [])}
+        files.update({str(f["path"]): dict(f) for f in new.get("files", [])})
+        merged = {**old, "text": new.get("text", old.get("text", "")),
+                  "files": sorted(files.values(), key=lambda f: str(f["path"])),
+                  "corrected_by": str(fix.id)}
+        merged.pop("approval_requests", None)
+        target = step.set_subtask(target, status=transition(target.status, SubtaskStatus.VERIFYING),
+                                  output=merged, completed_at=None, progress=90)
+        graph.emit_subtask(step, target)
+        if quality_on(step.task, target):
+            verify(step, target)
+        else:
+            self._accept(step, target)
+
+    def _accept(self, step: Step, target: SubtaskRecord) -> None:
+        """The quality loop is satisfied with `target`: complete it and move the task on.
+
+        The frequency rule counts a subtask once: accepting it again after a correction opens no
+        new frequency checkpoint.
+        """
+        first_time = not (target.output or {}).get("accepted")
+        if target.status is not SubtaskStatus.COMPLETED:
+            target = step.set_subtask(
+                target, status=transition(target.status, SubtaskStatus.COMPLETED), progress=100,
+                completed_at=step.ctx.now, output={**dict(target.output or {}), "accepted": True})
+            graph.emit_subtask(step, target)
+        self.flow.accepted(step, target, first_time=first_time)
+
+    def decide_checkpoint(self, step: Step, inp: CheckpointDecision) -> None:
+        cp = _pending(step, inp.checkpoint_id)
+        target_id = inp.subtask_id or cp.subtask_id
+        target = step.subtasks.get(target_id) if target_id else None
+        if inp.action == "correct":
+            _check_correctable(step, inp, target)
+        status = {"approve": "approved", "reject": "rejected", "correct": "corrected"}[inp.action]
+        notes = inp.reason or inp.guidance or None
+        step.set_checkpoint(cp, status=status, decision=inp.action, decided_by=inp.user_id,
+                            decided_at=step.ctx.now, notes=notes)
+        step.audit(inp.user_id, f"checkpoint_{inp.action}", "checkpoint", cp.id,
+                   reason=inp.reason or None, subtask_id=str(target.id) if target else None,
+                   correction_type=inp.correction_type if inp.action == "correct" else None,
+                   apply_to_future=inp.apply_to_future if inp.action == "correct" else None)
+        step.emit(EventType.CHECKPOINT_DECIDED, checkpoint_id=str(cp.id), decision=inp.action,
+                  status=status, reason=inp.reason or None)
+        if inp.action == "reject":
+            why = f"Rejected at a checkpoint: {inp.reason}" if inp.reason else \
+                "Rejected at a checkpoint."
+            graph.cancel(step, why)
+            return
+        if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
+            base = step.task.meta.get("shoal.permissions") or {}
+            requests = (target.output or {}).get("approval_requests") or []
+            fix = _add_correction(step, target, source="approval", issues=[], pin_worker=False,
+                                  guidance="A person approved what you asked for: "
+                                           + "; ".join(f"{r.get('tool')} {r.get('target')}"
+                                                       for r in requests)
+                                           + ". Do it now.")
+            step.set_subtask(fix, options={**fix.options,
+                                           "permissions": _granted(target, base)})
+        elif inp.action == "approve":
+            if target is not None and target.status in (SubtaskStatus.VERIFYING,
+                                                         SubtaskStatus.CORRECTING):
+                self._accept(step, target)
+        else:
+            assert target is not None
+            fix = _add_correction(step, target, source="human", issues=[],
+                                  guidance=inp.guidance, correction_type=inp.correction_type,
+                                  reference_files=inp.reference_files, pin_worker=False)
+            step.record("corrections", id=step.ctx.new_id(), checkpoint_id=cp.id,
+                        subtask_id=target.id, correction_subtask_id=fix.id,
+                        correction_type=inp.correction_type, guidance=inp.guidance,
+                        reference_files=list(inp.reference_files),
+                        apply_to_future=inp.apply_to_future, created_by=inp.user_id,
+                        created_at=step.ctx.now)
+            if inp.apply_to_future:
+                step.record("guidance", id=step.ctx.new_id(), user_id=step.task.user_id,
+                            correction_type=inp.correction_type, guidance=inp.guidance,
+                            checkpoint_id=cp.id, created_at=step.ctx.now, active=True)
+        graph.resume_if_clear(self.flow, step)
+
+    def checkpoint_expired(self, step: Step, checkpoint_id: uuid.UUID) -> None:
+        cp = _pending(step, checkpoint_id)
+        if cp.deadline_at is None or cp.deadline_at > step.ctx.now:
+            raise Conflict("This checkpoint's deadline has not passed.", code="not_expired")
+        action = cp.deadline_action or "escalate"
+        if action in ("approve", "reject"):
+            self.decide_checkpoint(step, CheckpointDecision(
+                cp.id, "approve" if action == "approve" else "reject", None,
+                reason=f"Its deadline passed (action on expiry: {action})."))
+            return
+        step.set_checkpoint(cp, deadline_at=None, data={**cp.data, "escalated": True})
+        step.audit(None, "checkpoint_escalated", "checkpoint", cp.id)
+        step.emit(EventType.NOTICE, level="warning", checkpoint_id=str(cp.id),
+                  message="A checkpoint waited past its deadline and was escalated: it still "
+                          "needs a decision (shoal approve / reject / correct).")
+        step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(step.checkpoints[cp.id]),
+                  escalated=True)
+
+    def unplaceable(self, step: Step, inp: Unplaceable) -> None:
+        sub = step.subtasks.get(inp.subtask_id)
+        if sub is None or sub.status is not SubtaskStatus.QUEUED or sub.kind not in QUALITY_KINDS:
+            return
+        target = _targets(step, sub)
+        same_worker = step.ctx.review_without_peer == "same_worker"
+        if sub.kind is StepKind.REVIEW and inp.peer and same_worker:
+            step.set_subtask(sub, options={**sub.options, "exclude_workers": []})
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                      message=f"No other worker can review '{sub.name}'; it runs on the author's "
+                              "worker (policy: same_worker).")
+            return
+        sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
+                               completed_at=step.ctx.now, error="no worker can run it")
+        graph.emit_subtask(step, sub)
+        if sub.kind is StepKind.REVIEW and target is not None:
+            if inp.peer and step.ctx.review_without_peer == "checkpoint":
+                open_checkpoint(step, "review_escalation", target,
+                                 message=f"No other worker can review '{target.name}'.")
+                return
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
+                      message=f"No {'other ' if inp.peer else ''}worker can review "
+                              f"'{target.name}'; accepted without a peer review.")
+            self._accept(step, target)
+            return
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"No worker can run '{sub.name}'; the evaluation goes on without it.")
+        self.step_done(step, sub)

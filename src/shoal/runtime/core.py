@@ -25,10 +25,7 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.bus.base import EventBus
 from shoal.config import Settings
 from shoal.engine import planning
-from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
-from shoal.engine.retry import RetryPolicy
-from shoal.engine.step import Context
-from shoal.engine.workflow import (
+from shoal.engine.inputs import (
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
@@ -37,8 +34,10 @@ from shoal.engine.workflow import (
     Finished,
     Start,
     Started,
-    decide,
 )
+from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
+from shoal.engine.retry import RetryPolicy
+from shoal.engine.step import Context
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
 from shoal.metrics import Metrics
@@ -75,6 +74,7 @@ from shoal.store.state import (
     load_task_states,
     renew_leases,
 )
+from shoal.workflows import decide
 
 log = structlog.get_logger(__name__)
 

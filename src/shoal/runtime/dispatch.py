@@ -26,7 +26,7 @@ from shoal.protocol import (
 from shoal.runtime.batch import Job
 from shoal.runtime.fleet import Connection
 from shoal.tracing import attempt_traceparent
-from shoal.workflows.dag import instructions_for
+from shoal.workflows import workflow_for
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +54,9 @@ async def execute_message(
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
-        instructions=instructions_for(state.task, sub, tools, target=target, files=files,
-                                      guidance=guidance if sub.role == "coder" else ()),
+        instructions=workflow_for(state.task.workflow).instructions(
+            state.task, sub, tools, target=target, files=files,
+            guidance=guidance if sub.role == "coder" else ()),
         upstream=await upstream_results(state, sub, artifacts=artifacts,
                                         budget=settings.max_result_bytes,
                                         files_possible=files_possible),

@@ -15,9 +15,9 @@ from typing import Any
 
 from shoal.config import Settings
 from shoal.engine.allocation import SubtaskDemand, allocate, unplaceable_reason
+from shoal.engine.inputs import DispatchedAll, EngineInput, Unplaceable
 from shoal.engine.model import QUALITY_KINDS, AttemptRecord
 from shoal.engine.step import Context
-from shoal.engine.workflow import DispatchedAll, EngineInput, Unplaceable
 from shoal.events import EventType, NewEvent
 from shoal.runtime.batch import Batch, TaskWork
 from shoal.runtime.fleet import Connection, Fleet

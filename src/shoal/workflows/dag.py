@@ -1,184 +1,185 @@
-"""The `dag` workflow's roles: what the planner, each coding subtask and the quality loop's
-judge, reviewer and corrections are asked to do."""
+"""The `dag` workflow (seed 004): a planner's output becomes a graph of coding subtasks, each
+run once its dependencies complete and checked by the quality loop.
+
+A task starts with one `expand` step (the planner) unless the user sent their own plan; the
+planner's answer, or a fallback when it gave none, becomes `agent` subtasks with dependencies.
+When an agent subtask run by an AI tool produces its output, it goes to `verifying` (its
+dependents wait) and the quality loop (`engine.quality_loop`) evaluates, maybe reviews and
+corrects it; once accepted, its dependents run. The task completes when every agent subtask
+has, and fails fast when one fails for good. The seed's checkpoint frequency may pause the task
+after a share of its subtasks.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from shoal.engine import planning
-from shoal.engine.model import StepKind, SubtaskRecord, TaskRecord
+from shoal.engine import dag, graph, planning, quality
+from shoal.engine import quality_loop as loop
+from shoal.engine.inputs import Finished, Start
+from shoal.engine.model import SERVING_KINDS, StepKind, SubtaskRecord, TaskRecord
+from shoal.engine.step import Step
+from shoal.engine.workflow import Decided
+from shoal.errors import Conflict
+from shoal.events import EventType
+from shoal.states import SubtaskStatus, TaskStatus, transition
+from shoal.workflows import dag_roles
 
-MAX_FILE_CHARS = 6_000  # of each file shown to a judge or reviewer
-MAX_FILES_CHARS = 24_000  # of all files together
-
-
-def instructions_for(
-    task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
-    target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
-    guidance: Sequence[str] = (),
-) -> str:
-    """The prompt a worker's tool receives for `sub`.
-
-    `target` is the subtask a quality step serves, `files` its files' text (path → text), and
-    `guidance` what the user asked to apply to their future subtasks.
-    """
-    if sub.role == "planner":
-        return planning.planner_instructions(task.description, dict(task.meta), list(tools))
-    if sub.kind is StepKind.EVALUATE:
-        return f"Evaluate the files produced by '{target.name if target else sub.name}'."
-    if sub.kind is StepKind.JUDGE and target is not None:
-        return judge_instructions(task, sub, target, files or {})
-    if sub.kind is StepKind.REVIEW and target is not None:
-        return review_instructions(task, sub, target, files or {})
-    text = coder_instructions(task, sub)
-    if sub.kind is StepKind.CORRECT:
-        text += correction_block(sub.options.get("correction") or {})
-    if guidance:
-        text += ("\n\nGuidance from your earlier corrections (apply it here too):\n"
-                 + "\n".join(f"- {g}" for g in guidance))
-    return text
+PLANNER_KEY = "planner"
 
 
-def coder_instructions(task: TaskRecord, sub: SubtaskRecord) -> str:
-    """The prompt for one coding subtask of the task's graph."""
-    parts = [
-        f"Overall task: {task.description}",
-        "",
-        f"Your subtask: {sub.name}",
-        sub.description,
-        "",
-        "Work in the current directory. Files produced by the subtasks you depend on are "
-        "already there. Write every file you create inside this directory, using relative "
-        "paths. When you are done, reply with a short summary of what you did.",
-    ]
-    if sub.error and sub.attempts:
-        parts += ["", f"A previous attempt failed: {sub.error}"]
-    return "\n".join(parts)
+class DagWorkflow:
+    """Plan, then a graph of coding subtasks under the quality loop."""
+
+    name = "dag"
+
+    def __init__(self) -> None:
+        self.quality = loop.QualityLoop(self)
+
+    # ---- start and planning ---------------------------------------------------------------
+
+    def start(self, step: Step, inp: Start) -> None:
+        if step.task.status is not TaskStatus.PENDING or step.subtasks:
+            raise Conflict("The task has already started.", code="already_started")
+        if inp.plan is not None:
+            _expand(step, inp.plan, options=inp.options)
+            step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS),
+                          started_at=step.ctx.now)
+            graph.emit_task_update(step)
+            return
+        planner = SubtaskRecord(
+            id=step.ctx.new_id(), task_id=step.task.id, key=PLANNER_KEY, role="planner",
+            kind=StepKind.EXPAND, name="Plan the task",
+            description="Decompose the task into subtasks.", status=SubtaskStatus.QUEUED,
+            created_at=step.ctx.now,
+            recommended_tool=step.task.tool_preferences[0] if step.task.tool_preferences
+            else None,
+            priority=1e9,
+        )
+        step.add_subtask(planner)
+        step.set_task(status=transition(step.task.status, TaskStatus.INITIALIZING),
+                      started_at=step.ctx.now)
+        graph.emit_task_update(step)
+        graph.emit_subtask(step, planner)
+
+    # ---- steps ----------------------------------------------------------------------------
+
+    def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
+        output: dict[str, Any] = {
+            "text": result.output, "files": [dict(f) for f in result.files],
+            "rejected_files": [dict(r) for r in result.rejected_files],
+            "usage": dict(result.usage)}
+        if (sub.kind in (StepKind.JUDGE, StepKind.REVIEW)
+                and not loop.parsed_answer(step, sub, result.output, output)):
+            return  # requeued once to repair an answer that was not valid JSON
+        if sub.kind is StepKind.EVALUATE:
+            output["parsed"] = loop.evaluator_answer(result.output)
+        asked = [dict(d) for d in result.denials if d.get("needs_human")]
+        if asked:
+            output["approval_requests"] = asked
+        if sub.kind in (StepKind.AGENT, StepKind.CORRECT) and asked:
+            loop.approval_request(step, sub, output, asked)
+            return
+        if sub.kind is StepKind.AGENT and loop.quality_on(step.task, sub):
+            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
+                                   output=output, progress=90, error=None)
+            graph.emit_subtask(step, sub)
+            loop.verify(step, sub)
+            return
+        sub = graph.complete(step, sub, output)
+        if sub.kind is StepKind.EXPAND:
+            _planner_done(step, result.output, "")
+            return
+        if sub.kind in SERVING_KINDS:
+            self.quality.step_done(step, sub)
+            return
+        self.accepted(step, sub, first_time=False)
+
+    def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
+        if sub.kind is not StepKind.EXPAND:
+            return False
+        sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                               error=error, completed_at=step.ctx.now)
+        graph.emit_subtask(step, sub)
+        _planner_done(step, None, f"The planner did not produce a plan ({error}).")
+        return True
+
+    def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
+        if sub.kind in SERVING_KINDS:
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                      message=f"'{sub.name}' failed after {sub.attempts} attempt(s): {error}")
+            self.quality.step_done(step, sub)
+            return
+        graph.fail_task(step, f"Subtask '{sub.name}' failed after {sub.attempts} attempt(s): "
+                              f"{error}")
+
+    def accepted(self, step: Step, sub: SubtaskRecord, *, first_time: bool) -> None:
+        """`sub` is complete and accepted: its dependents may run; maybe a checkpoint opens
+        (the frequency rule counts a subtask once, when it is first accepted)."""
+        graph.queue_ready_dependents(step, sub)
+        graph.update_progress(step)
+        if first_time and step.task.status is TaskStatus.IN_PROGRESS:
+            agents = [s for s in step.subtasks.values() if s.kind is StepKind.AGENT]
+            done = sum(1 for s in agents if s.status is SubtaskStatus.COMPLETED)
+            if quality.frequency_checkpoint(step.task.checkpoint_frequency, done, len(agents)):
+                loop.open_checkpoint(
+                    step, "frequency", None,
+                    message=f"{done} of {len(agents)} subtasks are done (checkpoint "
+                            f"frequency: {step.task.checkpoint_frequency}).")
+        graph.complete_task_if_done(self, step)
+
+    def handle(self, step: Step, inp: Decided) -> None:
+        self.quality.handle(step, inp)
+
+    def completion(self, step: Step) -> Mapping[str, Any]:
+        return {"evaluation_scores": loop.task_scores(step)}
+
+    def instructions(
+        self, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
+        target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
+        guidance: Sequence[str] = (),
+    ) -> str:
+        return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
+                                          guidance=guidance)
 
 
-def correction_block(correction: Mapping[str, Any]) -> str:
-    """What a correction subtask is told on top of the original instructions."""
-    parts = ["", "", "# Correction",
-             "Your previous work on this subtask is in the current directory. Change it as "
-             "asked below; keep the same file names."]
-    previous = str(correction.get("previous_output") or "").strip()
-    if previous:
-        parts += ["", "Your previous summary:", previous]
-    issues = correction.get("issues") or []
-    if issues:
-        parts += ["", "Issues a peer review found:"]
-        parts += [f"- [{i.get('severity', 'medium')}] {i.get('file') or ''}"
-                  f"{':' + str(i['line']) if i.get('line') else ''} {i.get('description', '')}"
-                  f"{' — ' + i['suggestion'] if i.get('suggestion') else ''}".replace("  ", " ")
-                  for i in issues if isinstance(i, Mapping)]
-    if correction.get("instructions"):
-        parts += ["", f"How to fix it: {correction['instructions']}"]
-    if correction.get("guidance"):
-        kind = correction.get("correction_type") or "other"
-        parts += ["", f"Guidance from a person ({kind}): {correction['guidance']}"]
-    if correction.get("reference_files"):
-        parts += ["", "Reference: " + ", ".join(map(str, correction["reference_files"]))]
-    return "\n".join(parts)
+def _expand(
+    step: Step, plan: planning.Plan, *, options: tuple[Mapping[str, Any], ...] = ()
+) -> None:
+    """Add the plan's subtasks to the graph; the ones without dependencies are queued."""
+    ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
+    edges = {p.key: tuple(p.dependencies) for p in plan.subtasks}
+    weights = {p.key: 1.0 for p in plan.subtasks}
+    lengths = dag.remaining_path_lengths(edges, weights=weights)
+    for i, p in enumerate(plan.subtasks):
+        sub = SubtaskRecord(
+            id=ids[p.key], task_id=step.task.id, key=p.key, role="coder", name=p.name,
+            description=p.description, created_at=step.ctx.now,
+            status=SubtaskStatus.PENDING if p.dependencies else SubtaskStatus.QUEUED,
+            dependencies=tuple(ids[k] for k in p.dependencies),
+            recommended_tool=p.recommended_tool, pinned_tool=p.tool,
+            complexity=p.complexity, priority=lengths.get(p.key, 1.0),
+            options=dict(options[i]) if i < len(options) else {},
+        )
+        step.add_subtask(sub)
+    for note in plan.notes:
+        step.emit(EventType.NOTICE, level="warning", message=note)
+    step.emit(
+        EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress,
+        plan_source=plan.source,
+        plan=[graph.subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks],
+    )
 
 
-JUDGE_SCHEMA = ('{"completeness": {"score": <0-10>, "issues": ["..."], "suggestions": ["..."]}, '
-                '"architecture": {"score": <0-10>, "issues": ["..."], "suggestions": ["..."]}}')
-
-REVIEW_SCHEMA = """{
-  "review_score": <float 0-10>,
-  "issues": [{"severity": "critical" | "high" | "medium" | "low", "file": "<filename>",
-              "line": <line number or null>, "description": "<issue>",
-              "suggestion": "<how to fix>"}],
-  "summary": "<1-2 sentence overall assessment>",
-  "decision": "approved" | "needs_revision",
-  "auto_fix_possible": <boolean>,
-  "auto_fix_instructions": "<instructions for auto-fix if possible>"
-}"""
-
-
-def judge_instructions(task: TaskRecord, sub: SubtaskRecord, target: SubtaskRecord,
-                       files: Mapping[str, str]) -> str:
-    """Ask a model to score completeness and architecture alignment as JSON."""
-    parts = [
-        "You are Shoal's judge. Role: judge.",
-        "Score how COMPLETE the work below is (does it do everything its subtask asked?) and "
-        "how well it fits the ARCHITECTURE of the overall task (structure, naming, reuse of "
-        "what other subtasks built), each from 0 to 10.",
-        "",
-        f"Overall task: {task.description}",
-        f"Subtask: {target.name}",
-        target.description,
-        "",
-        "The agent's summary:",
-        str((target.output or {}).get("text", ""))[:4000],
-        "",
-        _files_block(files),
-        "",
-        "Answer with exactly one JSON object and nothing else:",
-        JUDGE_SCHEMA,
-    ]
-    if sub.options.get("repair"):
-        parts += ["", "Your previous answer was not valid JSON.",
-                  f"The problem: {sub.options['repair']}", "Answer again with only the JSON."]
-    return "\n".join(parts)
-
-
-def review_instructions(task: TaskRecord, sub: SubtaskRecord, target: SubtaskRecord,
-                        files: Mapping[str, str]) -> str:
-    """The seed's peer-review prompt (§3.5.3), for another agent than the author."""
-    evaluation = target.evaluation or {}
-    parts = [
-        "You are Shoal's reviewer. Role: reviewer.",
-        "# Code Review Task",
-        "You are performing a peer review of code generated by another agent.",
-        f"Review cycle: {int(sub.options.get('cycle', 1))}",
-        "",
-        "## Original Task",
-        f"**Overall task:** {task.description}",
-        f"**Subtask:** {target.name}",
-        f"**Description:** {target.description}",
-        f"**Complexity:** {target.complexity}/5",
-        f"**Evaluation Score:** {evaluation.get('overall', 'N/A')}",
-        "",
-        "## The author's summary",
-        str((target.output or {}).get("text", ""))[:4000],
-        "",
-        "## Files to Review",
-        _files_block(files),
-        "",
-        "## Review Instructions",
-        "Analyze the code for correctness (does it fulfil the requirements?), code quality, "
-        "best practices, edge cases, performance and security.",
-        "",
-        "## Output Format",
-        "Return a JSON object with this exact structure:",
-        REVIEW_SCHEMA,
-        "",
-        '"approved": no critical or high issues, the code is acceptable. "needs_revision": it '
-        "has critical or high issues that need fixing. Scores: 9-10 excellent, 7-8 good with "
-        "minor issues, 5-6 acceptable with revisions, 0-4 needs major revisions.",
-    ]
-    if sub.options.get("repair"):
-        parts += ["", "Your previous answer was not valid JSON.",
-                  f"The problem: {sub.options['repair']}", "Answer again with only the JSON."]
-    return "\n".join(parts)
-
-
-def _files_block(files: Mapping[str, str]) -> str:
-    if not files:
-        return "(the work produced no files)"
-    blocks: list[str] = []
-    budget = MAX_FILES_CHARS
-    for path, text in sorted(files.items()):
-        shown = text[:min(MAX_FILE_CHARS, max(budget, 0))]
-        budget -= len(shown)
-        cut = "" if len(shown) == len(text) else f"\n[… {len(text) - len(shown)} more characters]"
-        blocks.append(f"### {path}\n```\n{shown}{cut}\n```")
-    return "\n\n".join(blocks)
-
-
-def describe_json(value: Any) -> str:
-    """Compact JSON for prompts."""
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+def _planner_done(step: Step, text: str | None, why: str) -> None:
+    """Expand the graph from the planner's output, or from a fallback when it gave none."""
+    plan = planning.decompose(text, step.task.description, dict(step.task.meta),
+                              max_subtasks=min(step.ctx.max_subtasks, 50))
+    if text is None:
+        plan = replace(plan, notes=(why, *plan.notes))
+    _expand(step, plan)
+    if step.task.status is TaskStatus.INITIALIZING:
+        step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
+    graph.update_progress(step)

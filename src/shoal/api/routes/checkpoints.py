@@ -20,7 +20,8 @@ from shoal.api.schemas import (
     CorrectionStarted,
     RejectBody,
 )
-from shoal.engine.workflow import PENDING_REVIEW, CheckpointDecision
+from shoal.engine.inputs import CheckpointDecision
+from shoal.engine.quality import PENDING_REVIEW
 from shoal.errors import Conflict, NotFound
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64

@@ -32,7 +32,7 @@ from shoal.api.schemas import (
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
 from shoal.engine.model import StepKind, TaskRecord
-from shoal.engine.workflow import DEADLINE_KEY, QUALITY_KEY
+from shoal.engine.quality import DEADLINE_KEY, QUALITY_KEY
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64

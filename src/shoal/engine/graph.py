@@ -1,0 +1,312 @@
+"""What every workflow shares: attempts, retries, fencing, dependents, pausing, task endings.
+
+`decide(workflow, state, input, ctx)` applies one input to one task. The graph runs an
+attempt's life (dispatch, start, lease expiry, the fence that refuses a stale result), retries
+by policy, queues a subtask once its dependencies have completed, pauses the task while a
+checkpoint is open, and ends the task. What a step's output means, and what follows it, is the
+task's workflow's to say (`engine.workflow.Workflow`). The graph never looks at a workflow's
+name, and at a step's kind only to count the work steps (`StepKind.AGENT`) in the progress.
+
+Pure: no I/O, no clock, no randomness of its own (the context carries `now`, a random number
+and an id factory).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from shoal.engine.inputs import (
+    CancelRequested,
+    CheckpointDecision,
+    CheckpointExpired,
+    Dispatched,
+    DispatchedAll,
+    EngineInput,
+    Expired,
+    Finished,
+    Start,
+    Started,
+    Unplaceable,
+)
+from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.step import Context, Decision, Step
+from shoal.engine.workflow import Workflow
+from shoal.errors import Conflict, StaleAttempt
+from shoal.events import EventType
+from shoal.states import (
+    LIVE_ATTEMPT,
+    TERMINAL_SUBTASK,
+    TERMINAL_TASK,
+    AttemptStatus,
+    SubtaskStatus,
+    TaskStatus,
+    transition,
+)
+
+
+def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
+    """Apply one input to one task's state, `flow` being the task's workflow."""
+    step = Step(state, ctx)
+    match inp:
+        case Start():
+            flow.start(step, inp)
+        case Dispatched():
+            _dispatched(step, inp.attempt)
+        case DispatchedAll():
+            for att in inp.attempts:
+                _dispatched(step, att)
+        case Started():
+            _started(step, inp.attempt_id)
+        case Finished():
+            _finished(flow, step, inp)
+        case Expired():
+            _expired(flow, step, inp)
+        case CancelRequested():
+            cancel(step, inp.reason)
+        case CheckpointDecision() | CheckpointExpired() | Unplaceable():
+            flow.handle(step, inp)
+    return step.finish()
+
+
+# ---- attempts -------------------------------------------------------------------------------
+
+
+def _dispatched(step: Step, att: AttemptRecord) -> None:
+    sub = step.subtasks[att.subtask_id]
+    if step.task.status in TERMINAL_TASK:
+        raise Conflict("The task has ended; nothing more is dispatched.", code="task_ended")
+    if step.task.status is TaskStatus.CHECKPOINT:
+        raise Conflict("The task waits at a checkpoint; nothing new is dispatched.",
+                       code="task_paused")
+    step.attempts[att.id] = att
+    step.d.changed_attempts[att.id] = att
+    step.d.new_attempts.add(att.id)
+    sub = step.set_subtask(
+        sub, status=transition(sub.status, SubtaskStatus.IN_PROGRESS), attempts=sub.attempts + 1,
+        current_attempt_id=att.id, assigned_worker=att.worker_id, assigned_tool=att.tool,
+        not_before=None, started_at=sub.started_at or step.ctx.now, progress=0,
+    )
+    emit_subtask(step, sub, attempt=att.fence)
+
+
+def _started(step: Step, attempt_id: uuid.UUID) -> None:
+    att = _live_attempt(step, attempt_id)
+    if att.status is AttemptStatus.DISPATCHED:
+        step.set_attempt(att, status=AttemptStatus.RUNNING, started_at=step.ctx.now)
+
+
+def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
+    att = _live_attempt(step, inp.attempt_id)
+    sub = step.subtasks[att.subtask_id]
+    usage = dict(inp.usage)
+    spent = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
+             float(usage.get("cost_usd", 0.0)))
+    if any(spent):  # a result that used nothing leaves the task's row alone
+        step.set_task(input_tokens=step.task.input_tokens + spent[0],
+                      output_tokens=step.task.output_tokens + spent[1],
+                      cost_usd=step.task.cost_usd + spent[2])
+    ok = inp.status == "succeeded"
+    started = att.started_at  # None when the result came before any `task_accepted`
+    if started is None and inp.duration_seconds is not None:
+        started = max(att.dispatched_at, step.ctx.now - timedelta(seconds=inp.duration_seconds))
+    step.set_attempt(
+        att, status=AttemptStatus.SUCCEEDED if ok else AttemptStatus.FAILED,
+        finished_at=step.ctx.now, error=inp.error, usage=usage, lease_expires_at=None,
+        started_at=started,
+    )
+    if inp.rejected_files:
+        names = ", ".join(str(r.get("path", "?"))[:80] for r in inp.rejected_files[:5])
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"Refused {len(inp.rejected_files)} unsafe file(s) from "
+                          f"'{sub.name}': {names}")
+    if ok:
+        flow.step_done(step, sub, inp)
+        return
+    error = inp.error or f"The attempt ended with status {inp.status}."
+    if not flow.attempt_failed(step, sub, error):
+        _retry_or_fail(flow, step, sub, error, backoff=True)
+
+
+def _expired(flow: Workflow, step: Step, inp: Expired) -> None:
+    att = _live_attempt(step, inp.attempt_id)
+    step.set_attempt(att, status=AttemptStatus.EXPIRED, finished_at=step.ctx.now,
+                     error=inp.reason, lease_expires_at=None)
+    step.d.cancels.append(att)
+    sub = step.subtasks[att.subtask_id]
+    step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+              message=f"'{sub.name}': {inp.reason} Re-queued.")
+    _retry_or_fail(flow, step, sub, inp.reason, backoff=False)
+
+
+def _live_attempt(step: Step, attempt_id: uuid.UUID) -> AttemptRecord:
+    """The attempt, if it still holds its subtask (the fence); else `StaleAttempt`."""
+    att = step.attempts.get(attempt_id)
+    if att is None or att.status not in LIVE_ATTEMPT:
+        raise StaleAttempt("This attempt no longer holds its subtask; its result is refused.",
+                           details={"attempt_id": str(attempt_id)})
+    sub = step.subtasks.get(att.subtask_id)
+    if sub is None or sub.current_attempt_id != att.id:
+        raise StaleAttempt("A newer attempt holds this subtask.",
+                           details={"attempt_id": str(attempt_id)})
+    return att
+
+
+def _retry_or_fail(
+    flow: Workflow, step: Step, sub: SubtaskRecord, error: str, *, backoff: bool
+) -> None:
+    if step.task.status in TERMINAL_TASK:
+        return
+    if step.ctx.retry.should_retry(sub.attempts):
+        delay = step.ctx.retry.delay(sub.attempts, rand=step.ctx.rand) if backoff else 0.0
+        sub = step.set_subtask(
+            sub, status=transition(sub.status, SubtaskStatus.QUEUED), error=error,
+            current_attempt_id=None, not_before=step.ctx.now + timedelta(seconds=delay),
+        )
+        emit_subtask(step, sub, retry_in=round(delay, 3))
+        return
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                           error=error, completed_at=step.ctx.now, current_attempt_id=None)
+    emit_subtask(step, sub)
+    flow.gave_up(step, sub, error)
+
+
+def complete(step: Step, sub: SubtaskRecord, output: dict[str, Any]) -> SubtaskRecord:
+    """Mark `sub` completed with `output` (its dependents are queued by `accepted`)."""
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED),
+                           output=output, progress=100, completed_at=step.ctx.now, error=None)
+    emit_subtask(step, sub)
+    return sub
+
+
+# ---- dependents and progress ----------------------------------------------------------------
+
+
+def queue_ready_dependents(step: Step, done: SubtaskRecord) -> None:
+    """Queue every subtask waiting on `done` whose dependencies have all completed."""
+    pending, completed, subs = SubtaskStatus.PENDING, SubtaskStatus.COMPLETED, step.subtasks
+    for oid in step.dependents(done.id):
+        other = subs[oid]
+        if other.status is not pending:
+            continue
+        # Dependencies tend to finish in the order they are listed: checking from the end
+        # finds one still running at once instead of walking all that are done (a fan-in).
+        if all(subs[d].status is completed for d in reversed(other.dependencies)):
+            queued = step.set_subtask(other, status=SubtaskStatus.QUEUED)
+            emit_subtask(step, queued)
+
+
+def update_progress(step: Step) -> None:
+    """5 % for starting, then the share of work steps completed, up to 95 %."""
+    total, done = step.agent_counts()  # kept by the step: this runs after every completion
+    progress = 5 + int(90 * done / total) if total else 5
+    if progress != step.task.progress:
+        step.set_task(progress=progress)
+        emit_task_update(step)
+
+
+# ---- pausing --------------------------------------------------------------------------------
+
+
+def pause(step: Step) -> None:
+    """Hold the task at a checkpoint: nothing new is dispatched until `resume_if_clear`."""
+    if step.task.status is TaskStatus.IN_PROGRESS:
+        step.set_task(status=transition(step.task.status, TaskStatus.CHECKPOINT))
+        emit_task_update(step)
+
+
+def resume_if_clear(flow: Workflow, step: Step) -> None:
+    """Resume a paused task once no checkpoint is open (and end it, if nothing is left)."""
+    if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
+        return
+    step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
+    emit_task_update(step)
+    complete_task_if_done(flow, step)
+
+
+def close_checkpoints(step: Step, why: str) -> None:
+    for cp in list(step.checkpoints.values()):
+        step.set_checkpoint(cp, status="rejected", decision="closed", decided_at=step.ctx.now,
+                            notes=f"Closed: {why}.")
+
+
+# ---- task endings ---------------------------------------------------------------------------
+
+
+def complete_task_if_done(flow: Workflow, step: Step) -> None:
+    """Complete the task when every work step has and nothing else still runs."""
+    if step.checkpoints or step.task.status is not TaskStatus.IN_PROGRESS:
+        return
+    total, done = step.agent_counts()  # kept by the step: this runs after every completion
+    if not total or done < total:
+        return
+    if any(s.status not in TERMINAL_SUBTASK for s in step.subtasks.values()):
+        return  # a correction or quality step of a completed subtask still runs
+    step.set_task(status=transition(step.task.status, TaskStatus.COMPLETED), progress=100,
+                  completed_at=step.ctx.now)
+    emit_task_update(step)
+    step.emit(EventType.TASK_COMPLETE, status=step.task.status.value,
+              **flow.completion(step), usage=_usage(step.task))
+
+
+def fail_task(step: Step, error: str) -> None:
+    _stop_everything(step, error)
+    close_checkpoints(step, "the task failed")
+    step.set_task(status=transition(step.task.status, TaskStatus.FAILED), error=error,
+                  completed_at=step.ctx.now)
+    emit_task_update(step)
+    step.emit(EventType.TASK_FAILED, status=step.task.status.value, error=error)
+
+
+def cancel(step: Step, reason: str) -> None:
+    if step.task.status in TERMINAL_TASK:
+        raise Conflict(f"The task is already {step.task.status.value}; it cannot be cancelled.",
+                       code="task_ended", details={"status": step.task.status.value})
+    _stop_everything(step, reason)
+    close_checkpoints(step, "the task was cancelled")
+    step.set_task(status=transition(step.task.status, TaskStatus.CANCELLED), error=reason,
+                  completed_at=step.ctx.now)
+    emit_task_update(step)
+    step.emit(EventType.TASK_CANCELLED, status=step.task.status.value, reason=reason)
+
+
+def _stop_everything(step: Step, reason: str) -> None:
+    """Cancel every live attempt and every subtask that has not ended."""
+    for att in list(step.attempts.values()):
+        step.d.cancels.append(att)
+        step.set_attempt(att, status=AttemptStatus.CANCELLED, finished_at=step.ctx.now,
+                         error=reason, lease_expires_at=None)
+    for sub in list(step.subtasks.values()):
+        if sub.status not in TERMINAL_SUBTASK:
+            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.CANCELLED),
+                                   current_attempt_id=None, completed_at=step.ctx.now)
+            emit_subtask(step, sub)
+
+
+# ---- events and summaries -------------------------------------------------------------------
+
+
+def emit_task_update(step: Step) -> None:
+    step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress)
+
+
+def emit_subtask(step: Step, sub: SubtaskRecord, **extra: Any) -> None:
+    step.emit(EventType.SUBTASK_UPDATE, **subtask_summary(sub), **extra)
+
+
+def subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
+    """What a `subtask_update` event says about a subtask."""
+    return {
+        "subtask_id": str(sub.id), "key": sub.key, "name": sub.name, "role": sub.role,
+        "status": sub.status.value, "progress": sub.progress,
+        "dependencies": [str(d) for d in sub.dependencies],
+        "assigned_worker": str(sub.assigned_worker) if sub.assigned_worker else None,
+        "assigned_tool": sub.assigned_tool, "error": sub.error, "kind": sub.kind,
+        "target_id": str(sub.target_id) if sub.target_id else None,
+    }
+
+
+def _usage(task: TaskRecord) -> dict[str, Any]:
+    return {"input_tokens": task.input_tokens, "output_tokens": task.output_tokens,
+            "cost_usd": round(task.cost_usd, 6)}
