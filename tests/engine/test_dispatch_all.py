@@ -11,7 +11,15 @@ import pytest
 
 from shoal.engine import planning
 from shoal.engine.inputs import Dispatched, DispatchedAll, Finished, Start, Started
-from shoal.engine.model import AttemptRecord, TaskRecord, TaskState, changed_fields, evolve
+from shoal.engine.model import (
+    AttemptRecord,
+    FileRef,
+    StepOutput,
+    TaskRecord,
+    TaskState,
+    changed_fields,
+    evolve,
+)
 from shoal.engine.step import Context, Decision
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import decide
@@ -73,10 +81,13 @@ def test_changed_fields_names_exactly_the_fields_that_differ() -> None:
     """`changed_fields` (what an update writes) names every differing field and no other."""
     sub = next(iter(_started(1).subtasks.values()))
     assert changed_fields(sub, sub) == []
-    after = evolve(sub, status=SubtaskStatus.IN_PROGRESS, progress=7, output={"text": "x"})
+    after = evolve(sub, status=SubtaskStatus.IN_PROGRESS, progress=7,
+                   output=StepOutput(text="x", files=(FileRef("a.py", 1, "0" * 64),)))
     assert sorted(changed_fields(sub, after)) == ["output", "progress", "status"]
-    same = evolve(sub, output=dict(sub.output or {}))  # equal, not identical: not a change
-    assert changed_fields(sub, same) == ([] if sub.output is not None else ["output"])
+    assert after.output is not None
+    same = evolve(after, output=StepOutput.from_json(after.output.to_json()))
+    assert same.output is not after.output
+    assert changed_fields(after, same) == []  # equal, not identical: not a change
 
 
 def test_result_without_task_accepted_dates_the_start_from_its_duration() -> None:

@@ -183,7 +183,7 @@ def test_output_is_verified_before_dependents_run() -> None:
     assert kinds == ["evaluate", "judge"]
     evaluate = sim.queued("evaluate")[0]
     assert evaluate.pinned_tool == "evaluator"
-    assert evaluate.options["files"] == ["a.py"]
+    assert evaluate.options.tool["files"] == ["a.py"]
     sim.evaluate("a", 9.5)
     assert sim.sub("a").status is SubtaskStatus.COMPLETED
     assert sim.sub("a").evaluation is not None
@@ -229,8 +229,9 @@ def test_correct_reruns_with_guidance_and_records_it() -> None:
                                      guidance="Handle empty input.", apply_to_future=True))
     fix = next(s for s in sim.queued("correct"))
     assert fix.target_id == sim.sub("a").id
-    assert fix.options["correction"]["guidance"] == "Handle empty input."
-    assert fix.options["prefer_worker"] == str(sim.authors[0])
+    assert fix.options.correction is not None
+    assert fix.options.correction.guidance == "Handle empty input."
+    assert fix.options.prefer_worker == str(sim.authors[0])
     assert sim.sub("a").status is SubtaskStatus.CORRECTING
     assert sim.task.status is TaskStatus.IN_PROGRESS
     tables = sorted(r.table for r in d.records)
@@ -262,15 +263,16 @@ def test_review_fix_correction_then_approval_never_by_the_author() -> None:
     sim.produce("a", worker=author)
     sim.evaluate("a", 9.5)
     review = sim.queued("review")[0]
-    assert review.options["exclude_workers"] == [str(author)]
+    assert review.options.exclude_workers == (str(author),)
     sim.review("a", _review(6.5, "needs_revision"))
     fix = sim.queued("correct")[0]
-    assert fix.options["pinned_worker"] == str(author)
-    assert fix.options["correction"]["issues"][0]["description"] == "no validation"
+    assert fix.options.pinned_worker == str(author)
+    assert fix.options.correction is not None
+    assert fix.options.correction.issues[0]["description"] == "no validation"
     sim.finish(fix, "fixed", worker=author, files=["a.py"])
     sim.evaluate("a", 9.5)
     second = sim.queued("review")[0]
-    assert second.options["cycle"] == 2
+    assert second.options.cycle == 2
     sim.review("a", _review(9.0, "approved"))
     target = sim.sub("a")
     assert target.status is SubtaskStatus.COMPLETED
@@ -362,7 +364,7 @@ def test_judge_answer_that_is_not_json_is_repaired_once() -> None:
     sim.finish(judge, "I think it is great!")
     again = sim.sub(judge.name)
     assert again.status is SubtaskStatus.QUEUED
-    assert again.options["repair"]
+    assert again.options.repair
     sim.finish(again, "still no JSON")
     assert sim.sub(judge.name).status is SubtaskStatus.COMPLETED
     evaluate = sim.queued("evaluate")[0]
@@ -400,7 +402,7 @@ def test_correction_that_asks_again_can_be_approved() -> None:
     assert sim.pending()[0].reason == "approval_request"
     sim.decide_cp("approve")
     fix = sim.queued("correct")[0]
-    assert fix.options["permissions"]["commands"] == "allow"
+    assert fix.options.tool["permissions"]["commands"] == "allow"
     finish_asking(fix)  # asked again
     assert sim.pending()[0].reason == "approval_request"
     sim.decide_cp("approve")

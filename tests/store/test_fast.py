@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 
-from shoal.engine.model import SubtaskRecord
+from shoal.engine.model import StepOptions, SubtaskRecord
 from shoal.states import SubtaskStatus
 from shoal.store import fast
 from shoal.store.convert import subtask_values, subtasks
@@ -27,7 +27,8 @@ def _subtask(key: str, task_id: uuid.UUID) -> SubtaskRecord:
     return SubtaskRecord(
         id=uuid.uuid4(), task_id=task_id, key=key, role="coder", name=key, description="d",
         status=SubtaskStatus.QUEUED, created_at=NOW, dependencies=(uuid.uuid4(),),
-        options={"a": [1, {"b": None}]}, output=None, evaluation={}, not_before=None,
+        options=StepOptions(tool={"a": [1, {"b": None}]}), output=None, evaluation={},
+        not_before=None,
     )
 
 

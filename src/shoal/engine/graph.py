@@ -30,7 +30,7 @@ from shoal.engine.inputs import (
     Started,
     Unplaceable,
 )
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.model import AttemptRecord, StepOutput, SubtaskRecord, TaskRecord, TaskState
 from shoal.engine.step import Context, Decision, Step
 from shoal.engine.workflow import Workflow
 from shoal.errors import Conflict, StaleAttempt
@@ -172,7 +172,7 @@ def _retry_or_fail(
     flow.gave_up(step, sub, error)
 
 
-def complete(step: Step, sub: SubtaskRecord, output: dict[str, Any]) -> SubtaskRecord:
+def complete(step: Step, sub: SubtaskRecord, output: StepOutput) -> SubtaskRecord:
     """Mark `sub` completed with `output` (its dependents are queued by `accepted`)."""
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED),
                            output=output, progress=100, completed_at=step.ctx.now, error=None)

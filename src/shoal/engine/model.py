@@ -7,7 +7,7 @@ engine never sees a database row.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -31,6 +31,165 @@ QUALITY_KINDS = frozenset({StepKind.EVALUATE, StepKind.JUDGE, StepKind.REVIEW})
 """The steps that judge another subtask (`target_id`) without changing it."""
 SERVING_KINDS = QUALITY_KINDS | {StepKind.CORRECT}
 """The steps that serve another subtask (`target_id`): its quality steps and corrections."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file a step produced, stored content-addressed."""
+
+    path: str
+    size: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any]) -> FileRef:
+        return cls(str(entry["path"]), int(entry.get("size", 0)), str(entry["sha256"]))
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What a step produced: stored as the JSON object of `subtasks.output` (`to_json`)."""
+
+    text: str = ""
+    files: tuple[FileRef, ...] = ()
+    rejected_files: tuple[Mapping[str, Any], ...] = ()  # as the worker reported them
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    answers: bool = False  # a step that answers in JSON: `parsed` is stored, even when None
+    parsed: Mapping[str, Any] | None = None  # that answer, checked
+    parse_error: str | None = None  # why the answer could not be read, after the repair
+    approval_requests: tuple[Mapping[str, Any], ...] = ()  # what the agent asked a person
+    accepted: bool = False  # the quality loop accepted it
+    corrected_by: str | None = None  # the correction step whose work it now holds
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "text": self.text, "files": [f.to_json() for f in self.files],
+            "rejected_files": [dict(r) for r in self.rejected_files], "usage": dict(self.usage)}
+        if self.answers:
+            out["parsed"] = dict(self.parsed) if self.parsed is not None else None
+        if self.parse_error is not None:
+            out["parse_error"] = self.parse_error
+        if self.approval_requests:
+            out["approval_requests"] = [dict(d) for d in self.approval_requests]
+        if self.accepted:
+            out["accepted"] = True
+        if self.corrected_by is not None:
+            out["corrected_by"] = self.corrected_by
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepOutput:
+        parsed = data.get("parsed")
+        return cls(
+            text=str(data.get("text", "")),
+            files=tuple(FileRef.from_json(f) for f in data.get("files") or ()),
+            rejected_files=tuple(data.get("rejected_files") or ()),
+            usage=data.get("usage") or {}, answers="parsed" in data,
+            parsed=parsed if isinstance(parsed, Mapping) else None,
+            parse_error=data.get("parse_error"),
+            approval_requests=tuple(data.get("approval_requests") or ()),
+            accepted=bool(data.get("accepted")), corrected_by=data.get("corrected_by"))
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """What a `correct` step is asked to change, and why."""
+
+    source: str  # review | human | approval
+    issues: tuple[Mapping[str, Any], ...] = ()  # a peer review's findings
+    instructions: str = ""  # the reviewer's fix instructions
+    guidance: str = ""  # a person's
+    correction_type: str = ""
+    reference_files: tuple[str, ...] = ()
+    previous_output: str = ""  # the corrected step's summary before the fix
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "issues": [dict(i) for i in self.issues],
+                "instructions": self.instructions, "guidance": self.guidance,
+                "correction_type": self.correction_type,
+                "reference_files": list(self.reference_files),
+                "previous_output": self.previous_output}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Correction:
+        return cls(source=str(data.get("source", "")),
+                   issues=tuple(i for i in data.get("issues") or () if isinstance(i, Mapping)),
+                   instructions=str(data.get("instructions") or ""),
+                   guidance=str(data.get("guidance") or ""),
+                   correction_type=str(data.get("correction_type") or ""),
+                   reference_files=tuple(str(f) for f in data.get("reference_files") or ()),
+                   previous_output=str(data.get("previous_output") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class StepOptions:
+    """How a step runs: the engine's own settings, typed, and the tool's options (`tool`),
+    handed to the worker as they are. Stored as one JSON object (`to_json`), the engine's keys
+    beside the tool's; a key of the engine's with a value of another type stays the tool's."""
+
+    round: int | None = None  # quality steps: which evaluation or review round
+    cycle: int | None = None  # reviews: which review cycle
+    repair: str | None = None  # a judge or reviewer asked again: why its answer was refused
+    correction: Correction | None = None  # `correct` steps
+    exclude_workers: tuple[str, ...] | None = None  # reviews: never the author's worker
+    pinned_worker: str | None = None  # only this worker may run it
+    prefer_worker: str | None = None  # this worker if it can
+    tool: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.tool)
+        if self.round is not None:
+            out["round"] = self.round
+        if self.cycle is not None:
+            out["cycle"] = self.cycle
+        if self.repair is not None:
+            out["repair"] = self.repair
+        if self.pinned_worker is not None:
+            out["pinned_worker"] = self.pinned_worker
+        if self.prefer_worker is not None:
+            out["prefer_worker"] = self.prefer_worker
+        if self.correction is not None:
+            out["correction"] = self.correction.to_json()
+        if self.exclude_workers is not None:
+            out["exclude_workers"] = list(self.exclude_workers)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepOptions:
+        tool = dict(data)
+        found: dict[str, Any] = {}
+        for name, fits in _OPTION_TYPES.items():
+            if name in tool and fits(tool[name]):
+                found[name] = tool.pop(name)
+        if "correction" in found:
+            found["correction"] = Correction.from_json(found["correction"])
+        if "exclude_workers" in found:
+            found["exclude_workers"] = tuple(found["exclude_workers"])
+        return cls(**found, tool=tool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_strs(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+_OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
+    "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
+    "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +246,8 @@ class SubtaskRecord:
     attempts: int = 0
     not_before: datetime | None = None
     current_attempt_id: uuid.UUID | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    output: Mapping[str, Any] | None = None
+    options: StepOptions = field(default_factory=StepOptions)
+    output: StepOutput | None = None
     error: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None

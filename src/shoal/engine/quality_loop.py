@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,10 @@ from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Unplaceab
 from shoal.engine.model import (
     QUALITY_KINDS,
     CheckpointRecord,
+    Correction,
     StepKind,
+    StepOptions,
+    StepOutput,
     SubtaskRecord,
     TaskRecord,
 )
@@ -47,28 +51,26 @@ def _targets(step: Step, sub: SubtaskRecord) -> SubtaskRecord | None:
 
 
 def parsed_answer(step: Step, sub: SubtaskRecord, text: str,
-                   output: dict[str, Any]) -> bool:
-    """Parse a judge's or reviewer's JSON into `output["parsed"]`.
+                  output: StepOutput) -> StepOutput | None:
+    """`output` with a judge's or reviewer's JSON answer, checked, as `parsed`.
 
     An answer that is not valid JSON is sent back once with the parse error (the repair
-    retry); if the repaired answer fails too, `parsed` is None. False when requeued.
+    retry); if the repaired answer fails too, `parsed` is None. None when requeued.
     """
     try:
         if sub.kind is StepKind.JUDGE:
-            output["parsed"] = _judge_dict(answers.parse_judge(text))
+            parsed = _judge_dict(answers.parse_judge(text))
         else:
-            output["parsed"] = _review_dict(answers.parse_review(text))
+            parsed = _review_dict(answers.parse_review(text))
     except answers.AnswerError as exc:
-        if sub.options.get("repair"):
-            output["parsed"] = None
-            output["parse_error"] = exc.message
-            return True
+        if sub.options.repair:
+            return replace(output, answers=True, parsed=None, parse_error=exc.message)
         sub = step.set_subtask(
             sub, status=transition(sub.status, SubtaskStatus.QUEUED), current_attempt_id=None,
-            options={**sub.options, "repair": exc.message}, error=exc.message)
+            options=replace(sub.options, repair=exc.message), error=exc.message)
         graph.emit_subtask(step, sub, repair=True)
-        return False
-    return True
+        return None
+    return replace(output, answers=True, parsed=parsed)
 
 
 def _judge_dict(result: answers.JudgeResult) -> dict[str, Any]:
@@ -99,12 +101,12 @@ def _round_of(step: Step, target: SubtaskRecord, kind: StepKind) -> int:
     return sum(1 for s in step.subtasks.values() if s.target_id == target.id and s.kind == kind)
 
 
-def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind,
-                  **fields: Any) -> SubtaskRecord:
+def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind, *,
+                  options: StepOptions | None = None, **fields: Any) -> SubtaskRecord:
     number = _round_of(step, target, kind) + 1
     names = {StepKind.EVALUATE: "Evaluate", StepKind.JUDGE: "Judge", StepKind.REVIEW: "Review",
              StepKind.CORRECT: "Fix"}
-    options = {"round": number, **fields.pop("options", {})}
+    options = replace(options or StepOptions(), round=number)
     sub = SubtaskRecord(
         id=step.ctx.new_id(), task_id=step.task.id, key=f"{kind}-{number}-{target.id.hex[:12]}",
         name=f"{names[kind]}: {target.name}"[:255], status=SubtaskStatus.QUEUED,
@@ -117,40 +119,40 @@ def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind,
 
 def verify(step: Step, target: SubtaskRecord) -> None:
     """Queue the evaluation of `target`'s output: the evaluator tool and the judge."""
-    files = [str(f.get("path")) for f in (target.output or {}).get("files", [])]
+    files = [f.path for f in target.output.files] if target.output is not None else []
     if files:
         _quality_step(step, target, StepKind.EVALUATE, role="evaluator", pinned_tool="evaluator",
                       complexity=1, description=f"Evaluate the files of '{target.name}'.",
-                      options={"files": files})
+                      options=StepOptions(tool={"files": files}))
     _quality_step(step, target, StepKind.JUDGE, role="judge", complexity=2,
                   recommended_tool=target.assigned_tool,
                   description=f"Score how complete and well-built '{target.name}' is.")
 
 
 def _round(sub: SubtaskRecord) -> int:
-    return int(sub.options.get("round", 0))
+    return sub.options.round or 0
 
 
 def _add_review(step: Step, target: SubtaskRecord) -> None:
-    author = [str(target.assigned_worker)] if target.assigned_worker else []
+    author = (str(target.assigned_worker),) if target.assigned_worker else ()
     _quality_step(step, target, StepKind.REVIEW, role="reviewer", complexity=2,
                   recommended_tool=target.assigned_tool,
                   description=f"Review the work of '{target.name}'.",
-                  options={"exclude_workers": author, "cycle": target.review_cycles + 1})
+                  options=StepOptions(exclude_workers=author, cycle=target.review_cycles + 1))
 
 
-def _add_correction(step: Step, target: SubtaskRecord, *, source: str, issues: list[Any],
+def _add_correction(step: Step, target: SubtaskRecord, *, source: str,
+                    issues: tuple[Mapping[str, Any], ...],
                     instructions: str = "", guidance: str = "", correction_type: str = "",
                     reference_files: tuple[str, ...] = (), pin_worker: bool) -> SubtaskRecord:
     """Queue a correction of `target` (its files go along) and mark it `correcting`."""
-    correction = {"source": source, "issues": issues, "instructions": instructions,
-                  "guidance": guidance, "correction_type": correction_type,
-                  "reference_files": list(reference_files),
-                  "previous_output": str((target.output or {}).get("text", ""))[:4000]}
-    options: dict[str, Any] = {"correction": correction}
-    if target.assigned_worker is not None:
-        key = "pinned_worker" if pin_worker else "prefer_worker"
-        options[key] = str(target.assigned_worker)
+    correction = Correction(
+        source=source, issues=issues, instructions=instructions, guidance=guidance,
+        correction_type=correction_type, reference_files=reference_files,
+        previous_output=_text(target)[:4000])
+    author = str(target.assigned_worker) if target.assigned_worker is not None else None
+    options = StepOptions(correction=correction, pinned_worker=author if pin_worker else None,
+                          prefer_worker=None if pin_worker else author)
     fix = _quality_step(step, target, StepKind.CORRECT, role="coder", complexity=target.complexity,
                         pinned_tool=target.assigned_tool, description=target.description,
                         options=options)
@@ -163,9 +165,10 @@ _EDIT_TOOLS = frozenset({"write_file", "Write", "Edit", "MultiEdit", "NotebookEd
                          "edit", "apply_patch"})
 
 
-def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
-                      asked: list[dict[str, Any]]) -> None:
-    """The agent asked for something the policy says a person decides: pause and ask."""
+def approval_request(step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
+    """The agent asked for something the policy says a person decides
+    (`output.approval_requests`): pause and ask."""
+    asked = output.approval_requests
     target = _targets(step, sub) if sub.kind is StepKind.CORRECT else sub
     sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.COMPLETED)
                            if sub.kind is StepKind.CORRECT else transition(
@@ -179,7 +182,7 @@ def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
     if sub.kind is StepKind.CORRECT:  # the correction itself asked again: its target waits for it
         target = step.set_subtask(
             target, status=transition(target.status, SubtaskStatus.VERIFYING),
-            output={**dict(target.output or {}), "approval_requests": asked})
+            output=replace(target.output or StepOutput(), approval_requests=asked))
         graph.emit_subtask(step, target)
     listed = "; ".join(f"{d.get('tool')} {str(d.get('target'))[:120]}" for d in asked[:5])
     open_checkpoint(step, "approval_request", target,
@@ -190,7 +193,7 @@ def approval_request(step: Step, sub: SubtaskRecord, output: dict[str, Any],
 
 def _granted(target: SubtaskRecord, base: Mapping[str, Any]) -> dict[str, str]:
     """The permissions of a re-run after a person approved what the agent asked for."""
-    asked = (target.output or {}).get("approval_requests") or []
+    asked = target.output.approval_requests if target.output is not None else ()
     granted = {"edits": "allow", "commands": "allow", **dict(base)}
     for request in asked:
         kind = "edits" if request.get("tool") in _EDIT_TOOLS else "commands"
@@ -232,13 +235,10 @@ def _checkpoint_data(step: Step, target: SubtaskRecord | None, message: str) -> 
         "completed_count": len(done), "total_count": len(agents),
         "subtasks_completed": [
             {"subtask_id": str(s.id), "name": s.name,
-             "output": str((s.output or {}).get("text", ""))[:1000],
-             "files_created": [str(f.get("path")) for f in (s.output or {}).get("files", [])]}
+             "output": _text(s)[:1000], "files_created": _paths(s)}
             for s in done[-10:]],
         "subtask": ({"subtask_id": str(target.id), "name": target.name,
-                     "output": str((target.output or {}).get("text", ""))[:2000],
-                     "files_created": [str(f.get("path"))
-                                       for f in (target.output or {}).get("files", [])],
+                     "output": _text(target)[:2000], "files_created": _paths(target),
                      "review": dict(target.review) if target.review else None}
                     if target else None),
         "evaluation_scores": dict(focus["scores"]) if focus else None,
@@ -247,6 +247,14 @@ def _checkpoint_data(step: Step, target: SubtaskRecord | None, message: str) -> 
         "next_subtasks": [{"subtask_id": str(s.id), "name": s.name} for s in agents
                           if s.status in (SubtaskStatus.PENDING, SubtaskStatus.QUEUED)][:10],
     }
+
+
+def _text(sub: SubtaskRecord) -> str:
+    return sub.output.text if sub.output is not None else ""
+
+
+def _paths(sub: SubtaskRecord) -> list[str]:
+    return [f.path for f in sub.output.files] if sub.output is not None else []
 
 
 def checkpoint_summary(cp: CheckpointRecord) -> dict[str, Any]:
@@ -329,12 +337,13 @@ class QualityLoop:
                 latest[s.kind] = s
         if any(s.status not in TERMINAL_SUBTASK for s in latest.values()):
             return
-        parts = {kind: (s.output or {}).get("parsed") if s.status is SubtaskStatus.COMPLETED
+        parts = {kind: s.output.parsed if s.status is SubtaskStatus.COMPLETED and s.output
                  else None for kind, s in latest.items()}
         evaluation = quality.combine(parts.get(StepKind.EVALUATE), parts.get(StepKind.JUDGE))
         if StepKind.EVALUATE not in latest:
             evaluation["missing"] = [m for m in evaluation["missing"] if m != "tools"]
-        evaluation["round"] = max((s.options.get("round", 1) for s in latest.values()), default=1)
+        evaluation["round"] = max((s.options.round if s.options.round is not None else 1
+                                   for s in latest.values()), default=1)
         target = step.set_subtask(target, evaluation=evaluation)
         step.emit(EventType.EVALUATION, subtask_id=str(target.id), name=target.name,
                   overall=evaluation["overall"], scores=evaluation["scores"],
@@ -354,10 +363,11 @@ class QualityLoop:
     def _review_done(self, step: Step, target: SubtaskRecord, review: SubtaskRecord) -> None:
         if target.status is not SubtaskStatus.VERIFYING:
             return
-        parsed = (review.output or {}).get("parsed") if review.status is SubtaskStatus.COMPLETED \
+        output = review.output
+        parsed = output.parsed if review.status is SubtaskStatus.COMPLETED and output \
             else None
         if parsed is None:
-            why = (review.output or {}).get("parse_error") or review.error or "no answer"
+            why = (output.parse_error if output else None) or review.error or "no answer"
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(target.id),
                       message=f"The peer review of '{target.name}' gave no usable verdict ({why}); "
                               "accepted on its evaluation alone.")
@@ -387,7 +397,7 @@ class QualityLoop:
         if outcome == "approve":
             self._accept(step, target)
         elif outcome == "fix":
-            _add_correction(step, target, source="review", issues=list(parsed.get("issues", [])),
+            _add_correction(step, target, source="review", issues=tuple(parsed.get("issues", ())),
                             instructions=str(parsed.get("auto_fix_instructions") or ""),
                             pin_worker=True)
         else:
@@ -404,14 +414,12 @@ class QualityLoop:
             open_checkpoint(step, "correction_failed", target,
                              message=f"The correction of '{target.name}' failed: {fix.error}")
             return
-        old = dict(target.output or {})
-        new = dict(fix.output or {})
-        files = {str(f["path"]): dict(f) for f in old.get("files", [])}
-        files.update({str(f["path"]): dict(f) for f in new.get("files", [])})
-        merged = {**old, "text": new.get("text", old.get("text", "")),
-                  "files": sorted(files.values(), key=lambda f: str(f["path"])),
-                  "corrected_by": str(fix.id)}
-        merged.pop("approval_requests", None)
+        old, new = target.output or StepOutput(), fix.output
+        files = {f.path: f for f in old.files}
+        files.update({f.path: f for f in new.files} if new is not None else {})
+        merged = replace(old, text=new.text if new is not None else old.text,
+                         files=tuple(sorted(files.values(), key=lambda f: f.path)),
+                         corrected_by=str(fix.id), approval_requests=())
         target = step.set_subtask(target, status=transition(target.status, SubtaskStatus.VERIFYING),
                                   output=merged, completed_at=None, progress=90)
         graph.emit_subtask(step, target)
@@ -426,11 +434,12 @@ class QualityLoop:
         The frequency rule counts a subtask once: accepting it again after a correction opens no
         new frequency checkpoint.
         """
-        first_time = not (target.output or {}).get("accepted")
+        first_time = not (target.output and target.output.accepted)
         if target.status is not SubtaskStatus.COMPLETED:
             target = step.set_subtask(
                 target, status=transition(target.status, SubtaskStatus.COMPLETED), progress=100,
-                completed_at=step.ctx.now, output={**dict(target.output or {}), "accepted": True})
+                completed_at=step.ctx.now,
+                output=replace(target.output or StepOutput(), accepted=True))
             graph.emit_subtask(step, target)
         self.flow.accepted(step, target, first_time=first_time)
 
@@ -457,21 +466,21 @@ class QualityLoop:
             return
         if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
             base = step.task.meta.get("shoal.permissions") or {}
-            requests = (target.output or {}).get("approval_requests") or []
-            fix = _add_correction(step, target, source="approval", issues=[], pin_worker=False,
+            requests = target.output.approval_requests if target.output else ()
+            fix = _add_correction(step, target, source="approval", issues=(), pin_worker=False,
                                   guidance="A person approved what you asked for: "
                                            + "; ".join(f"{r.get('tool')} {r.get('target')}"
                                                        for r in requests)
                                            + ". Do it now.")
-            step.set_subtask(fix, options={**fix.options,
-                                           "permissions": _granted(target, base)})
+            step.set_subtask(fix, options=replace(fix.options, tool={
+                **fix.options.tool, "permissions": _granted(target, base)}))
         elif inp.action == "approve":
             if target is not None and target.status in (SubtaskStatus.VERIFYING,
                                                          SubtaskStatus.CORRECTING):
                 self._accept(step, target)
         else:
             assert target is not None
-            fix = _add_correction(step, target, source="human", issues=[],
+            fix = _add_correction(step, target, source="human", issues=(),
                                   guidance=inp.guidance, correction_type=inp.correction_type,
                                   reference_files=inp.reference_files, pin_worker=False)
             step.record("corrections", id=step.ctx.new_id(), checkpoint_id=cp.id,
@@ -511,7 +520,7 @@ class QualityLoop:
         target = _targets(step, sub)
         same_worker = step.ctx.review_without_peer == "same_worker"
         if sub.kind is StepKind.REVIEW and inp.peer and same_worker:
-            step.set_subtask(sub, options={**sub.options, "exclude_workers": []})
+            step.set_subtask(sub, options=replace(sub.options, exclude_workers=()))
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                       message=f"No other worker can review '{sub.name}'; it runs on the author's "
                               "worker (policy: same_worker).")

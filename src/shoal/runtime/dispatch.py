@@ -50,7 +50,7 @@ async def execute_message(
     options: dict[str, Any] = {"privacy_level": state.task.privacy_level}
     if PERMISSIONS_KEY in state.task.meta:
         options["permissions"] = state.task.meta[PERMISSIONS_KEY]
-    options.update(sub.options)
+    options.update(sub.options.to_json())
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
@@ -74,17 +74,16 @@ async def upstream_results(
     out: list[UpstreamResult] = []
     for dep_id in _ancestors(state, sub, files_possible=files_possible):
         dep = state.subtasks[dep_id]
-        output = dep.output or {}
+        output = dep.output
         files: list[FilePayload] = []
-        for entry in output.get("files", []):
-            size = int(entry.get("size", 0))
-            if size > budget:
+        for entry in output.files if output is not None else ():
+            if entry.size > budget:
                 continue
-            budget -= size
-            data = await artifacts.read(entry["sha256"])
-            files.append(FilePayload(path=entry["path"],
+            budget -= entry.size
+            data = await artifacts.read(entry.sha256)
+            files.append(FilePayload(path=entry.path,
                                      content_b64=base64.b64encode(data).decode()))
-        text = str(output.get("text", "")) if dep_id in sub.dependencies else ""
+        text = output.text if output is not None and dep_id in sub.dependencies else ""
         out.append(UpstreamResult(subtask_id=dep.id, name=dep.name, output=text, files=files))
     return out
 
@@ -92,12 +91,12 @@ async def upstream_results(
 async def _texts(target: SubtaskRecord, artifacts: ArtifactStore) -> dict[str, str]:
     """The text of `target`'s files (binary files are named, not shown)."""
     texts: dict[str, str] = {}
-    for entry in (target.output or {}).get("files", [])[:50]:
-        data = await artifacts.read(entry["sha256"])
+    for entry in target.output.files[:50] if target.output is not None else ():
+        data = await artifacts.read(entry.sha256)
         try:
-            texts[str(entry["path"])] = data[:200_000].decode("utf-8")
+            texts[entry.path] = data[:200_000].decode("utf-8")
         except UnicodeDecodeError:
-            texts[str(entry["path"])] = f"(binary file, {len(data)} bytes)"
+            texts[entry.path] = f"(binary file, {len(data)} bytes)"
     return texts
 
 
@@ -138,13 +137,13 @@ def _created_at(sub: SubtaskRecord) -> Any:
 
 def has_files(sub: SubtaskRecord) -> bool:
     """Whether `sub` produced files."""
-    return bool(sub.output and sub.output.get("files"))
+    return bool(sub.output and sub.output.files)
 
 
 def _any_files(subs: Iterable[SubtaskRecord]) -> bool:
     for sub in subs:  # a plain loop: this runs for every dispatch
         output = sub.output
-        if output and output.get("files"):
+        if output and output.files:
             return True
     return False
 

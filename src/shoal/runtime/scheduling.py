@@ -101,9 +101,9 @@ class Scheduler:
                 recommended_tool=sub.recommended_tool,
                 tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
                 default_tool=self.settings.default_tool,
-                exclude_workers=frozenset(_ids(sub.options.get("exclude_workers"))),
-                pinned_worker=next(iter(_ids([sub.options.get("pinned_worker")])), None),
-                prefer_worker=next(iter(_ids([sub.options.get("prefer_worker")])), None)))
+                exclude_workers=frozenset(_ids(sub.options.exclude_workers)),
+                pinned_worker=next(iter(_ids([sub.options.pinned_worker])), None),
+                prefer_worker=next(iter(_ids([sub.options.prefer_worker])), None)))
         return demands, where
 
     def _warn_unplaceable(

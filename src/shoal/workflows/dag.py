@@ -19,7 +19,15 @@ from typing import Any
 from shoal.engine import dag, graph, planning, quality
 from shoal.engine import quality_loop as loop
 from shoal.engine.inputs import Finished, Start
-from shoal.engine.model import SERVING_KINDS, StepKind, SubtaskRecord, TaskRecord
+from shoal.engine.model import (
+    SERVING_KINDS,
+    FileRef,
+    StepKind,
+    StepOptions,
+    StepOutput,
+    SubtaskRecord,
+    TaskRecord,
+)
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
@@ -67,20 +75,20 @@ class DagWorkflow:
     # ---- steps ----------------------------------------------------------------------------
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
-        output: dict[str, Any] = {
-            "text": result.output, "files": [dict(f) for f in result.files],
-            "rejected_files": [dict(r) for r in result.rejected_files],
-            "usage": dict(result.usage)}
-        if (sub.kind in (StepKind.JUDGE, StepKind.REVIEW)
-                and not loop.parsed_answer(step, sub, result.output, output)):
-            return  # requeued once to repair an answer that was not valid JSON
-        if sub.kind is StepKind.EVALUATE:
-            output["parsed"] = loop.evaluator_answer(result.output)
-        asked = [dict(d) for d in result.denials if d.get("needs_human")]
-        if asked:
-            output["approval_requests"] = asked
+        asked = tuple(dict(d) for d in result.denials if d.get("needs_human"))
+        output = StepOutput(
+            text=result.output, files=tuple(FileRef.from_json(f) for f in result.files),
+            rejected_files=tuple(dict(r) for r in result.rejected_files),
+            usage=dict(result.usage), approval_requests=asked)
+        if sub.kind in (StepKind.JUDGE, StepKind.REVIEW):
+            answered = loop.parsed_answer(step, sub, result.output, output)
+            if answered is None:
+                return  # requeued once to repair an answer that was not valid JSON
+            output = answered
+        elif sub.kind is StepKind.EVALUATE:
+            output = replace(output, answers=True, parsed=loop.evaluator_answer(result.output))
         if sub.kind in (StepKind.AGENT, StepKind.CORRECT) and asked:
-            loop.approval_request(step, sub, output, asked)
+            loop.approval_request(step, sub, output)
             return
         if sub.kind is StepKind.AGENT and loop.quality_on(step.task, sub):
             sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
@@ -161,7 +169,7 @@ def _expand(
             dependencies=tuple(ids[k] for k in p.dependencies),
             recommended_tool=p.recommended_tool, pinned_tool=p.tool,
             complexity=p.complexity, priority=lengths.get(p.key, 1.0),
-            options=dict(options[i]) if i < len(options) else {},
+            options=StepOptions.from_json(options[i]) if i < len(options) else StepOptions(),
         )
         step.add_subtask(sub)
     for note in plan.notes:
