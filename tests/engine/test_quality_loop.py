@@ -20,8 +20,14 @@ from shoal.engine.inputs import (
     Start,
     Unplaceable,
 )
-from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord, TaskState
-from shoal.engine.quality import DEADLINE_KEY, QUALITY_KEY
+from shoal.engine.model import (
+    AttemptRecord,
+    Deadline,
+    SubtaskRecord,
+    TaskMeta,
+    TaskRecord,
+    TaskState,
+)
 from shoal.engine.step import Context, Decision
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
@@ -103,13 +109,13 @@ class Sim:
     """One task driven through `decide` by hand: dispatch, finish, decide checkpoints."""
 
     def __init__(self, names: Sequence[str], *, frequency: str = "low", complexity: int = 2,
-                 meta: dict[str, Any] | None = None, chain: bool = True) -> None:
+                 meta: TaskMeta | None = None, chain: bool = True) -> None:
         self.now = NOW
         self.user = uuid.uuid4()
         self.authors = [uuid.uuid4(), uuid.uuid4()]
         task = TaskRecord(id=uuid.uuid4(), user_id=self.user, description="Build it",
                           status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
-                          checkpoint_frequency=frequency, meta=meta or {})
+                          checkpoint_frequency=frequency, meta=meta or TaskMeta())
         self.state = TaskState(task=task, subtasks={}, attempts={})
         items = [{"name": n, "description": f"Write {n}.py: code", "tool": TOOL,
                   "complexity": complexity,
@@ -338,7 +344,7 @@ def test_paused_task_dispatches_nothing() -> None:
 
 
 def test_quality_off_and_echo_skip_the_loop() -> None:
-    off = Sim(["a"], meta={QUALITY_KEY: "off"})
+    off = Sim(["a"], meta=TaskMeta(quality=False))
     off.produce("a")
     assert off.task.status is TaskStatus.COMPLETED
     sim = Sim(["a"])
@@ -373,7 +379,7 @@ def test_judge_answer_that_is_not_json_is_repaired_once() -> None:
 
 
 def test_deadline_action_applies_on_expiry() -> None:
-    sim = Sim(["a"], meta={DEADLINE_KEY: {"seconds": 60, "action": "approve"}})
+    sim = Sim(["a"], meta=TaskMeta(checkpoint_deadline=Deadline(60, "approve")))
     sim.produce("a")
     sim.evaluate("a", 5.0)
     cp = sim.pending()[0]
@@ -387,7 +393,7 @@ def test_deadline_action_applies_on_expiry() -> None:
 
 def test_correction_that_asks_again_can_be_approved() -> None:
     """A correction whose tool asks for a permission again opens a checkpoint that works."""
-    sim = Sim(["a"], meta={QUALITY_KEY: "off"})
+    sim = Sim(["a"], meta=TaskMeta(quality=False))
     asked = ({"tool": "run_command", "target": "pytest", "reason": "ask",
               "needs_human": True},)
 

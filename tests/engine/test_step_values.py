@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shoal.engine.model import Correction, StepOptions, StepOutput
+from shoal.engine.model import Correction, Deadline, StepOptions, StepOutput, TaskMeta
 
 
 def test_a_step_output_round_trips_with_the_keys_clients_read() -> None:
@@ -33,3 +33,15 @@ def test_an_engine_key_of_another_type_stays_the_tools() -> None:
     options = StepOptions.from_json(stored)
     assert options == StepOptions(tool=stored)
     assert options.to_json() == stored
+
+
+def test_task_meta_keeps_the_requirements_and_shoals_settings_apart() -> None:
+    stored = {"language": "python", "shoal.permissions": {"commands": "ask"},
+              "shoal.quality": "off",
+              "shoal.checkpoint_deadline": {"seconds": 60.0, "action": "approve"}}
+    meta = TaskMeta.from_json(stored)
+    assert meta == TaskMeta(requirements={"language": "python"},
+                            permissions={"commands": "ask"}, quality=False,
+                            checkpoint_deadline=Deadline(60.0, "approve"))
+    assert meta.to_json() == stored
+    assert TaskMeta.from_json({}).to_json() == {}

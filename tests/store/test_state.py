@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from shoal.engine import planning
 from shoal.engine.inputs import CancelRequested, Dispatched, Finished, Start
-from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
+from shoal.engine.model import AttemptRecord, TaskMeta, TaskRecord, TaskState
 from shoal.engine.step import Context
 from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -43,7 +43,7 @@ async def started_task(db: Database) -> TaskState:
             created_at=NOW,
             updated_at=NOW,
             tool_preferences=("echo",),
-            meta={"k": [1, 2]},
+            meta=TaskMeta(requirements={"k": [1, 2]}),
         )
         await insert_task(conn, task)
         empty = TaskState(task=task, subtasks={}, attempts={})

@@ -193,6 +193,54 @@ _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 @dataclass(frozen=True, slots=True)
+class Deadline:
+    """How long a checkpoint may wait for a person, and what happens then."""
+
+    seconds: float
+    action: str = "escalate"  # escalate | approve | reject
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMeta:
+    """What a task asked for besides its description: the user's requirements, kept as they
+    gave them, and Shoal's settings for it. Stored as one JSON object (`tasks.metadata`) with
+    Shoal's keys, prefixed `shoal.`, beside the requirements."""
+
+    requirements: Mapping[str, Any] = field(default_factory=dict)
+    permissions: Mapping[str, Any] | None = None  # the permission policy of its agents
+    quality: bool = True  # whether work steps go through the quality loop
+    checkpoint_deadline: Deadline | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
+        if self.permissions is not None:
+            out[PERMISSIONS_KEY] = dict(self.permissions)
+        if not self.quality:
+            out[QUALITY_KEY] = "off"
+        if self.checkpoint_deadline is not None:
+            out[DEADLINE_KEY] = {"seconds": self.checkpoint_deadline.seconds,
+                                 "action": self.checkpoint_deadline.action}
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskMeta:
+        permissions = data.get(PERMISSIONS_KEY)
+        deadline = data.get(DEADLINE_KEY)
+        seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
+        return cls(
+            requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
+            permissions=permissions if isinstance(permissions, Mapping) else None,
+            quality=data.get(QUALITY_KEY, "on") != "off",
+            checkpoint_deadline=Deadline(float(seconds), str(deadline.get("action", "escalate")))
+            if isinstance(deadline, Mapping) and seconds else None)
+
+
+PERMISSIONS_KEY = "shoal.permissions"
+QUALITY_KEY = "shoal.quality"  # "on" (the default) or "off"
+DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
+
+
+@dataclass(frozen=True, slots=True)
 class TaskRecord:
     """A task as the engine sees it."""
 
@@ -207,7 +255,7 @@ class TaskRecord:
     checkpoint_frequency: str = "medium"
     privacy_level: str = "normal"
     tool_preferences: tuple[str, ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: TaskMeta = field(default_factory=TaskMeta)
     error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0

@@ -19,8 +19,6 @@ APPROVE_SCORE = 8.0  # a review must reach this to approve
 AUTO_FIX_SCORE = 6.0  # a review below this is not auto-fixed
 MAX_REVIEW_CYCLES = 3  # reviews of one subtask before a person decides
 
-QUALITY_KEY = "shoal.quality"  # task metadata: "on" (default) or "off"
-DEADLINE_KEY = "shoal.checkpoint_deadline"  # task metadata: {"seconds": s, "action": a}
 TOOLS_WITHOUT_REVIEW = frozenset({"echo", "evaluator"})  # their output is not judged
 PENDING_REVIEW = "pending_review"  # a checkpoint waiting for a person
 

@@ -28,9 +28,7 @@ from shoal.engine.model import (
     TaskRecord,
 )
 from shoal.engine.quality import (
-    DEADLINE_KEY,
     PENDING_REVIEW,
-    QUALITY_KEY,
     TOOLS_WITHOUT_REVIEW,
 )
 from shoal.engine.step import Step
@@ -42,7 +40,7 @@ from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, transit
 
 def quality_on(task: TaskRecord, sub: SubtaskRecord) -> bool:
     """Whether `sub`'s output goes through evaluation and review."""
-    return (task.meta.get(QUALITY_KEY, "on") != "off" and sub.kind is StepKind.AGENT
+    return (task.meta.quality and sub.kind is StepKind.AGENT
             and (sub.assigned_tool or "") not in TOOLS_WITHOUT_REVIEW)
 
 
@@ -209,14 +207,13 @@ def open_checkpoint(step: Step, reason: str, target: SubtaskRecord | None, *,
     """Pause the task for a person; `target` is the subtask the checkpoint is about."""
     if step.task.status in TERMINAL_TASK:
         return
-    deadline = step.task.meta.get(DEADLINE_KEY) or {}
-    seconds = deadline.get("seconds") if isinstance(deadline, dict) else None
+    deadline = step.task.meta.checkpoint_deadline
     cp = CheckpointRecord(
         id=step.ctx.new_id(), task_id=step.task.id, reason=reason, status=PENDING_REVIEW,
         created_at=step.ctx.now, subtask_id=target.id if target else None,
         data=_checkpoint_data(step, target, message),
-        deadline_at=step.ctx.now + timedelta(seconds=float(seconds)) if seconds else None,
-        deadline_action=str(deadline.get("action", "escalate")) if seconds else None)
+        deadline_at=step.ctx.now + timedelta(seconds=deadline.seconds) if deadline else None,
+        deadline_action=deadline.action if deadline else None)
     step.add_checkpoint(cp)
     graph.pause(step)
     step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
@@ -465,7 +462,7 @@ class QualityLoop:
             graph.cancel(step, why)
             return
         if inp.action == "approve" and cp.reason == "approval_request" and target is not None:
-            base = step.task.meta.get("shoal.permissions") or {}
+            base = step.task.meta.permissions or {}
             requests = target.output.approval_requests if target.output else ()
             fix = _add_correction(step, target, source="approval", issues=(), pin_worker=False,
                                   guidance="A person approved what you asked for: "

@@ -30,7 +30,6 @@ from shoal.workflows import workflow_for
 
 log = structlog.get_logger(__name__)
 
-PERMISSIONS_KEY = "shoal.permissions"  # in the task's metadata: its permission policy
 
 
 async def execute_message(
@@ -48,8 +47,8 @@ async def execute_message(
              and sub.kind in (StepKind.JUDGE, StepKind.REVIEW) else None)
     timeout = settings.planner_timeout if sub.kind is StepKind.EXPAND else settings.subtask_timeout
     options: dict[str, Any] = {"privacy_level": state.task.privacy_level}
-    if PERMISSIONS_KEY in state.task.meta:
-        options["permissions"] = state.task.meta[PERMISSIONS_KEY]
+    if state.task.meta.permissions is not None:
+        options["permissions"] = dict(state.task.meta.permissions)
     options.update(sub.options.to_json())
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,

@@ -14,6 +14,7 @@ from shoal.engine.model import (
     StepOptions,
     StepOutput,
     SubtaskRecord,
+    TaskMeta,
     TaskRecord,
 )
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -45,7 +46,8 @@ def task_from_row(row: sa.Row[Any]) -> TaskRecord:
         status=TaskStatus(m["status"]), created_at=m["created_at"], updated_at=m["updated_at"],
         workflow=m["workflow"], progress=m["progress"],
         checkpoint_frequency=m["checkpoint_frequency"], privacy_level=m["privacy_level"],
-        tool_preferences=tuple(m["tool_preferences"] or ()), meta=m["metadata"] or {},
+        tool_preferences=tuple(m["tool_preferences"] or ()),
+        meta=TaskMeta.from_json(m["metadata"] or {}),
         error=m["error"], input_tokens=m["input_tokens"], output_tokens=m["output_tokens"],
         cost_usd=m["cost_usd"], started_at=m["started_at"], completed_at=m["completed_at"],
         version=m["version"],
@@ -58,7 +60,7 @@ def task_values(t: TaskRecord) -> dict[str, Any]:
         "id": t.id, "user_id": t.user_id, "description": t.description, "workflow": t.workflow,
         "status": t.status.value, "progress": t.progress,
         "checkpoint_frequency": t.checkpoint_frequency, "privacy_level": t.privacy_level,
-        "tool_preferences": list(t.tool_preferences), "metadata": dict(t.meta),
+        "tool_preferences": list(t.tool_preferences), "metadata": t.meta.to_json(),
         "error": t.error, "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
         "cost_usd": t.cost_usd, "created_at": t.created_at, "updated_at": t.updated_at,
         "started_at": t.started_at, "completed_at": t.completed_at, "version": t.version,

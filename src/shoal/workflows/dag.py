@@ -183,7 +183,7 @@ def _expand(
 
 def _planner_done(step: Step, text: str | None, why: str) -> None:
     """Expand the graph from the planner's output, or from a fallback when it gave none."""
-    plan = planning.decompose(text, step.task.description, dict(step.task.meta),
+    plan = planning.decompose(text, step.task.description, step.task.meta.requirements,
                               max_subtasks=min(step.ctx.max_subtasks, 50))
     if text is None:
         plan = replace(plan, notes=(why, *plan.notes))

@@ -25,7 +25,7 @@ def instructions_for(
     `guidance` what the user asked to apply to their future subtasks.
     """
     if sub.role == "planner":
-        return planning.planner_instructions(task.description, dict(task.meta), list(tools))
+        return planning.planner_instructions(task.description, task.meta.requirements, list(tools))
     if sub.kind is StepKind.EVALUATE:
         return f"Evaluate the files produced by '{target.name if target else sub.name}'."
     if sub.kind is StepKind.JUDGE and target is not None:

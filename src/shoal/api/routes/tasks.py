@@ -31,13 +31,11 @@ from shoal.api.schemas import (
 )
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
-from shoal.engine.model import StepKind, TaskRecord
-from shoal.engine.quality import DEADLINE_KEY, QUALITY_KEY
+from shoal.engine.model import Deadline, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64
 from shoal.metrics import Metrics, StreamKind
-from shoal.runtime.dispatch import PERMISSIONS_KEY
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
 from shoal.store import queries
@@ -70,16 +68,15 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
 
 
-def _meta(body: TaskCreate) -> dict[str, Any]:
-    """The task's stored metadata: its requirements, and its permission policy if given."""
-    meta = {k: v for k, v in (body.requirements or {}).items() if not str(k).startswith("shoal.")}
-    if body.permissions is not None:
-        meta[PERMISSIONS_KEY] = body.permissions.model_dump()
-    if body.quality == "off":
-        meta[QUALITY_KEY] = "off"
-    if body.checkpoint_deadline is not None:
-        meta[DEADLINE_KEY] = body.checkpoint_deadline.model_dump()
-    return meta
+def _meta(body: TaskCreate) -> TaskMeta:
+    """What the task asked for besides its description: requirements and Shoal's settings."""
+    deadline = body.checkpoint_deadline
+    return TaskMeta(
+        requirements={k: v for k, v in (body.requirements or {}).items()
+                      if not str(k).startswith("shoal.")},
+        permissions=body.permissions.model_dump() if body.permissions is not None else None,
+        quality=body.quality != "off",
+        checkpoint_deadline=Deadline(deadline.seconds, deadline.action) if deadline else None)
 
 
 async def _worker_online_elsewhere(services: ServicesDep) -> bool:
