@@ -1,5 +1,5 @@
 """The `shoal` command: up | serve | worker | submit | tasks | task | cancel | checkpoints |
-checkpoint | approve | reject | correct | user | token | db."""
+checkpoint | approve | reject | correct | workflows | user | token | db."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.add_typer(task_app, name="task")
 app.add_typer(checkpoint_app, name="checkpoint")
+workflows_app = typer.Typer(help="Workflow documents.", no_args_is_help=True)
+app.add_typer(workflows_app, name="workflows")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -583,6 +585,28 @@ def db_upgrade() -> None:
 
     where = _with_db(noop)
     console.print(f"Database is at the newest schema ({where}).")
+
+
+@workflows_app.command("check")
+def workflows_check(
+    path: Annotated[Path, typer.Argument(help="A workflow document (YAML).")],
+) -> None:
+    """Check a workflow document; names the file, line and field of what is wrong."""
+    from shoal.workflows.document import DocumentError, load_document
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"{path}: cannot be read ({exc.__class__.__name__}).")
+        raise typer.Exit(2) from None
+    try:
+        doc = load_document(text, source=str(path))
+    except DocumentError as exc:
+        err.print(exc.message, markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    console.print(f"{path}: {doc.name} v{doc.version} is valid (steps: {len(doc.steps)}, "
+                  f"roles: {len(doc.roles)}, parameters: {len(doc.parameters)}, "
+                  f"loops: {len(doc.loops)}).", markup=False, highlight=False)
 
 
 def main() -> None:

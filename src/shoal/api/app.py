@@ -19,7 +19,7 @@ from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services
 from shoal.api.errors import install_error_handlers
 from shoal.api.request_times import RequestTimes
-from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers
+from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers, workflows
 from shoal.api.traces import TaskTraces
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
@@ -89,7 +89,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, subtasks.router,
-                   checkpoints.router, workers.router, client_ws.router, worker_ws.router):
+                   checkpoints.router, workers.router, workflows.router, client_ws.router,
+                   worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)
     return app

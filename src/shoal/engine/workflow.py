@@ -28,6 +28,11 @@ class Workflow(Protocol):
         """The name tasks give in `workflow` to run this one."""
         ...
 
+    @property
+    def description(self) -> str:
+        """What it does, in a sentence or two, for the list of workflows."""
+        ...
+
     def start(self, step: Step, inp: Start) -> None:
         """The task was created: add its first steps and move it out of `pending`."""
 

@@ -42,6 +42,9 @@ class DagWorkflow:
     """Plan, then a graph of coding subtasks under the quality loop."""
 
     name = "dag"
+    description = ("A planner breaks the task into a graph of coding subtasks; each runs on a "
+                   "worker once its dependencies are done, and is evaluated, peer-reviewed and "
+                   "corrected; checkpoints ask a person where the scores or the frequency say.")
 
     def __init__(self) -> None:
         self.quality = loop.QualityLoop(self)

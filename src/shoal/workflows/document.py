@@ -1,0 +1,326 @@
+"""Workflow documents: a way of organising agents written as data (YAML), checked once.
+
+A document names its `parameters` (typed, with defaults and bounds), its `roles` (a prompt
+template, an optional output contract as JSON Schema, preferred tools, MCP servers) and its
+`steps` with their edges (`after`) and `loops` (back to an earlier step while a condition holds,
+at most `max` times). `load_document` parses the YAML and reports the first problem with the
+file, the line and the field, never a traceback; `WorkflowDocument.model_json_schema()` is the
+published schema (`GET /api/v1/workflows/schema`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Annotated, Any, Literal, cast
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shoal.engine import dag
+from shoal.errors import InvalidGraph, InvalidInput
+
+NAME = r"^[a-z][a-z0-9_]{0,39}$"
+WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
+MAX_LOOPS = 20  # the most a loop's cap may be
+BUILTIN_FIELDS = frozenset({"query", "item", "feedback"})  # what every prompt may name
+_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?:\.[a-zA-Z0-9_.]+)?\}")
+
+Name = Annotated[str, Field(pattern=NAME)]
+Path = tuple[str | int, ...]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ParameterType(StrEnum):
+    INTEGER = "integer"
+    NUMBER = "number"
+    STRING = "string"
+    BOOLEAN = "boolean"
+
+
+class Parameter(_Strict):
+    """A setting a user may give when they submit (`parameters` of `POST /api/v1/tasks`)."""
+
+    type: ParameterType
+    default: int | float | str | bool
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: list[str] | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _default_fits(self) -> Parameter:
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise ValueError("minimum is above maximum")
+        self.check(self.default)
+        return self
+
+    def check(self, value: Any) -> int | float | str | bool:
+        """`value` if it is of this parameter's type and within its bounds; else ValueError."""
+        kinds: dict[ParameterType, tuple[type, ...]] = {
+            ParameterType.INTEGER: (int,), ParameterType.NUMBER: (int, float),
+            ParameterType.STRING: (str,), ParameterType.BOOLEAN: (bool,)}
+        if not isinstance(value, kinds[self.type]) or (
+                isinstance(value, bool) and self.type is not ParameterType.BOOLEAN):
+            raise ValueError(f"must be of type {self.type.value}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if self.minimum is not None and value < self.minimum:
+                raise ValueError(f"must be at least {self.minimum:g}")
+            if self.maximum is not None and value > self.maximum:
+                raise ValueError(f"must be at most {self.maximum:g}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
+        return cast(int | float | str | bool, value)
+
+
+class McpServer(_Strict):
+    """An MCP server a role's agent may use: a command to start, or a URL to reach."""
+
+    name: Name
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either a command or a url")
+        return self
+
+
+class Role(_Strict):
+    """Who does a step: the prompt template, what its answer must be, where it may run."""
+
+    prompt: str = Field(min_length=1, max_length=20_000)
+    output: dict[str, Any] | None = None  # a JSON Schema the answer is checked against
+    tools: list[str] = Field(default_factory=list)  # preferred tools, in order
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+
+
+class DocStepKind(StrEnum):
+    """The step kinds a document may use."""
+
+    AGENT = "agent"  # one subtask for a role
+    EXPAND = "expand"  # a role's output becomes subtasks with dependencies
+    MAP = "map"  # one subtask per item of an earlier output, then a join
+    ROUTE = "route"  # a router role picks the next step among `choices`
+    GATE = "gate"  # compares scores to thresholds and acts
+    HUMAN = "human"  # waits for a person
+
+
+_NEEDS_ROLE = frozenset({DocStepKind.AGENT, DocStepKind.EXPAND, DocStepKind.MAP,
+                         DocStepKind.ROUTE})
+
+
+class StepDoc(_Strict):
+    """One step of a document."""
+
+    id: Name
+    kind: DocStepKind
+    role: Name | None = None
+    after: list[Name] = Field(default_factory=list)
+    writes: Name | None = None  # the blackboard entry its output becomes (default: its id)
+    over: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
+    choices: list[Name] = Field(default_factory=list)  # route: the steps it may pick
+    optional: bool = False  # a user may switch it off (`skip`)
+    question: str | None = None  # human: what the person is asked
+    min_score: float | None = Field(default=None, ge=0, le=10)  # gate
+    on_fail: Literal["checkpoint", "continue", "fail"] = "checkpoint"  # gate
+
+    @property
+    def entry(self) -> str:
+        """The name of the blackboard entry this step writes."""
+        return self.writes or self.id
+
+
+class Condition(_Strict):
+    """`entry.field == equals` on the blackboard's latest revision of `entry`."""
+
+    entry: Name
+    field: str | None = Field(default=None, pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
+    equals: str | int | float | bool
+
+
+class Loop(_Strict):
+    """Back from `from` to the earlier step `to` while `when` holds, at most `max` times."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    source: Name = Field(alias="from")
+    to: Name
+    when: Condition
+    max: int | Annotated[str, Field(pattern=r"^\{[a-z][a-z0-9_]*\}$")]
+    carry: Name | None = None  # the entry handed back as `{feedback}` (default: when.entry)
+
+
+class WorkflowDocument(_Strict):
+    """A workflow as data."""
+
+    name: Annotated[str, Field(pattern=WORKFLOW_NAME)]
+    version: int = Field(ge=1)
+    description: str = Field(min_length=1, max_length=2_000)
+    parameters: dict[Name, Parameter] = Field(default_factory=dict)
+    roles: dict[Name, Role]
+    steps: list[StepDoc] = Field(min_length=1, max_length=100)
+    loops: list[Loop] = Field(default_factory=list)
+
+
+class DocumentError(InvalidInput):
+    """A document that cannot be used; `details` name the file, line and field."""
+
+
+def load_document(text: str, *, source: str = "<document>") -> WorkflowDocument:
+    """The document in `text` (YAML), checked; `DocumentError` names what is wrong, where."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise _error(source, line, None, f"not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise _error(source, 1, None, "a workflow document is a mapping (name, version, …)")
+    try:
+        doc = WorkflowDocument.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        path = tuple(p for p in first["loc"] if isinstance(p, str | int))
+        raise _error(source, _line(node, path), path, _message(first)) from None
+    for path, message in problems(doc):
+        raise _error(source, _line(node, path), path, message)
+    return doc
+
+
+def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
+    """What makes `doc` unusable although each part is well-formed: references to nowhere,
+    cycles, loops that do not go back, prompts naming what nothing provides."""
+    found: list[tuple[Path, str]] = []
+    ids = [s.id for s in doc.steps]
+    index = {sid: i for i, sid in enumerate(ids)}
+    for i, step in enumerate(doc.steps):
+        if ids.index(step.id) != i:
+            found.append((("steps", i, "id"), f"step id '{step.id}' is used twice"))
+        if step.kind in _NEEDS_ROLE and step.role is None:
+            found.append((("steps", i, "role"), f"a {step.kind.value} step needs a role"))
+        if step.role is not None and step.role not in doc.roles:
+            found.append((("steps", i, "role"), f"no role '{step.role}' in roles"))
+        for j, dep in enumerate(step.after):
+            if dep not in index:
+                found.append((("steps", i, "after", j), f"no step '{dep}' to come after"))
+        for j, choice in enumerate(step.choices):
+            if choice not in index:
+                found.append((("steps", i, "choices", j), f"no step '{choice}' to route to"))
+        if step.kind is DocStepKind.ROUTE and not step.choices:
+            found.append((("steps", i, "choices"), "a route step needs choices"))
+        if step.kind is DocStepKind.MAP and step.over is None:
+            found.append((("steps", i, "over"), "a map step needs `over` (entry.field)"))
+        if step.kind is DocStepKind.GATE and step.min_score is None:
+            found.append((("steps", i, "min_score"), "a gate step needs min_score"))
+        if step.kind is DocStepKind.HUMAN and not step.question:
+            found.append((("steps", i, "question"), "a human step needs a question"))
+    if found:
+        return found
+    graph = {s.id: tuple(s.after) for s in doc.steps}
+    try:
+        dag.validate_dag(graph, max_nodes=100)
+    except InvalidGraph as exc:
+        cycle = exc.details.get("cycle") or []
+        return [(("steps", index[cycle[0]] if cycle else 0, "after"),
+                 "the steps' `after` edges form a cycle: " + " → ".join(map(str, cycle)))]
+    ancestors = {sid: _ancestors(graph, sid) for sid in ids}
+    writers = {s.entry: s.id for s in doc.steps}
+    for i, step in enumerate(doc.steps):
+        if step.over is not None:
+            entry = step.over.split(".")[0]
+            if writers.get(entry) not in ancestors[step.id]:
+                found.append((("steps", i, "over"),
+                              f"'{entry}' is not written by a step this one comes after"))
+    for i, loop in enumerate(doc.loops):
+        found += _loop_problems(doc, i, loop, index, ancestors)
+    known = set(doc.parameters) | set(writers) | BUILTIN_FIELDS
+    for name, role in doc.roles.items():
+        for field in _PLACEHOLDER.findall(role.prompt):
+            if field not in known:
+                found.append((("roles", name, "prompt"),
+                              f"the prompt names {{{field}}}, which no parameter, step or "
+                              f"built-in ({', '.join(sorted(BUILTIN_FIELDS))}) provides"))
+    return found
+
+
+def _loop_problems(doc: WorkflowDocument, i: int, loop: Loop, index: Mapping[str, int],
+                   ancestors: Mapping[str, set[str]]) -> list[tuple[Path, str]]:
+    where: Path = ("loops", i)
+    if loop.source not in index:
+        return [((*where, "from"), f"no step '{loop.source}' to loop from")]
+    if loop.to not in index:
+        return [((*where, "to"), f"no step '{loop.to}' to loop back to")]
+    if loop.to != loop.source and loop.to not in ancestors[loop.source]:
+        return [((*where, "to"), f"a loop goes back: '{loop.to}' does not come before "
+                                 f"'{loop.source}'")]
+    if isinstance(loop.max, str):
+        name = loop.max.strip("{}")
+        param = doc.parameters.get(name)
+        if param is None or param.type is not ParameterType.INTEGER:
+            return [((*where, "max"), f"no integer parameter '{name}' for the loop's cap")]
+        if param.maximum is None or param.maximum > MAX_LOOPS:
+            return [((*where, "max"), f"parameter '{name}' caps a loop: give it a maximum of "
+                                      f"at most {MAX_LOOPS}")]
+    elif not 0 <= loop.max <= MAX_LOOPS:
+        return [((*where, "max"), f"a loop's cap is 0 to {MAX_LOOPS}")]
+    entries = {s.entry for s in doc.steps if s.id == loop.source or s.id in
+               ancestors[loop.source]}
+    if loop.when.entry not in entries:
+        return [((*where, "when", "entry"), f"'{loop.when.entry}' is not written by "
+                                            f"'{loop.source}' or a step before it")]
+    return []
+
+
+def _ancestors(graph: Mapping[str, Sequence[str]], sid: str) -> set[str]:
+    seen: set[str] = set()
+    stack = list(graph[sid])
+    while stack:
+        dep = stack.pop()
+        if dep not in seen:
+            seen.add(dep)
+            stack.extend(graph[dep])
+    return seen
+
+
+def _line(node: yaml.Node | None, path: Path) -> int | None:
+    """The line (1-based) of the deepest node along `path` in the composed YAML."""
+    found = node
+    for part in path:
+        if isinstance(found, yaml.MappingNode):
+            found = next((v for k, v in found.value if k.value == part), None) or found
+            if found is None:
+                break
+        elif isinstance(found, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(found.value):
+                break
+            found = found.value[part]
+        else:
+            break
+    return found.start_mark.line + 1 if found is not None else None
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "missing":
+        return "is required"
+    if error["type"] == "extra_forbidden":
+        return "is not a field here"
+    return message
+
+
+def _error(source: str, line: int | None, path: Path | None, message: str) -> DocumentError:
+    field = ".".join(str(p) for p in path) if path else None
+    where = f"{source}:{line}" if line is not None else source
+    text = f"{where}: {field}: {message}" if field else f"{where}: {message}"
+    return DocumentError(text, details={"file": source, "line": line, "field": field,
+                                        "problem": message})
