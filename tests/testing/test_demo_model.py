@@ -14,6 +14,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from shoal.engine.answers import AnswerError, parse_judge, parse_review
+from shoal.process import run_command
 from shoal.testing.demo_files import TODO_FILES
 from shoal.testing.demo_model import (
     DEMO_MODEL,
@@ -24,7 +25,6 @@ from shoal.testing.demo_model import (
     task_description,
 )
 from shoal.testing.fake.openai_chat import decode
-from shoal.worker.process import run_command
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 CODER = "You are Shoal's coder agent. Role: coder."

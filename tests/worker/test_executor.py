@@ -10,11 +10,11 @@ import pytest
 from pydantic import BaseModel
 
 from shoal.config import Settings
+from shoal.process import run_command
 from shoal.protocol import ExecuteTask, FilePayload, UpstreamResult
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.worker import executor as executor_module
 from shoal.worker.executor import Attempt, Executor
-from shoal.worker.process import run_command
 from shoal.worker.workspace import READY_DIR
 
 

@@ -36,13 +36,13 @@ import openai
 
 from shoal.artifacts.paths import resolve_inside
 from shoal.errors import ShoalError, ToolError, UnsafePath
+from shoal.process import run_command
 from shoal.protocol import Usage
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.journal import Journal
 from shoal.tools.models.base import ModelAnswer, ModelClient, ModelError, ToolDef, Turn
 from shoal.tools.permissions import Denial, PermissionPolicy
 from shoal.tools.pricing import with_cost
-from shoal.worker.process import run_command
 
 MAX_READ_BYTES = 200_000
 MAX_COMMAND_OUTPUT = 20_000  # characters of each stream the model gets back (the tail)

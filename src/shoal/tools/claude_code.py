@@ -49,6 +49,7 @@ from typing import Any
 
 from shoal.config import Settings
 from shoal.errors import ShoalError
+from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
@@ -60,7 +61,6 @@ from shoal.tools.cli_support import (
     private_home,
 )
 from shoal.tools.permissions import Decision, Denial, PermissionPolicy
-from shoal.worker.process import CommandResult, run_command
 
 NAME = "claude_code"
 ENABLE = ("npm install -g @anthropic-ai/claude-code and set ANTHROPIC_API_KEY "

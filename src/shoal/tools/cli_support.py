@@ -23,8 +23,8 @@ from typing import Any
 
 from shoal.config import Settings
 from shoal.errors import ToolError
+from shoal.process import run_command
 from shoal.tools.base import ToolRun
-from shoal.worker.process import run_command
 
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HTTPS_PROXY", "HTTP_PROXY",
               "NO_PROXY", "https_proxy", "http_proxy", "no_proxy", "SSL_CERT_FILE",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from shoal.config import Settings
+from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
@@ -35,7 +36,6 @@ from shoal.tools.cli_support import (
 )
 from shoal.tools.permissions import PermissionPolicy
 from shoal.tools.pricing import with_cost
-from shoal.worker.process import CommandResult, run_command
 
 KEY_VARIABLE = "SHOAL_CODEX_API_KEY"  # the custom provider's `env_key`
 PLACEHOLDER_KEY = "sk-local"  # for a custom base URL that needs no key

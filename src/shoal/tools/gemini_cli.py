@@ -35,6 +35,7 @@ from typing import Any
 
 from shoal.config import Settings
 from shoal.errors import ShoalError
+from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
@@ -47,7 +48,6 @@ from shoal.tools.cli_support import (
 )
 from shoal.tools.permissions import Denial, PermissionPolicy
 from shoal.tools.pricing import with_cost
-from shoal.worker.process import CommandResult, run_command
 
 NAME = "gemini_cli"
 PLACEHOLDER_KEY = "shoal-local"  # for a custom base URL that needs no key

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pydantic import BaseModel
 
+from shoal import process
 from shoal.config import Settings
 from shoal.errors import ShoalError
 from shoal.limits import storable_text
@@ -31,7 +32,6 @@ from shoal.protocol import (
     TaskResult,
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
-from shoal.worker import process
 from shoal.worker.batching import Batcher
 from shoal.worker.logstream import LogStream
 from shoal.worker.workspace import (

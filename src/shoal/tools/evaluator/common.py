@@ -14,8 +14,8 @@ from typing import Any, Literal
 from shoal.artifacts.paths import resolve_inside
 from shoal.config import Settings
 from shoal.errors import ShoalError, ToolError
+from shoal.process import CommandResult, run_command
 from shoal.tools.cli_support import cli_env
-from shoal.worker.process import CommandResult, run_command
 
 Severity = Literal["critical", "high", "medium", "low"]
 Status = Literal["ran", "skipped", "failed", "timed_out"]

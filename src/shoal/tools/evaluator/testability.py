@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shoal.process import CommandResult
 from shoal.tools.evaluator.common import (
     _TAIL,
     NEUTRAL_SCORE,
@@ -30,7 +31,6 @@ from shoal.tools.evaluator.common import (
     _relative,
     _skipped,
 )
-from shoal.worker.process import CommandResult
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from shoal.errors import ToolError
-from shoal.worker.process import CommandResult, run_command
+from shoal.process import CommandResult, run_command
 
 # Each script prints the pids of the processes it leaves behind, one per line, then waits.
 SLEEP = "echo $$; exec sleep 100"
