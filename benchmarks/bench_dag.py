@@ -60,10 +60,10 @@ from _workloads import Workload, plan_for, run_baseline, workloads
 from rich.console import Console
 
 from shoal import admin
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.events import EventType
 from shoal.store.db import Database
-from shoal.testing.server import RunningServer, running_server
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "latest.json"

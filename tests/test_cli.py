@@ -24,11 +24,11 @@ import httpx
 import pytest
 from rich.console import Console
 
+from shoal.api.server import RunningServer, running_server
 from shoal.client import Credentials, ShoalClient
 from shoal.config import Settings
+from shoal.demo.model import running_demo_model
 from shoal.follow import Progress, follow
-from shoal.testing.demo_model import running_demo_model
-from shoal.testing.server import RunningServer, running_server
 from shoal.tools.agent_loop import OpenAICompatTool
 from tests.runtime.harness import DEADLINE, echo_worker, login, wait_for_status, wait_until
 

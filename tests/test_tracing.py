@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from shoal.demo.fake.server import bind, serving
 from shoal.protocol import ExecuteTask, ResultStatus, TaskResult, Usage
-from shoal.testing.fake.server import bind, serving
 from shoal.tracing import (
     ENDPOINT,
     Tracing,

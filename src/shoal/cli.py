@@ -189,7 +189,7 @@ def demo_model(
     port: Annotated[int, typer.Option()] = 8765,
 ) -> None:
     """Serve the scripted demo model (OpenAI-compatible; not a real model)."""
-    from shoal.testing.demo_model import serve_demo_model
+    from shoal.demo.model import serve_demo_model
 
     console.print(f"Demo model at http://{host}:{port}/v1 — scripted answers, not a real model. "
                   "Connect a real one with SHOAL_OPENAI_COMPAT_BASE_URL.")

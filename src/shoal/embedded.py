@@ -13,13 +13,13 @@ from typing import Any
 from rich.console import Console
 
 from shoal import admin
+from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
 from shoal.client import ShoalClient, load_credentials, save_credentials
 from shoal.config import Settings
+from shoal.demo.model import running_demo_model
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
-from shoal.testing.demo_model import running_demo_model
-from shoal.testing.server import running_server
 from shoal.tools.registry import discover_tools
 from shoal.tracing import configure
 from shoal.worker.agent import Worker

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from shoal.api.server import running_server
 from shoal.config import Settings
-from shoal.testing.server import running_server
 from tests.runtime.harness import echo_worker, login
 
 

@@ -16,9 +16,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from shoal import admin
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.limits import MAX_INT64, shown
-from shoal.testing.server import RunningServer, running_server
 from shoal.worker.agent import Worker
 from tests.runtime.harness import echo_worker, login, submit, wait_for_status
 

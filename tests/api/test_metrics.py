@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal import admin
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from tests.e2e.procs import receive_until
 from tests.runtime.harness import echo_worker, login, task_detail, wait_until
 

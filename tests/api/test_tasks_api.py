@@ -13,8 +13,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from shoal import admin
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from shoal.worker.agent import Worker
 from tests.runtime.harness import (
     DEADLINE,

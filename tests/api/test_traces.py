@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from shoal.api.server import running_server
 from shoal.config import Settings
-from shoal.testing.demo_model import running_demo_model
-from shoal.testing.server import running_server
+from shoal.demo.model import running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.tracing import ENDPOINT, attempt_traceparent, configure, span_id_of, traceparent
 from tests.runtime.harness import echo_worker, login, sse_events, submit, task_detail

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from shoal.workflows.document import DocStepKind
 from tests.runtime.harness import login
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 
-from shoal.testing.sentinel import running_sentinel
 from tests.conftest import CLI_DIR
 from tests.e2e.procs import (
     cluster,
@@ -33,6 +32,7 @@ from tests.e2e.procs import (
     wait_task,
     wait_workers_online,
 )
+from tests.e2e.sentinel import running_sentinel
 
 WITHIN = 240.0  # seconds for the whole task; each CLI takes a few seconds on two cores
 

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import httpx
 
 from shoal import admin
+from shoal.api.server import RunningServer
 from shoal.config import Settings
-from shoal.testing.server import RunningServer
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from shoal.tracing import Tracing

@@ -15,8 +15,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal import admin
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from tests.e2e.procs import receive_until
 from tests.runtime.harness import login, submit, subtask_detail, task_detail, wait_until
 

@@ -15,12 +15,12 @@ import httpx
 import pytest
 
 from shoal.api.app import build_services
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.errors import Conflict
 from shoal.runtime import ownership
 from shoal.store import workers as worker_rows
 from shoal.store.claims import Claim, claim_of
-from shoal.testing.server import RunningServer, running_server
 from shoal.worker.connection import Backoff
 from tests.conftest import (
     POSTGRES_URL,

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from tests.runtime.harness import echo_worker, login, sse_events, submit, task_detail
@@ -40,7 +40,7 @@ async def test_explicit_plan_runs_to_completion(server: RunningServer, settings:
 
 async def test_task_permissions_reach_the_agent(server: RunningServer, settings: Settings) -> None:
     """A task's permission policy travels to the worker: a denied command is reported."""
-    from shoal.testing.demo_model import running_demo_model
+    from shoal.demo.model import running_demo_model
     from shoal.tools.agent_loop import OpenAICompatTool
 
     client = await login(server, settings)

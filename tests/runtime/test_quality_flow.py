@@ -14,9 +14,9 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.demo_model import create_demo_model_app, recorded_requests, running_demo_model
-from shoal.testing.server import RunningServer, running_server
+from shoal.demo.model import create_demo_model_app, recorded_requests, running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.tools.base import Tool
 from shoal.tools.echo import EchoTool

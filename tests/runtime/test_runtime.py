@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.testing.server import RunningServer, running_server
 from shoal.worker.connection import Backoff
 from tests.conftest import make_settings
 from tests.runtime.harness import (

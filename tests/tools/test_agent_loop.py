@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from starlette.applications import Starlette
 
+from shoal.demo.model import create_demo_model_app, recorded_requests, running_demo_model
 from shoal.process import run_command
 from shoal.protocol import ExecuteTask
-from shoal.testing.demo_model import create_demo_model_app, recorded_requests, running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool, is_local_url
 from shoal.tools.base import ToolRun
 from shoal.tracing import configure

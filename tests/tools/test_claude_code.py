@@ -14,7 +14,9 @@ import pytest
 from starlette.applications import Starlette
 
 from shoal.config import Settings
-from shoal.testing.fake.server import create_fake_app, request_log, running_fake_server
+from shoal.demo.fake.exchange import request_log
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import Probe, ToolRun
 from shoal.tools.claude_code import ClaudeCodeTool, create, decide, probe
 from shoal.tools.permissions import PermissionPolicy
@@ -25,7 +27,7 @@ API_KEY = "sk-ant-test"
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

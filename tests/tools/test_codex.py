@@ -16,7 +16,9 @@ import pytest
 from starlette.applications import Starlette
 
 from shoal.config import Settings
-from shoal.testing.fake.server import create_fake_app, request_log, running_fake_server
+from shoal.demo.fake.exchange import request_log
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import ToolRun
 from shoal.tools.codex import CodexTool, config_toml, create, probe
 from tests.conftest import make_settings, require_cli
@@ -24,7 +26,7 @@ from tests.conftest import make_settings, require_cli
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

@@ -16,12 +16,9 @@ import pytest
 from starlette.applications import Starlette
 
 from shoal.config import Settings
-from shoal.testing.fake.server import (
-    RecordedRequest,
-    create_fake_app,
-    request_log,
-    running_fake_server,
-)
+from shoal.demo.fake.exchange import RecordedRequest, request_log
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import ToolRun
 from shoal.tools.gemini_cli import GeminiCliTool, command_line, create, policy_toml, probe
 from shoal.tools.permissions import PermissionPolicy
@@ -33,7 +30,7 @@ MAIN_TURN = "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shoal.testing.fake.server import running_fake_server
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 from shoal.tools.registry import ADAPTERS, create_tools, probe_tools, tool_infos
 from tests.conftest import CLI_DIR, make_settings, require_cli
 
@@ -34,7 +35,7 @@ async def test_nothing_configured_offers_only_the_built_in_tools(tmp_path: Path)
 async def test_everything_configured_is_found_with_versions(tmp_path: Path) -> None:
     for binary in ("claude", "gemini", "codex"):
         require_cli(binary)
-    async with running_fake_server() as root:
+    async with running_fake_server(create_demo_model_app()) as root:
         settings = make_settings(
             tmp_path, tool_path=str(CLI_DIR), ollama_host=root, anthropic_api_key="k",
             openai_api_key="k", gemini_api_key="k", openai_compat_base_url=f"{root}/v1")

@@ -31,7 +31,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
-from shoal.testing.fake.wire import (
+from shoal.demo.fake.exchange import DEMO_MODEL, answer, client_left_during, next_id, record
+from shoal.demo.fake.wire import (
     Conversation,
     Message,
     Reply,
@@ -224,21 +225,18 @@ def _minimal_number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
 
 
 async def _models(request: Request) -> Response:
-    from shoal.testing.fake.server import record
 
     record(request, "gemini_models")
     return JSONResponse({"models": [_model_info("")]})
 
 
 async def _model(request: Request) -> Response:
-    from shoal.testing.fake.server import record
 
     record(request, "gemini_models")
     return JSONResponse(_model_info(request.path_params["model"]))
 
 
 def _model_info(name: str) -> dict[str, Any]:
-    from shoal.testing.fake.server import DEMO_MODEL
 
     model = name or DEMO_MODEL
     return {"name": f"models/{model}", "baseModelId": model, "version": "1",
@@ -266,7 +264,6 @@ async def _model_call(request: Request) -> Response:
         return error(400, "`contents` must be a list of {role, parts} objects.")
     conversation = decode(body, model, stream=method == "streamGenerateContent")
     if method == "countTokens":
-        from shoal.testing.fake.server import record
 
         record(request, "gemini_count_tokens", body)
         return JSONResponse({"totalTokens": usage_counts(conversation, Reply())[0]})
@@ -275,7 +272,6 @@ async def _model_call(request: Request) -> Response:
 
 async def _generate(request: Request, conversation: Conversation,
                     body: dict[str, Any]) -> Response:
-    from shoal.testing.fake.server import answer, client_left_during, next_id
 
     reply = await answer(request, conversation, body)
     if reply is None:
@@ -319,7 +315,6 @@ def error(status: int, message: str, *, retry_after: float | None = None) -> Res
 
 def _chunks(reply: Reply, conversation: Conversation, number: int) -> Iterator[dict[str, Any]]:
     """The answer as stream chunks; the last carries the finish reason and the usage."""
-    from shoal.testing.fake.server import DEMO_MODEL
 
     groups: list[list[dict[str, Any]]] = [[{"text": piece}] for piece in pieces(reply.text)]
     calls = [{"functionCall": {"id": c.id or f"call_demo_{number}_{i}", "name": c.name,

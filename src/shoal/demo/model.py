@@ -1,7 +1,7 @@
 """The demo model: the script behind the fake model server, scripted and deterministic.
 
 It is what Shoal runs against when no real model is configured, and what the tests use. The
-server (`shoal.testing.fake`) speaks OpenAI Chat Completions and Responses, Anthropic
+server (`shoal.demo.fake`) speaks OpenAI Chat Completions and Responses, Anthropic
 Messages, Gemini and Ollama; whichever protocol a request came in, this module decides the
 answer from the conversation alone:
 
@@ -54,7 +54,10 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 
-from shoal.testing.demo_files import (
+from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, recorded_requests
+from shoal.demo.fake.server import create_fake_app, running_fake_server, serve_fake_server
+from shoal.demo.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall
+from shoal.demo.files import (
     GENERIC_MODULE,
     GENERIC_TEST,
     GENERIC_TEST_ALONE,
@@ -63,15 +66,6 @@ from shoal.testing.demo_files import (
     SIGNATURE,
     TODO_FILES,
 )
-from shoal.testing.fake.server import (
-    DEMO_MODEL,
-    LABEL,
-    create_fake_app,
-    recorded_requests,
-    running_fake_server,
-    serve_fake_server,
-)
-from shoal.testing.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall
 
 __all__ = ["DEMO_MODEL", "LABEL", "create_demo_model_app", "decide_reply", "recorded_requests",
            "running_demo_model", "serve_demo_model", "task_description"]
@@ -392,12 +386,12 @@ def _summary(steps: list[ToolCall], results: list[str]) -> str:
     return text
 
 
-# ---- the HTTP server (compatibility names; the server lives in shoal.testing.fake) ---------
+# ---- the HTTP server (it lives in shoal.demo.fake) ---------------------------------------
 
 
 def create_demo_model_app() -> Starlette:
     """The demo model as an ASGI app: the fake model server with every protocol."""
-    return create_fake_app()
+    return create_fake_app(decide_reply)
 
 
 @contextlib.asynccontextmanager
@@ -409,10 +403,11 @@ async def running_demo_model(
     The URL ends in `/v1`, ready for `openai.AsyncOpenAI(base_url=…)`. Pass your own `app`
     (from `create_demo_model_app`) to read its recorded requests.
     """
-    async with running_fake_server(app, host=host, port=port) as root:
+    async with running_fake_server(app or create_demo_model_app(), host=host,
+                                   port=port) as root:
         yield f"{root}/v1"
 
 
 async def serve_demo_model(host: str, port: int) -> None:
     """Serve the demo model on `host:port` until cancelled or interrupted (Ctrl-C)."""
-    await serve_fake_server(host, port)
+    await serve_fake_server(create_demo_model_app(), host, port)

@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from shoal.testing.fake.wire import (
+from shoal.demo.fake.exchange import DEMO_MODEL, answer, client_left_during, next_id, record
+from shoal.demo.fake.wire import (
     Conversation,
     Message,
     Reply,
@@ -124,7 +125,6 @@ async def _read_body(request: Request) -> dict[str, Any] | Response:
 
 
 async def _count_tokens(request: Request) -> Response:
-    from shoal.testing.fake.server import record
 
     body = await _read_body(request)
     if isinstance(body, Response):
@@ -135,7 +135,6 @@ async def _count_tokens(request: Request) -> Response:
 
 
 async def _messages(request: Request) -> Response:
-    from shoal.testing.fake.server import answer, client_left_during, next_id
 
     body = await _read_body(request)
     if isinstance(body, Response):
@@ -182,7 +181,6 @@ def _wire_calls(reply: Reply, number: int) -> list[dict[str, Any]]:
 
 
 def _envelope(number: int, model: str) -> dict[str, Any]:
-    from shoal.testing.fake.server import DEMO_MODEL
 
     return {"id": f"msg_demo_{number}", "type": "message", "role": "assistant",
             "model": model or DEMO_MODEL, "content": [], "stop_reason": None,

@@ -13,10 +13,9 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from shoal.engine.answers import AnswerError, parse_judge, parse_review
-from shoal.process import run_command
-from shoal.testing.demo_files import TODO_FILES
-from shoal.testing.demo_model import (
+from shoal.demo.fake.openai_chat import decode
+from shoal.demo.files import TODO_FILES
+from shoal.demo.model import (
     DEMO_MODEL,
     create_demo_model_app,
     decide_reply,
@@ -24,7 +23,8 @@ from shoal.testing.demo_model import (
     running_demo_model,
     task_description,
 )
-from shoal.testing.fake.openai_chat import decode
+from shoal.engine.answers import AnswerError, parse_judge, parse_review
+from shoal.process import run_command
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 CODER = "You are Shoal's coder agent. Role: coder."

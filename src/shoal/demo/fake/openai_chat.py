@@ -15,7 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from shoal.testing.fake.wire import (
+from shoal.demo.fake.exchange import DEMO_MODEL, answer, next_id, record
+from shoal.demo.fake.wire import (
     Conversation,
     Message,
     Reply,
@@ -40,7 +41,6 @@ def routes() -> list[BaseRoute]:
 
 
 async def _models(request: Request) -> Response:
-    from shoal.testing.fake.server import DEMO_MODEL, record
 
     record(request, "openai_models")
     return JSONResponse({"object": "list", "data": [
@@ -76,7 +76,6 @@ def decode(body: dict[str, Any]) -> Conversation:
 
 
 async def _chat_completions(request: Request) -> Response:
-    from shoal.testing.fake.server import answer, next_id
 
     try:
         body = await request.json()
@@ -126,7 +125,6 @@ def _wire_calls(reply: Reply, number: int) -> list[dict[str, Any]]:
 
 
 def _completion(reply: Reply, number: int, usage: dict[str, int], model: str) -> dict[str, Any]:
-    from shoal.testing.fake.server import DEMO_MODEL
 
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
@@ -142,7 +140,6 @@ def _completion(reply: Reply, number: int, usage: dict[str, int], model: str) ->
 
 def _chunks(reply: Reply, number: int, usage: dict[str, int] | None,
             model: str) -> Iterator[str]:
-    from shoal.testing.fake.server import DEMO_MODEL
 
     base = {"id": f"chatcmpl-demo-{number}", "object": "chat.completion.chunk",
             "created": int(time.time()), "model": DEMO_MODEL}

@@ -11,7 +11,9 @@ import ollama
 import pytest
 from starlette.applications import Starlette
 
-from shoal.testing.fake.server import DEMO_MODEL, create_fake_app, request_log, running_fake_server
+from shoal.demo.fake.exchange import DEMO_MODEL, request_log
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 RUN_COMMAND: dict[str, Any] = {
@@ -24,7 +26,7 @@ RUN_COMMAND: dict[str, Any] = {
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

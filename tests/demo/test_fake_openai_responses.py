@@ -11,13 +11,10 @@ import pytest
 from openai.types.responses import FunctionToolParam, ResponseInputParam
 from starlette.applications import Starlette
 
-from shoal.testing.fake.openai_responses import decode
-from shoal.testing.fake.server import (
-    DEMO_MODEL,
-    create_fake_app,
-    request_log,
-    running_fake_server,
-)
+from shoal.demo.fake.exchange import DEMO_MODEL, request_log
+from shoal.demo.fake.openai_responses import decode
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 RUN_COMMAND: FunctionToolParam = {
@@ -30,7 +27,7 @@ RUN_COMMAND: FunctionToolParam = {
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The vendor-neutral conversation every protocol of the fake model server is decoded into.
 
 Each protocol module (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages, Gemini,
-Ollama) decodes a request into a `Conversation`, asks the script (`shoal.testing.demo_model`)
+Ollama) decodes a request into a `Conversation`, asks the script (`shoal.demo.model`)
 for a `Reply`, and encodes that reply in its own wire format. The script thinks in four neutral
 actions — `write_file`, `read_file`, `list_files`, `run_command`, with workspace-relative
 paths — and `fit_calls` turns them into calls of the tools the client actually offered

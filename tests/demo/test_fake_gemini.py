@@ -13,8 +13,10 @@ from google import genai
 from google.genai import errors, types
 from starlette.applications import Starlette
 
-from shoal.testing.fake.gemini import fill_schema
-from shoal.testing.fake.server import create_fake_app, request_log, running_fake_server
+from shoal.demo.fake.exchange import request_log
+from shoal.demo.fake.gemini import fill_schema
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 
 PLANNER = "You are Shoal's planner agent. Role: planner."
 CODER = "You are Shoal's coder agent. Role: coder.\nWorkspace: /work/ws"
@@ -27,7 +29,7 @@ WRITE_FILE = types.FunctionDeclaration(
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

@@ -13,13 +13,10 @@ import pytest
 from anthropic.types import MessageParam, ToolParam
 from starlette.applications import Starlette
 
-from shoal.testing.fake.anthropic import decode
-from shoal.testing.fake.server import (
-    create_fake_app,
-    recorded_requests,
-    request_log,
-    running_fake_server,
-)
+from shoal.demo.fake.anthropic import decode
+from shoal.demo.fake.exchange import recorded_requests, request_log
+from shoal.demo.fake.server import running_fake_server
+from shoal.demo.model import create_demo_model_app
 
 CODER = "You are Shoal's coder agent. Role: coder.\nWorkspace: /work/ws"
 PLANNER = "You are Shoal's planner agent. Role: planner."
@@ -31,7 +28,7 @@ WRITE: ToolParam = {"name": "Write", "description": "Write a file.", "input_sche
 
 @pytest.fixture
 def app() -> Starlette:
-    return create_fake_app()
+    return create_demo_model_app()
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from shoal.testing.fake.openai_chat import error
-from shoal.testing.fake.wire import (
+from shoal.demo.fake.exchange import DEMO_MODEL, answer, client_left_during, next_id
+from shoal.demo.fake.openai_chat import error
+from shoal.demo.fake.wire import (
     Conversation,
     Message,
     Reply,
@@ -89,7 +90,6 @@ def _decode_item(item: dict[str, Any], messages: list[Message]) -> None:
 
 
 async def _responses(request: Request) -> Response:
-    from shoal.testing.fake.server import answer, client_left_during, next_id
 
     try:
         body = await request.json()
@@ -139,7 +139,6 @@ def _items(reply: Reply, number: int) -> list[dict[str, Any]]:
 
 def _response(body: dict[str, Any], number: int, output: list[dict[str, Any]],
               usage: dict[str, Any]) -> dict[str, Any]:
-    from shoal.testing.fake.server import DEMO_MODEL
 
     return {
         "id": f"resp_demo_{number}", "object": "response", "created_at": int(time.time()),

@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from shoal.testing.fake.wire import (
+from shoal.demo.fake.exchange import DEMO_MODEL, answer, client_left_during, record
+from shoal.demo.fake.wire import (
     Conversation,
     Message,
     Reply,
@@ -65,14 +66,12 @@ def _now() -> str:
 
 
 async def _version(request: Request) -> Response:
-    from shoal.testing.fake.server import record
 
     record(request, "ollama_version")
     return JSONResponse({"version": VERSION})
 
 
 async def _tags(request: Request) -> Response:
-    from shoal.testing.fake.server import DEMO_MODEL, record
 
     record(request, "ollama_tags")
     name = f"{DEMO_MODEL}:latest"
@@ -82,7 +81,6 @@ async def _tags(request: Request) -> Response:
 
 async def _show(request: Request) -> Response:
     """Any model name is "installed": the demo model answers for all of them."""
-    from shoal.testing.fake.server import record
 
     body = await _body(request)
     record(request, "ollama_show", body)
@@ -96,7 +94,6 @@ async def _show(request: Request) -> Response:
 
 async def _pull(request: Request) -> Response:
     """Nothing to download: every model name is already there."""
-    from shoal.testing.fake.server import record
 
     body = await _body(request)
     record(request, "ollama_pull", body)
@@ -171,7 +168,6 @@ async def _chat(request: Request) -> Response:
 
 
 async def _generate(request: Request) -> Response:
-    from shoal.testing.fake.server import record
 
     body = await _body(request)
     if not body.get("model"):
@@ -185,7 +181,6 @@ async def _generate(request: Request) -> Response:
 
 async def _respond(request: Request, body: dict[str, Any], conversation: Conversation,
                    lines: _Lines) -> Response:
-    from shoal.testing.fake.server import DEMO_MODEL, answer, client_left_during
 
     reply = await answer(request, conversation, body)
     if reply is None:
