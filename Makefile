@@ -49,12 +49,13 @@ test: setup clis
 test-fast: setup
 	$(PY) -m pytest -q -m "not e2e"
 
-## ruff's rules (line length included) and mypy. No auto-formatter: the house style's compact
+## ruff's rules (line length included), mypy and the import contracts (pyproject.toml). No auto-formatter: the house style's compact
 ## continuation lines keep modules within STYLE's sizes, where `ruff format` would add ~4,300
 ## lines (core.py alone 602 -> 742).
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports
 
 fmt: setup
 	$(VENV)/bin/ruff check --fix src tests benchmarks
