@@ -10,11 +10,12 @@ from typing import Any
 
 from shoal.errors import Unavailable
 from shoal.protocol import TaskResult
-from shoal.runtime.batch import Job
 from shoal.runtime.dispatch import PendingAcks, acknowledge
 from shoal.runtime.fleet import Connection
+from shoal.runtime.jobs import Beat, Result
 
 DEADLINE = 5.0
+NONE: Any = None
 
 
 def _worker(*features: str) -> tuple[Connection, list[dict[str, Any]]]:
@@ -31,9 +32,9 @@ def _worker(*features: str) -> tuple[Connection, list[dict[str, Any]]]:
     return conn, sent
 
 
-def _posted(conn: Connection, accepted: bool = True, reason: str | None = None) -> Job:
+def _posted(conn: Connection, accepted: bool = True, reason: str | None = None) -> Result:
     msg = TaskResult(attempt_id=uuid.uuid4(), fence=1, status="succeeded")
-    job = Job("result", (conn, msg, [], []))
+    job = Result(conn, msg, [], [])
     job.result = lambda: (accepted, reason)
     return job
 
@@ -49,11 +50,11 @@ async def test_acks_are_grouped_per_worker_that_understands_them() -> None:
     undecided.result = None  # never decided: acking it would make the worker drop it
 
     await acknowledge([first, third, failed, second, undecided, fourth,
-                        Job("heartbeat", None)])
+                        Beat(new, NONE)])
 
-    def entry(job: Job) -> dict[str, Any]:
+    def entry(job: Result) -> dict[str, Any]:
         accepted, reason = job.result() if job.result else (None, None)
-        return {"attempt_id": str(job.payload[1].attempt_id), "accepted": accepted,
+        return {"attempt_id": str(job.msg.attempt_id), "accepted": accepted,
                 "reason": reason}
 
     assert [m["type"] for m in new_sent] == ["acks"]
@@ -85,7 +86,7 @@ async def test_acks_of_successive_commits_travel_together() -> None:
     first, second, third = _posted(wc), _posted(wc, False, "ended"), _posted(wc)
     clock = asyncio.get_running_loop().time
     start = clock()
-    pending.add([first, Job("heartbeat", None)])
+    pending.add([first, Beat(NONE, NONE)])
     pending.add([second])
     await _let_loop_run()
     assert sent == [] or clock() - start >= 0.2 * 0.9  # a very slow machine may get there
@@ -96,7 +97,7 @@ async def test_acks_of_successive_commits_travel_together() -> None:
     assert clock() - start >= 0.2 * 0.9  # the loop's timer may fire a hair early
     assert [m["type"] for m in sent] == ["acks"]
     assert [a["attempt_id"] for a in sent[0]["acks"]] == [
-        str(j.payload[1].attempt_id) for j in (first, second, third)]
+        str(j.msg.attempt_id) for j in (first, second, third)]
     assert [a["accepted"] for a in sent[0]["acks"]] == [True, False, True]
 
 
@@ -109,7 +110,7 @@ async def test_waiting_acks_are_sent_when_the_runtime_stops() -> None:
     await _let_loop_run()
     assert sent == []  # a second cannot have passed
     await asyncio.wait_for(pending.flush(), DEADLINE)
-    assert [a["attempt_id"] for a in sent[0]["acks"]] == [str(job.payload[1].attempt_id)]
+    assert [a["attempt_id"] for a in sent[0]["acks"]] == [str(job.msg.attempt_id)]
     assert pending.timer is None
 
 

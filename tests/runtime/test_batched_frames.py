@@ -17,6 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from shoal import admin
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
+from shoal.runtime.jobs import Result
 from tests.e2e.procs import receive_until
 from tests.runtime.harness import login, submit, subtask_detail, task_detail, wait_until
 
@@ -59,7 +60,7 @@ async def test_a_batching_worker_gets_and_gives_one_frame_per_moment(
 
         async def counted(batch: Any, *, retry_alone: bool) -> None:
             nonlocal commits
-            commits += any(job.kind == "result" for job in batch)
+            commits += any(isinstance(job, Result) for job in batch)
             await process(batch, retry_alone=retry_alone)
 
         server.services.runtime._process = counted  # type: ignore[method-assign]

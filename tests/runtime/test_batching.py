@@ -8,14 +8,16 @@ the stand-in for `_process` sets.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
-from shoal.runtime.batch import Job
 from shoal.runtime.core import Runtime
+from shoal.runtime.jobs import Accepted, Beat, Job, Log, Result, Tick
 from tests.conftest import make_settings
 
 DEADLINE = 5.0
+NONE: Any = None  # what the loop itself never reads: it hands jobs to `_process`
 
 
 class Recorder:
@@ -26,7 +28,7 @@ class Recorder:
         self.changed = asyncio.Event()
 
     async def __call__(self, batch: list[Job], *, retry_alone: bool) -> None:
-        self.batches.append([job.kind for job in batch])
+        self.batches.append([type(job).__name__ for job in batch])
         self.changed.set()
 
     async def wait_for(self, count: int) -> None:
@@ -56,12 +58,12 @@ async def test_bookkeeping_waits_for_the_result_that_follows(tmp_path: Path) -> 
     """`task_accepted` alone waits (at most `batch_linger`) and shares the result's commit."""
     runtime, recorder = _runtime(tmp_path, linger=1.0)
     loop = asyncio.create_task(runtime._loop())
-    runtime._post("accepted", None)
+    runtime._post(Accepted(None, uuid.uuid4()))
     await _let_loop_run()
     assert recorder.batches == []  # still lingering: a second cannot have passed
-    runtime._post("result", None)
+    runtime._post(Result(NONE, NONE, [], []))
     await recorder.wait_for(1)
-    assert recorder.batches == [["accepted", "result"]]
+    assert recorder.batches == [["Accepted", "Result"]]
     runtime.stop()
     await asyncio.wait_for(loop, DEADLINE)
 
@@ -72,11 +74,11 @@ async def test_bookkeeping_alone_commits_after_the_linger(tmp_path: Path) -> Non
     clock = asyncio.get_running_loop().time
     loop = asyncio.create_task(runtime._loop())
     posted = clock()
-    runtime._post("heartbeat", None)
-    runtime._post("log", None)
+    runtime._post(Beat(NONE, NONE))
+    runtime._post(Log(None, NONE))
     await recorder.wait_for(1)
     assert clock() - posted >= 0.1 * 0.9  # the loop's timer may fire a hair early
-    assert recorder.batches == [["heartbeat", "log"]]
+    assert recorder.batches == [["Beat", "Log"]]
     runtime.stop()
     await asyncio.wait_for(loop, DEADLINE)
 
@@ -85,11 +87,11 @@ async def test_work_that_others_wait_on_never_lingers(tmp_path: Path) -> None:
     """A result (or a submission, a tick…) is committed at once, with whatever is waiting."""
     runtime, recorder = _runtime(tmp_path, linger=1.0)
     loop = asyncio.create_task(runtime._loop())
-    runtime._post("result", None)
+    runtime._post(Result(NONE, NONE, [], []))
     await _let_loop_run()  # committed within a few turns, not after the linger
-    assert recorder.batches == [["result"]]
-    runtime._post("tick", None)
+    assert recorder.batches == [["Result"]]
+    runtime._post(Tick())
     await _let_loop_run()
-    assert recorder.batches == [["result"], ["tick"]]
+    assert recorder.batches == [["Result"], ["Tick"]]
     runtime.stop()
     await asyncio.wait_for(loop, DEADLINE)

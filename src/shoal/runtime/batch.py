@@ -3,7 +3,6 @@ read connection a batch opens only if memory lacks something."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,26 +18,6 @@ from shoal.engine.step import Decision
 from shoal.events import NewEvent
 from shoal.runtime.fleet import Connection
 from shoal.store.db import Database
-
-
-@dataclass(slots=True)
-class Job:
-    """A request to the runtime loop; `future` (if any) resolves after the commit."""
-
-    kind: str
-    payload: Any
-    future: asyncio.Future[Any] | None = None
-    result: Callable[[], Any] | None = None
-    error: BaseException | None = None
-
-    def settle(self) -> None:
-        """Resolve the future with the job's result or error."""
-        if self.future is None or self.future.done():
-            return
-        if self.error is not None:
-            self.future.set_exception(self.error)
-        else:
-            self.future.set_result(self.result() if self.result else None)
 
 
 class TaskWork:

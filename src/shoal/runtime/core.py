@@ -14,7 +14,7 @@ import contextlib
 import functools
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,7 +50,7 @@ from shoal.protocol import (
     TaskResult,
     WorkerRegister,
 )
-from shoal.runtime.batch import Batch, Job, Reader, TaskWork
+from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.dispatch import (
     PendingAcks,
     cancel_message,
@@ -59,6 +59,23 @@ from shoal.runtime.dispatch import (
     send_to,
 )
 from shoal.runtime.fleet import Connection, Fleet
+from shoal.runtime.jobs import (
+    Accepted,
+    AdoptTasks,
+    Beat,
+    Cancel,
+    Claims,
+    DecideCheckpoint,
+    Disconnect,
+    Job,
+    Log,
+    Register,
+    ReleaseTasks,
+    Result,
+    Submit,
+    Tick,
+    Wake,
+)
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
@@ -107,6 +124,14 @@ class Runtime:
         self._acks = PendingAcks(settings.ack_linger)
         self.metrics = metrics or Metrics()
         self.metrics.watch(self.snapshot_counts, self.fleet.by_state)
+        self._handlers: dict[type[Job], Callable[[Reader, Batch, Any, Context],
+                                                 Awaitable[None]]] = {
+            Submit: self._on_submit, Cancel: self._on_cancel,
+            DecideCheckpoint: self._on_checkpoint, Register: self._on_register,
+            Disconnect: self._on_disconnect, Beat: self._on_heartbeat,
+            Accepted: self._on_accepted, Log: self._on_log, Result: self._on_result,
+            Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
+            ReleaseTasks: self._on_release_tasks, Tick: self._on_tick}
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -128,7 +153,7 @@ class Runtime:
         """Ask the loop to finish what is queued, release this copy's claims and return."""
         self.ready.clear()  # no longer ready for new work (`/readyz`)
         self._stopping.set()
-        self._inbox.put_nowait(Job("noop", None))
+        self._inbox.put_nowait(Wake())
 
     async def _recover(self) -> None:
         """Reconcile what a crash left: claim the unfinished tasks no live copy holds, reload
@@ -149,18 +174,18 @@ class Runtime:
         options: tuple[dict[str, Any], ...] = (),
     ) -> TaskRecord:
         """Store a new task and start it; returns once it is durable."""
-        result: TaskRecord = await self._call("submit", (task, plan, options))
+        result: TaskRecord = await self._call(Submit(task, plan, options))
         return result
 
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
         """Cancel a task of `user_id`; its running attempts are told to stop."""
-        result: TaskRecord = await self._call("cancel", (task_id, user_id))
+        result: TaskRecord = await self._call(Cancel(task_id, user_id))
         return result
 
     async def decide_checkpoint(self, task_id: uuid.UUID, user_id: uuid.UUID,
                                 decision: CheckpointDecision) -> TaskRecord:
         """Apply a person's decision on a pending checkpoint of `user_id`'s task."""
-        result: TaskRecord = await self._call("checkpoint", (task_id, user_id, decision))
+        result: TaskRecord = await self._call(DecideCheckpoint(task_id, user_id, decision))
         return result
 
     # ---- worker-facing ----------------------------------------------------------------------
@@ -170,24 +195,24 @@ class Runtime:
         close: Callable[[int, str], Any],
     ) -> Connection:
         """A worker connected: store it, adopt the attempts it still runs, make it schedulable."""
-        conn: Connection = await self._call("register", (msg, token_id, send, close))
+        conn: Connection = await self._call(Register(msg, token_id, send, close))
         return conn
 
     def disconnect(self, conn: Connection) -> None:
         """A worker's socket closed; its attempts keep their leases until they run out."""
-        self._post("disconnect", conn)
+        self._post(Disconnect(conn))
 
     def heartbeat(self, conn: Connection, hb: Heartbeat) -> None:
         """Renew the leases of the attempts the worker says it runs."""
-        self._post("heartbeat", (conn, hb))
+        self._post(Beat(conn, hb))
 
     def accepted(self, conn: Connection, attempt_id: uuid.UUID) -> None:
         """The worker started an attempt."""
-        self._post("accepted", (conn, attempt_id))
+        self._post(Accepted(conn, attempt_id))
 
     def agent_log(self, conn: Connection, msg: AgentLog) -> None:
         """A line of live output from an attempt."""
-        self._post("log", (conn, msg))
+        self._post(Log(conn, msg))
 
     def post_result(
         self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],
@@ -196,20 +221,20 @@ class Runtime:
         """Apply an attempt's result; the runtime acknowledges it to `conn` once durable,
         together with the other results of that worker the same commit handled. Nothing is
         acknowledged if the commit fails: the worker re-sends after reconnecting."""
-        self._post("result", (conn, msg, manifest, rejected))
+        self._post(Result(conn, msg, manifest, rejected))
 
     # ---- the loop ---------------------------------------------------------------------------
 
-    async def _call(self, kind: str, payload: Any) -> Any:
+    async def _call(self, job: Job) -> Any:
         if self._stopping.is_set():
             raise Unavailable("The control plane is shutting down; try again shortly.",
                               retry_after=5, code="shutting_down")
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbox.put_nowait(Job(kind, payload, fut))
-        return await fut
+        job.future = asyncio.get_running_loop().create_future()
+        self._inbox.put_nowait(job)
+        return await job.future
 
-    def _post(self, kind: str, payload: Any) -> None:
-        self._inbox.put_nowait(Job(kind, payload))
+    def _post(self, job: Job) -> None:
+        self._inbox.put_nowait(job)
 
     async def _loop(self) -> None:
         while not (self._stopping.is_set() and self._inbox.empty()):
@@ -217,7 +242,7 @@ class Runtime:
             self._drain(batch)
             if self.settings.batch_linger > 0 and _deferrable(batch):
                 await self._linger(batch)
-            batch = [j for j in batch if j.kind != "noop"]
+            batch = [j for j in batch if type(j) is not Wake]
             if batch:
                 await self._process(batch, retry_alone=len(batch) > 1)
 
@@ -241,7 +266,7 @@ class Runtime:
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(self.settings.sweep_interval)
-            self._post("tick", None)
+            self._post(Tick())
 
     async def _process(self, batch: list[Job], *, retry_alone: bool) -> None:
         b = Batch(now=self._clock())
@@ -293,8 +318,8 @@ class Runtime:
                 await self._process([job], retry_alone=False)
             return
         for job in batch:
-            if job.kind == "result":
-                await job.payload[0].close(1011, "result not stored; reconnect and resend")
+            if isinstance(job, Result):
+                await job.conn.close(1011, "result not stored; reconnect and resend")
             job.error = job.error or Unavailable(
                 "The control plane could not store this change; try again.", retry_after=1,
             )
@@ -308,8 +333,7 @@ class Runtime:
 
     async def _handle(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
         try:
-            handler = getattr(self, f"_on_{job.kind}")
-            await handler(rd, b, job, ctx)
+            await self._handlers[type(job)](rd, b, job, ctx)
         except ShoalError as exc:
             job.error = exc
 
@@ -326,8 +350,8 @@ class Runtime:
     def _decide(self, b: Batch, work: TaskWork, inp: EngineInput, ctx: Context) -> None:
         b.apply(work, decide(work.state, inp, ctx))
 
-    async def _on_submit(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        task, plan, options = job.payload
+    async def _on_submit(self, rd: Reader, b: Batch, job: Submit, ctx: Context) -> None:
+        task, plan, options = job.task, job.plan, job.options
         b.new_tasks.append(task)
         b.owner, b.owner_expires_at = self._ownership.owner, self._ownership.expires_at(b.now)
         work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
@@ -338,8 +362,8 @@ class Runtime:
         self._decide(b, work, Start(plan=plan, options=options), ctx)
         job.result = lambda: work.state.task
 
-    async def _on_cancel(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        task_id, user_id = job.payload
+    async def _on_cancel(self, rd: Reader, b: Batch, job: Cancel, ctx: Context) -> None:
+        task_id, user_id = job.task_id, job.user_id
         work = await self._work(rd, b, task_id)
         if work.state.task.user_id != user_id:
             raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
@@ -347,17 +371,17 @@ class Runtime:
         job.result = lambda: work.state.task
 
     async def _on_checkpoint(
-        self, rd: Reader, b: Batch, job: Job, ctx: Context
+        self, rd: Reader, b: Batch, job: DecideCheckpoint, ctx: Context
     ) -> None:
-        task_id, user_id, decision = job.payload
+        task_id, user_id, decision = job.task_id, job.user_id, job.decision
         work = await self._work(rd, b, task_id)
         if work.state.task.user_id != user_id:
             raise NotFound(f"No task {task_id}.", details={"task_id": str(task_id)})
         self._decide(b, work, decision, ctx)
         job.result = lambda: work.state.task
 
-    async def _on_register(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        msg, token_id, send, close = job.payload
+    async def _on_register(self, rd: Reader, b: Batch, job: Register, ctx: Context) -> None:
+        msg, token_id, send, close = job.msg, job.token_id, job.send, job.close
         known = await worker_rows.find_worker_id(await rd.conn(), msg.machine_id)
         worker_id = known or uuid.uuid4()
         b.sql.append(functools.partial(worker_rows.save_worker, worker_id=worker_id, msg=msg,
@@ -397,16 +421,16 @@ class Runtime:
                 self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
 
     async def _on_disconnect(
-        self, rd: Reader, b: Batch, job: Job, ctx: Context
+        self, rd: Reader, b: Batch, job: Disconnect, ctx: Context
     ) -> None:
-        wc: Connection = job.payload
+        wc = job.conn
         if self.fleet.remove(wc):
             b.sql.append(functools.partial(worker_rows.set_worker_status,
                                            worker_id=wc.worker_id, status="offline"))
             b.events.append(_worker_event(wc, "offline"))
 
-    async def _on_heartbeat(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        wc, hb = job.payload
+    async def _on_heartbeat(self, rd: Reader, b: Batch, job: Beat, ctx: Context) -> None:
+        wc, hb = job.conn, job.heartbeat
         wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
@@ -420,15 +444,15 @@ class Runtime:
             memory=hb.memory_percent, disk=hb.disk_percent, status=status, now=b.now))
         b.events.append(_worker_event(wc, status))
 
-    async def _on_accepted(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        _wc, aid = job.payload
+    async def _on_accepted(self, rd: Reader, b: Batch, job: Accepted, ctx: Context) -> None:
+        aid = job.attempt_id
         tid = self.memory.attempt_task.get(aid)
         if tid is not None:
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(rd, b, tid), Started(aid), ctx)
 
-    async def _on_log(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        _wc, msg = job.payload
+    async def _on_log(self, rd: Reader, b: Batch, job: Log, ctx: Context) -> None:
+        msg = job.msg
         tid = self.memory.attempt_task.get(msg.attempt_id)
         state = self.memory.states.get(tid) if tid else None
         if state is None or tid is None:
@@ -439,8 +463,8 @@ class Runtime:
             "attempt_id": str(msg.attempt_id), "level": msg.level, "message": msg.message,
         }, task_id=tid, user_id=state.task.user_id))
 
-    async def _on_result(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        wc, msg, manifest, rejected = job.payload
+    async def _on_result(self, rd: Reader, b: Batch, job: Result, ctx: Context) -> None:
+        wc, msg, manifest, rejected = job.conn, job.msg, job.manifest, job.rejected
         wc.running.discard(msg.attempt_id)
         tid = self.memory.attempt_task.get(msg.attempt_id)
         if tid is None:
@@ -469,16 +493,20 @@ class Runtime:
                 now=b.now)))
         job.result = lambda: (True, None)
 
-    async def _on_claims(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_claims(self, rd: Reader, b: Batch, job: Claims, ctx: Context) -> None:
         job.result = self._ownership.renew_in(b)
 
-    async def _on_adopt_tasks(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        await self._ownership.adopt(rd.conn, b, job.payload)
+    async def _on_adopt_tasks(
+        self, rd: Reader, b: Batch, job: AdoptTasks, ctx: Context
+    ) -> None:
+        await self._ownership.adopt(rd.conn, b, job.task_ids)
 
-    async def _on_release_tasks(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
-        self._ownership.drop(b, job.payload)
+    async def _on_release_tasks(
+        self, rd: Reader, b: Batch, job: ReleaseTasks, ctx: Context
+    ) -> None:
+        self._ownership.drop(b, job.task_ids)
 
-    async def _on_tick(self, rd: Reader, b: Batch, job: Job, ctx: Context) -> None:
+    async def _on_tick(self, rd: Reader, b: Batch, job: Tick, ctx: Context) -> None:
         for aid, expires in list(self.memory.leases.items()):
             tid = self.memory.attempt_task.get(aid)
             if expires > b.now or tid is None:
@@ -565,12 +593,9 @@ class Runtime:
         return {**self.memory.counts(), "workers": len(self.fleet)}
 
 
-_BOOKKEEPING = frozenset({"accepted", "log", "heartbeat"})
-
-
 def _deferrable(batch: list[Job]) -> bool:
     """Whether every job in `batch` is bookkeeping no one waits on."""
-    return all(job.kind in _BOOKKEEPING for job in batch)
+    return all(job.bookkeeping for job in batch)
 
 
 def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:

@@ -23,8 +23,8 @@ from shoal.protocol import (
     UpstreamResult,
     frames,
 )
-from shoal.runtime.batch import Job
 from shoal.runtime.fleet import Connection
+from shoal.runtime.jobs import Job, Result
 from shoal.tracing import attempt_traceparent
 from shoal.workflows import workflow_for
 
@@ -157,9 +157,9 @@ async def acknowledge(batch: list[Job]) -> None:
     understands it, single `ack`s to others. A result whose job failed gets none."""
     by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
     for job in batch:
-        if job.kind != "result":
+        if not isinstance(job, Result):
             continue
-        wc, msg = job.payload[0], job.payload[1]
+        wc, msg = job.conn, job.msg
         if job.error is not None or job.result is None:  # kept by the worker, re-sent later
             log.warning("runtime.result_not_stored", attempt=str(msg.attempt_id),
                         error=str(job.error))
@@ -188,7 +188,7 @@ class PendingAcks:
 
     def add(self, batch: list[Job]) -> None:
         """Queue the acks of the results in a committed `batch` (0 linger: send them now)."""
-        self._jobs.extend(job for job in batch if job.kind == "result")
+        self._jobs.extend(job for job in batch if isinstance(job, Result))
         if not self._jobs or self.timer is not None:
             return
         if self.linger <= 0:

@@ -31,6 +31,7 @@ from shoal.errors import Conflict, NotFound, ShoalError, Unavailable
 from shoal.runtime.batch import Batch
 from shoal.runtime.dispatch import cancel_message
 from shoal.runtime.fleet import Fleet
+from shoal.runtime.jobs import AdoptTasks, Claims, Job, ReleaseTasks
 from shoal.runtime.memory import TaskMemory
 from shoal.store.claims import Claim, claim_of, claim_tasks, release_claims, renew_claims
 from shoal.store.db import Database
@@ -132,23 +133,23 @@ class Ownership:
                 if wc is not None:
                     wc.running.add(aid)
 
-    async def keep(self, call: Callable[[str, Any], Awaitable[Any]],
-                   post: Callable[[str, Any], None]) -> None:
-        """Every `claim_interval`, renew and claim through the loop (job `claims`); hand the
-        tasks taken over to job `adopt_tasks` and the tasks lost to job `release_tasks`."""
+    async def keep(self, call: Callable[[Job], Awaitable[Any]],
+                   post: Callable[[Job], None]) -> None:
+        """Every `claim_interval`, renew and claim through the loop (a `Claims` job); hand the
+        tasks taken over to an `AdoptTasks` job and the tasks lost to a `ReleaseTasks` job."""
         while True:
             await asyncio.sleep(self._interval)
             try:
-                renewal: Renewal = await call("claims", None)
+                renewal: Renewal = await call(Claims())
             except ShoalError as exc:
                 if exc.code == "shutting_down":
                     return
                 log.warning("runtime.claims_not_renewed", owner=self.owner, error=exc.message)
                 continue
             if renewal.lost:
-                post("release_tasks", renewal.lost)
+                post(ReleaseTasks(renewal.lost))
             if renewal.taken:
-                post("adopt_tasks", renewal.taken)
+                post(AdoptTasks(renewal.taken))
 
     def renew_in(self, b: Batch) -> Callable[[], Renewal]:
         """Renew this copy's claims and claim orphaned tasks in `b`'s transaction (so that no

@@ -1,0 +1,152 @@
+"""What the runtime loop is asked to do: one typed job per kind of request.
+
+The API and the worker sockets put jobs in the loop's inbox; the loop decides a batch of them,
+commits once, then settles each job's `future` with its `result` or `error`. The loop finds a
+job's handler by its type (`Runtime._handlers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from shoal.engine.inputs import CheckpointDecision
+from shoal.engine.model import TaskRecord
+from shoal.protocol import AgentLog, Heartbeat, TaskResult, WorkerRegister
+
+if TYPE_CHECKING:
+    from shoal.engine import planning
+    from shoal.runtime.fleet import Connection
+
+
+@dataclass(slots=True, kw_only=True)
+class Job:
+    """A request to the runtime loop; `future` (if any) resolves after the commit."""
+
+    future: asyncio.Future[Any] | None = None
+    result: Callable[[], Any] | None = None
+    error: BaseException | None = None
+
+    bookkeeping: ClassVar[bool] = False
+    """No one waits on it: a batch of such jobs alone may linger for the work that follows."""
+
+    def settle(self) -> None:
+        """Resolve the future with the job's result or error."""
+        if self.future is None or self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(self.error)
+        else:
+            self.future.set_result(self.result() if self.result else None)
+
+
+@dataclass(slots=True)
+class Wake(Job):
+    """Nothing to do: wakes the loop (to stop)."""
+
+
+@dataclass(slots=True)
+class Submit(Job):
+    """Store a new task and start it."""
+
+    task: TaskRecord
+    plan: planning.Plan | None = None
+    options: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(slots=True)
+class Cancel(Job):
+    """A user cancels their task."""
+
+    task_id: uuid.UUID
+    user_id: uuid.UUID
+
+
+@dataclass(slots=True)
+class DecideCheckpoint(Job):
+    """A user decides a checkpoint of their task."""
+
+    task_id: uuid.UUID
+    user_id: uuid.UUID
+    decision: CheckpointDecision
+
+
+@dataclass(slots=True)
+class Register(Job):
+    """A worker connected."""
+
+    msg: WorkerRegister
+    token_id: uuid.UUID | None
+    send: Callable[[str], Any]
+    close: Callable[[int, str], Any]
+
+
+@dataclass(slots=True)
+class Disconnect(Job):
+    """A worker's socket closed."""
+
+    conn: Connection
+
+
+@dataclass(slots=True)
+class Beat(Job):
+    """A worker's heartbeat."""
+
+    conn: Connection
+    heartbeat: Heartbeat
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
+class Accepted(Job):
+    """A worker started an attempt."""
+
+    conn: Connection | None
+    attempt_id: uuid.UUID
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
+class Log(Job):
+    """A line of live output from an attempt."""
+
+    conn: Connection | None
+    msg: AgentLog
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
+class Result(Job):
+    """An attempt's result, its files already stored; acknowledged once durable."""
+
+    conn: Connection
+    msg: TaskResult
+    manifest: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Claims(Job):
+    """Renew this copy's task claims and claim orphaned tasks."""
+
+
+@dataclass(slots=True)
+class AdoptTasks(Job):
+    """Load and drive the tasks this copy took over."""
+
+    task_ids: frozenset[uuid.UUID]
+
+
+@dataclass(slots=True)
+class ReleaseTasks(Job):
+    """Drop the tasks another copy took."""
+
+    task_ids: frozenset[uuid.UUID]
+
+
+@dataclass(slots=True)
+class Tick(Job):
+    """The sweeper's turn: expire leases and checkpoint deadlines that have passed."""
