@@ -137,6 +137,8 @@ class StepOptions:
     exclude_workers: tuple[str, ...] | None = None  # reviews: never the author's worker
     pinned_worker: str | None = None  # only this worker may run it
     prefer_worker: str | None = None  # this worker if it can
+    seq: int | None = None  # document steps: this run's place among the task's runs
+    looped: bool = False  # document steps: a loop went back from this run
     tool: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -151,6 +153,10 @@ class StepOptions:
             out["pinned_worker"] = self.pinned_worker
         if self.prefer_worker is not None:
             out["prefer_worker"] = self.prefer_worker
+        if self.seq is not None:
+            out["seq"] = self.seq
+        if self.looped:
+            out["looped"] = True
         if self.correction is not None:
             out["correction"] = self.correction.to_json()
         if self.exclude_workers is not None:
@@ -183,13 +189,18 @@ def _is_strs(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_true(value: Any) -> bool:
+    return value is True
+
+
 def _is_object(value: Any) -> bool:
     return isinstance(value, Mapping)
 
 
 _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
     "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
-    "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str}
+    "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str,
+    "seq": _is_int, "looped": _is_true}
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +221,7 @@ class TaskMeta:
     permissions: Mapping[str, Any] | None = None  # the permission policy of its agents
     quality: bool = True  # whether work steps go through the quality loop
     checkpoint_deadline: Deadline | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # a document workflow's
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -220,24 +232,29 @@ class TaskMeta:
         if self.checkpoint_deadline is not None:
             out[DEADLINE_KEY] = {"seconds": self.checkpoint_deadline.seconds,
                                  "action": self.checkpoint_deadline.action}
+        if self.parameters:
+            out[PARAMETERS_KEY] = dict(self.parameters)
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskMeta:
         permissions = data.get(PERMISSIONS_KEY)
         deadline = data.get(DEADLINE_KEY)
+        parameters = data.get(PARAMETERS_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
             permissions=permissions if isinstance(permissions, Mapping) else None,
             quality=data.get(QUALITY_KEY, "on") != "off",
             checkpoint_deadline=Deadline(float(seconds), str(deadline.get("action", "escalate")))
-            if isinstance(deadline, Mapping) and seconds else None)
+            if isinstance(deadline, Mapping) and seconds else None,
+            parameters=parameters if isinstance(parameters, Mapping) else {})
 
 
 PERMISSIONS_KEY = "shoal.permissions"
 QUALITY_KEY = "shoal.quality"  # "on" (the default) or "off"
 DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
+PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,132 @@
+"""A workflow document, run by the engine with no I/O: runs start when their steps may, prompts
+carry the blackboard, loops go back at most their cap, answers are checked against contracts."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from shoal.engine import graph
+from shoal.engine.inputs import Dispatched, Finished, Start
+from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskMeta, TaskRecord, TaskState
+from shoal.engine.step import Context
+from shoal.errors import InvalidInput
+from shoal.events import EventType
+from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.workflows.document import load_document
+from shoal.workflows.interpreter import DocumentWorkflow
+from tests.workflows.test_document import TRANSLATE
+
+NOW = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)
+APPROVED = json.dumps({"verdict": "APPROVED"})
+REVISE = json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Too literal in line 2."})
+
+
+class Run:
+    """One task of the translate document, decided input by input."""
+
+    def __init__(self, **parameters: object) -> None:
+        self.flow = DocumentWorkflow(load_document(TRANSLATE))
+        task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bonjour tout",
+                          status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
+                          workflow="translate", meta=TaskMeta(parameters=parameters))
+        self.state = TaskState(task=task, subtasks={}, attempts={})
+        self.events: list[tuple[EventType, dict[str, object]]] = []
+        self.decide(Start())
+
+    def decide(self, inp: object) -> None:
+        decision = graph.decide(self.flow, self.state, inp, Context(now=NOW))  # type: ignore[arg-type]
+        self.state = decision.state
+        self.events += [(e.type, dict(e.data)) for e in decision.events]
+
+    def queued(self) -> list[SubtaskRecord]:
+        return [s for s in self.state.subtasks.values() if s.status is SubtaskStatus.QUEUED]
+
+    def answer(self, key: str, text: str) -> SubtaskRecord:
+        """Run the queued run `key` and finish it with `text`."""
+        sub = next(s for s in self.queued() if s.key == key)
+        att = AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=sub.task_id,
+                            worker_id=uuid.uuid4(), fence=sub.attempts + 1, tool="echo",
+                            status=AttemptStatus.DISPATCHED, dispatched_at=NOW)
+        self.decide(Dispatched(att))
+        self.decide(Finished(attempt_id=att.id, status="succeeded", output=text))
+        return self.state.subtasks[sub.id]
+
+    def keys(self) -> list[str]:
+        return [s.key for s in self.queued()]
+
+
+def test_a_revision_round_carries_the_critics_feedback_then_polishes() -> None:
+    run = Run()
+    assert run.keys() == ["translate#1"]
+    first = run.queued()[0]
+    assert "Translate into French" in first.description
+    assert "Bonjour tout" in first.description
+    run.answer("translate#1", "Hello all")
+    critique = run.queued()[0]
+    assert critique.key == "critique#1"
+    assert "Critique this translation: Hello all" in critique.description
+    assert '"NEEDS_REVISION"' in critique.description  # the contract is in the prompt
+    run.answer("critique#1", REVISE)
+    again = run.queued()
+    assert [s.key for s in again] == ["translate#2"]
+    assert "Too literal in line 2." in again[0].description  # the feedback, carried
+    run.answer("translate#2", "Hello everyone")
+    run.answer("critique#2", APPROVED)
+    polish = run.queued()
+    assert [s.key for s in polish] == ["polish#1"]
+    assert "Polish Hello everyone" in polish[0].description  # the latest revision
+    run.answer("polish#1", "Hello, everyone.")
+    assert run.state.task.status is TaskStatus.COMPLETED
+    complete = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
+    assert complete["state"] == {"draft": 2, "feedback": 2, "final_report": 1}
+
+
+def test_with_no_rounds_allowed_the_first_review_is_the_last() -> None:
+    run = Run(max_rounds=0)
+    run.answer("translate#1", "Hello all")
+    run.answer("critique#1", REVISE)
+    assert run.keys() == ["polish#1"]
+    notices = [d["message"] for t, d in run.events if t is EventType.NOTICE]
+    assert any("ran its 0 time(s)" in str(m) for m in notices)
+
+
+def test_the_cap_stops_a_critic_that_never_approves() -> None:
+    run = Run(max_rounds=2)
+    for number in (1, 2, 3):
+        run.answer(f"translate#{number}", f"draft {number}")
+        run.answer(f"critique#{number}", REVISE)
+    assert run.keys() == ["polish#1"]
+
+
+def test_an_answer_off_its_contract_is_sent_back_once_then_fails_the_task() -> None:
+    run = Run()
+    run.answer("translate#1", "Hello all")
+    run.answer("critique#1", "Looks fine to me!")
+    again = run.queued()
+    assert [s.key for s in again] == ["critique#1"]
+    assert again[0].options.repair
+    instructions = run.flow.instructions(run.state.task, again[0], [])
+    assert "did not match the required JSON" in instructions
+    run.answer("critique#1", json.dumps({"verdict": "MAYBE"}))
+    assert run.state.task.status is TaskStatus.FAILED
+    assert "verdict" in (run.state.task.error or "")
+
+
+def test_a_repaired_answer_is_taken() -> None:
+    run = Run()
+    run.answer("translate#1", "Hello all")
+    run.answer("critique#1", "no JSON here")
+    run.answer("critique#1", f"Sure:\n```json\n{APPROVED}\n```")
+    assert run.keys() == ["polish#1"]
+
+
+def test_kinds_not_run_yet_are_refused_up_front() -> None:
+    doc = load_document(TRANSLATE.replace("    kind: agent\n    role: critic",
+                                          "    kind: human\n    question: Is it good?\n"
+                                          "    role: critic", 1))
+    with pytest.raises(InvalidInput, match="human"):
+        DocumentWorkflow(doc)
