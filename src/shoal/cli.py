@@ -10,6 +10,7 @@ import os
 import secrets
 import signal
 import sys
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -226,13 +227,20 @@ def submit(
     quality: Annotated[str, typer.Option(
         help="on | off: evaluation, peer review and checkpoints")] = "on",
     tool: Annotated[list[str] | None, typer.Option(help="Preferred tool (repeatable).")] = None,
+    workflow: Annotated[str, typer.Option(help="Which workflow (shoal workflows).")] = "dag",
+    param: Annotated[list[str] | None, typer.Option(
+        help="A workflow parameter, NAME=VALUE (repeatable; VALUE read as JSON if it "
+             "parses, else as text).")] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a task; with --follow, exit non-zero if it does not complete."""
     from shoal.follow import follow as follow_task
 
     body: dict[str, Any] = {"description": description, "privacy_level": privacy,
-                            "checkpoint_frequency": checkpoints, "quality": quality}
+                            "checkpoint_frequency": checkpoints, "quality": quality,
+                            "workflow": workflow}
+    if param:
+        body["parameters"] = parse_params(param)
     if tool:
         body["tool_preferences"] = tool
     if plan is not None:
@@ -585,6 +593,40 @@ def db_upgrade() -> None:
 
     where = _with_db(noop)
     console.print(f"Database is at the newest schema ({where}).")
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` pairs as a mapping; a VALUE that parses as JSON is taken as JSON."""
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{pair!r}: write NAME=VALUE.", param_hint="--param")
+        try:
+            found[name.strip()] = json.loads(text)
+        except ValueError:
+            found[name.strip()] = text
+    return found
+
+
+@workflows_app.command("list")
+def workflows_list(server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """The workflows this control plane runs."""
+    listed = _client_call(lambda c: c.request("GET", "/api/v1/workflows"), server, token)
+    table = Table("workflow", "description")
+    for flow in listed["workflows"]:
+        table.add_row(flow["name"], flow["description"])
+    console.print(table)
+
+
+@workflows_app.command("show")
+def workflows_show(name: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """One workflow: its description and, for a document, the document."""
+    path = f"/api/v1/workflows/{urllib.parse.quote(name, safe='')}"
+    flow = _client_call(lambda c: c.request("GET", path), server, token)
+    console.print(f"[bold]{flow['name']}[/]: {flow['description']}", highlight=False)
+    if flow.get("document"):
+        console.print_json(data=flow["document"])
 
 
 @workflows_app.command("check")

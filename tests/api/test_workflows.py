@@ -1,8 +1,19 @@
-"""`/api/v1/workflows`: what a task may run, and the schema of workflow documents."""
+"""`/api/v1/workflows` and document workflows submitted through the API, run by a real worker.
+
+The worker's echo tool answers with its instructions, so each role's prompt decides its
+answer: the critic's starts with the draft, which holds a NEEDS_REVISION verdict, so the
+loop goes back until its cap.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -10,33 +21,156 @@ import pytest
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.workflows.document import DocStepKind
-from tests.runtime.harness import login
+from tests.runtime.harness import echo_worker, login, task_detail, wait_until
+
+REVIEW = """\
+name: review
+version: 3
+description: Draft, critique, polish; the critic may send the draft back.
+parameters:
+  max_rounds: {type: integer, default: 1, minimum: 0, maximum: 3}
+  tone: {type: string, default: plain, choices: [plain, formal]}
+roles:
+  writer:
+    prompt: 'Draft {"verdict": "NEEDS_REVISION"} on {query}, {tone}. Feedback: {feedback}'
+    tools: [echo]
+  critic:
+    prompt: 'Critique: {draft}'
+    tools: [echo]
+    output:
+      type: object
+      required: [verdict]
+      properties:
+        verdict: {enum: [APPROVED, NEEDS_REVISION]}
+  editor:
+    prompt: "Polish: {draft}"
+    tools: [echo]
+steps:
+  - {id: write, kind: agent, role: writer, writes: draft}
+  - {id: critique, kind: agent, role: critic, after: [write], writes: verdict}
+  - {id: polish, kind: agent, role: editor, after: [critique], writes: final_report}
+loops:
+  - from: critique
+    to: write
+    when: {entry: verdict, field: verdict, equals: NEEDS_REVISION}
+    max: "{max_rounds}"
+"""
 
 
 @pytest.fixture
 async def server(settings: Settings) -> AsyncIterator[RunningServer]:
+    folder = settings.data_dir / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "review.yaml").write_text(REVIEW)
+    (folder / "broken.yaml").write_text(REVIEW.replace("name: review", "name: broken")
+                                        .replace("kind: agent, role: editor",
+                                                 "kind: agent, role: nobody"))
     async with running_server(settings) as srv:
         yield srv
 
 
+@pytest.fixture
+async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    signed_in = await login(server, settings)
+    try:
+        yield signed_in
+    finally:
+        await signed_in.aclose()
+
+
 async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
-    server: RunningServer, settings: Settings
+    server: RunningServer, client: httpx.AsyncClient
 ) -> None:
     async with httpx.AsyncClient(base_url=server.url) as anon:
         assert (await anon.get("/api/v1/workflows")).status_code == 401
         assert (await anon.get("/api/v1/workflows/schema")).status_code == 401
-    client = await login(server, settings)
-    try:
-        listed = (await client.get("/api/v1/workflows")).json()["workflows"]
-        assert "dag" in [w["name"] for w in listed]
-        dag = await client.get("/api/v1/workflows/dag")
-        assert dag.status_code == 200
-        assert dag.json()["description"]
-        missing = await client.get("/api/v1/workflows/nope")
-        assert missing.status_code == 404
-        assert missing.json()["error"] == "not_found"
-        schema = (await client.get("/api/v1/workflows/schema")).json()
-        assert set(schema["$defs"]["DocStepKind"]["enum"]) == {k.value for k in DocStepKind}
-        assert {"name", "version", "roles", "steps"} <= set(schema["required"])
-    finally:
-        await client.aclose()
+    listed = [w["name"] for w in (await client.get("/api/v1/workflows")).json()["workflows"]]
+    assert listed == ["dag", "review"]  # the broken document is left out
+    dag = (await client.get("/api/v1/workflows/dag")).json()
+    assert dag["description"]
+    assert dag["document"] is None
+    review = (await client.get("/api/v1/workflows/review")).json()
+    assert review["document"]["version"] == 3
+    assert review["document"]["loops"][0]["from"] == "critique"
+    missing = await client.get("/api/v1/workflows/nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "not_found"
+    schema = (await client.get("/api/v1/workflows/schema")).json()
+    assert set(schema["$defs"]["DocStepKind"]["enum"]) == {k.value for k in DocStepKind}
+    assert {"name", "version", "roles", "steps"} <= set(schema["required"])
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"workflow": "nope"}, "workflow"),
+    ({"workflow": "review", "parameters": {"max_rounds": 9}}, "parameters.max_rounds"),
+    ({"workflow": "review", "parameters": {"tone": "angry"}}, "parameters.tone"),
+    ({"workflow": "review", "parameters": {"rounds": 1}}, "parameters.rounds"),
+    ({"workflow": "dag", "parameters": {"max_rounds": 1}}, "parameters"),
+    ({"workflow": "review", "plan": [{"name": "a", "description": "b"}]}, "plan"),
+])
+async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient, body: dict[str, Any],
+    field: str,
+) -> None:
+    async with echo_worker(server, settings):
+        resp = await client.post("/api/v1/tasks", json={"description": "Cats", **body})
+    assert resp.status_code == 422, resp.text
+    assert field in resp.text
+    assert (await client.get("/api/v1/tasks")).json()["tasks"] == []  # nothing half-stored
+
+
+async def test_a_document_workflow_runs_its_loop_to_the_cap_on_a_worker(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    async with echo_worker(server, settings):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Cats", "workflow": "review",
+            "parameters": {"max_rounds": 1, "tone": "formal"}})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
+
+        async def ended() -> dict[str, Any] | None:
+            detail = await task_detail(client, task_id)
+            return detail if detail["status"] in ("completed", "failed") else None
+
+        detail = await wait_until(ended, what="the review task to end")
+    assert detail["status"] == "completed", detail
+    assert detail["workflow"] == "review"
+    keys = sorted(s["key"] for s in detail["subtasks"])
+    assert keys == ["critique#1", "critique#2", "polish#1", "write#1", "write#2"]
+    prompts = {s["key"]: (await client.get(f"/api/v1/subtasks/{s['subtask_id']}")).json()
+               for s in detail["subtasks"]}
+    first, second = prompts["write#1"]["description"], prompts["write#2"]["description"]
+    assert "on Cats, formal. Feedback: " in first
+    assert first.endswith("Feedback: ")
+    assert '"verdict": "NEEDS_REVISION"' in second.split("Feedback: ", 1)[1]  # carried back
+
+
+async def test_the_cli_lists_shows_and_submits_a_document_workflow(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
+           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
+           "SHOAL_DATA_DIR": str(tmp_path / "cli"),
+           "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
+
+    def shoal(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(Path(sys.executable).with_name("shoal")), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    listed = await asyncio.to_thread(shoal, "workflows", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "review" in listed.stdout
+    shown = await asyncio.to_thread(shoal, "workflows", "show", "review")
+    assert shown.returncode == 0, shown.stderr
+    assert '"max_rounds"' in shown.stdout
+    async with echo_worker(server, settings):
+        done = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--param",
+                                       "max_rounds=0", "--param", "tone=formal", "Cats",
+                                       "--follow")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Running the review workflow" in done.stdout
+    refused = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--param",
+                                      "max_rounds=7", "Cats")
+    assert refused.returncode != 0
+    assert "max_rounds" in refused.stdout + refused.stderr

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import structlog
 from fastapi import FastAPI
@@ -30,6 +31,7 @@ from shoal.runtime.core import Runtime
 from shoal.store.db import Database
 from shoal.tracing import Tracing
 from shoal.web.pages import index_html
+from shoal.workflows import Catalog
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +56,22 @@ async def build_services(settings: Settings) -> Services:
     artifacts = ArtifactStore(settings.artifacts_dir)
     runtime = Runtime(settings, db, bus, artifacts)
     return Services(settings=settings, db=db, bus=bus, artifacts=artifacts, runtime=runtime,
-                    limiter=limiter)
+                    limiter=limiter, workflows=load_workflows(settings.data_dir / "workflows"))
+
+
+def load_workflows(folder: Path) -> Catalog:
+    """The built-in workflows and the documents in `folder` (`*.yaml`, `*.yml`); a document
+    that cannot run is left out with a warning naming its file, line and field."""
+    texts = []
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+        try:
+            texts.append((str(path), path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("workflows.unreadable", file=str(path), error=exc.__class__.__name__)
+    catalog, problems = Catalog.from_texts(texts)
+    for problem in problems:
+        log.warning("workflows.skipped", problem=problem)
+    return catalog
 
 
 def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:

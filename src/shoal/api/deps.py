@@ -17,6 +17,7 @@ from shoal.config import Settings
 from shoal.errors import Unauthorized
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
+from shoal.workflows import Catalog
 
 
 @dataclass(slots=True)
@@ -29,6 +30,7 @@ class Services:
     artifacts: ArtifactStore
     runtime: Runtime
     limiter: RateLimiter
+    workflows: Catalog
 
 
 def get_services(request: Request) -> Services:

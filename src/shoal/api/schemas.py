@@ -69,7 +69,8 @@ class TaskCreate(_Strict):
     checkpoint_frequency: Literal["low", "medium", "high"] = "medium"
     privacy_level: Literal["normal", "sensitive"] = "normal"
     tool_preferences: list[ToolName] | None = Field(None, max_length=9)
-    workflow: Literal["dag"] = "dag"
+    workflow: str = Field("dag", pattern=r"^[a-z][a-z0-9_-]{0,39}$")
+    parameters: dict[str, Any] | None = None  # a workflow document's, by name
     requirements: dict[str, Any] | None = None
     plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
     permissions: Permissions | None = None

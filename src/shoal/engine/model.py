@@ -222,6 +222,7 @@ class TaskMeta:
     quality: bool = True  # whether work steps go through the quality loop
     checkpoint_deadline: Deadline | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)  # a document workflow's
+    workflow: Mapping[str, Any] | None = None  # the document the task runs, pinned at submit
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -234,6 +235,8 @@ class TaskMeta:
                                  "action": self.checkpoint_deadline.action}
         if self.parameters:
             out[PARAMETERS_KEY] = dict(self.parameters)
+        if self.workflow is not None:
+            out[WORKFLOW_KEY] = dict(self.workflow)
         return out
 
     @classmethod
@@ -241,6 +244,7 @@ class TaskMeta:
         permissions = data.get(PERMISSIONS_KEY)
         deadline = data.get(DEADLINE_KEY)
         parameters = data.get(PARAMETERS_KEY)
+        workflow = data.get(WORKFLOW_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
@@ -248,13 +252,15 @@ class TaskMeta:
             quality=data.get(QUALITY_KEY, "on") != "off",
             checkpoint_deadline=Deadline(float(seconds), str(deadline.get("action", "escalate")))
             if isinstance(deadline, Mapping) and seconds else None,
-            parameters=parameters if isinstance(parameters, Mapping) else {})
+            parameters=parameters if isinstance(parameters, Mapping) else {},
+            workflow=workflow if isinstance(workflow, Mapping) else None)
 
 
 PERMISSIONS_KEY = "shoal.permissions"
 QUALITY_KEY = "shoal.quality"  # "on" (the default) or "off"
 DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
 PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
+WORKFLOW_KEY = "shoal.workflow"  # the workflow document a task runs, as it was at submit
 
 
 @dataclass(frozen=True, slots=True)

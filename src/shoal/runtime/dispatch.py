@@ -53,7 +53,7 @@ async def execute_message(
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
-        instructions=workflow_for(state.task.workflow).instructions(
+        instructions=workflow_for(state.task).instructions(
             state.task, sub, tools, target=target, files=files,
             guidance=guidance if sub.role == "coder" else ()),
         upstream=await upstream_results(state, sub, artifacts=artifacts,

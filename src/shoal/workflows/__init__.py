@@ -1,30 +1,119 @@
-"""The workflows Shoal runs, by name: each one a `shoal.engine.workflow.Workflow`.
+"""The workflows Shoal runs: `dag` in code, and workflow documents (`document.py`) run by the
+interpreter (`interpreter.py`).
 
-`decide` applies an input to a task's state under the task's own workflow (`task.workflow`).
+A task pins the document it started with (`TaskMeta.workflow`), so editing or removing a
+document never changes a running task. `decide` applies an input to a task's state under the
+task's own workflow.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from shoal.engine import graph
 from shoal.engine.inputs import EngineInput
-from shoal.engine.model import TaskState
+from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import Workflow
 from shoal.errors import InvalidInput
 from shoal.workflows.dag import DagWorkflow
+from shoal.workflows.document import DocumentError, WorkflowDocument, load_document
+from shoal.workflows.interpreter import DocumentWorkflow
 
 REGISTRY: dict[str, Workflow] = {flow.name: flow for flow in (DagWorkflow(),)}
+"""The workflows written in code, by name."""
+
+_PINNED: OrderedDict[Any, DocumentWorkflow] = OrderedDict()  # task id → its document, run
+_PINNED_MAX = 1024
 
 
-def workflow_for(name: str) -> Workflow:
-    """The workflow registered as `name`."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise InvalidInput(f"Unknown workflow {name!r}: use one of {', '.join(REGISTRY)}.",
-                           details={"field": "workflow"}) from None
+def workflow_for(task: TaskRecord) -> Workflow:
+    """The workflow `task` runs: the document it pinned, or one written in code."""
+    if task.meta.workflow is None:
+        flow = REGISTRY.get(task.workflow)
+        if flow is None:
+            raise InvalidInput(f"Unknown workflow {task.workflow!r}.",
+                               details={"field": "workflow"})
+        return flow
+    found = _PINNED.get(task.id)
+    if found is None:
+        found = DocumentWorkflow(WorkflowDocument.model_validate(task.meta.workflow))
+        _PINNED[task.id] = found
+        if len(_PINNED) > _PINNED_MAX:
+            _PINNED.popitem(last=False)
+    return found
 
 
 def decide(state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
     """Apply one input to one task's state, under the task's workflow."""
-    return graph.decide(workflow_for(state.task.workflow), state, inp, ctx)
+    return graph.decide(workflow_for(state.task), state, inp, ctx)
+
+
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """A workflow a task may name: written in code (`document` None) or a document."""
+
+    name: str
+    description: str
+    document: WorkflowDocument | None = None
+
+
+class Catalog:
+    """The workflows offered to users: the code ones and the documents that can run."""
+
+    def __init__(self, documents: Iterable[WorkflowDocument] = ()) -> None:
+        self._offered: dict[str, Offered] = {
+            name: Offered(name, flow.description) for name, flow in REGISTRY.items()}
+        for doc in documents:
+            if doc.name not in self._offered:
+                self._offered[doc.name] = Offered(doc.name, doc.description, doc)
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[tuple[str, str]]) -> tuple[Catalog, list[str]]:
+        """A catalog of the documents in `texts` (source, YAML), and why the others are not
+        in it (file, line, field)."""
+        documents: list[WorkflowDocument] = []
+        problems: list[str] = []
+        for source, text in texts:
+            try:
+                doc = load_document(text, source=source)
+                DocumentWorkflow(doc)  # refuses what the interpreter cannot run yet
+            except (DocumentError, InvalidInput) as exc:
+                problems.append(exc.message)
+                continue
+            if doc.name in REGISTRY or any(d.name == doc.name for d in documents):
+                problems.append(f"{source}: a workflow named '{doc.name}' exists already.")
+                continue
+            documents.append(doc)
+        return cls(documents), problems
+
+    def all(self) -> list[Offered]:
+        return list(self._offered.values())
+
+    def get(self, name: str) -> Offered | None:
+        return self._offered.get(name)
+
+
+def checked_parameters(doc: WorkflowDocument, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every parameter of `doc`: the given value, checked, or the default; `InvalidInput`
+    naming `parameters.<name>` otherwise."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(doc.parameters))
+    if unknown:
+        raise InvalidInput(f"Workflow '{doc.name}' has no parameter '{unknown[0]}'; it has: "
+                           f"{', '.join(doc.parameters) or 'none'}.",
+                           details={"field": f"parameters.{unknown[0]}"})
+    values: dict[str, Any] = {}
+    for name, param in doc.parameters.items():
+        try:
+            values[name] = param.check(given[name]) if name in given else param.default
+        except ValueError as exc:
+            raise InvalidInput(f"parameters.{name}: {exc}.",
+                               details={"field": f"parameters.{name}"}) from None
+    return values
+
+
+__all__ = ["REGISTRY", "Catalog", "Offered", "checked_parameters", "decide", "workflow_for"]

@@ -6,6 +6,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +42,7 @@ from shoal.store import files as file_rows
 from shoal.store import queries
 from shoal.store import workers as worker_rows
 from shoal.store.models import utcnow
+from shoal.workflows import checked_parameters
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
@@ -49,6 +51,19 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
 @router.post("", status_code=201, response_model=TaskCreated)
 async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) -> TaskCreated:
     """Submit a task: stored and started at once; planning runs on a worker."""
+    offered = services.workflows.get(body.workflow)
+    if offered is None:
+        raise InvalidInput(f"No workflow named {body.workflow!r}; see GET /api/v1/workflows.",
+                           details={"field": "workflow"})
+    meta = _meta(body)
+    if offered.document is not None:
+        if body.plan is not None:
+            raise InvalidInput("Only the dag workflow takes a plan.", details={"field": "plan"})
+        meta = replace(meta, parameters=checked_parameters(offered.document, body.parameters),
+                       workflow=offered.document.model_dump(mode="json", by_alias=True))
+    elif body.parameters:
+        raise InvalidInput(f"The {offered.name} workflow takes no parameters.",
+                           details={"field": "parameters"})
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
@@ -60,10 +75,12 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         id=uuid.uuid4(), user_id=user.user_id, description=body.description,
         status=TaskStatus.PENDING, created_at=now, updated_at=now, workflow=body.workflow,
         checkpoint_frequency=body.checkpoint_frequency, privacy_level=body.privacy_level,
-        tool_preferences=tuple(body.tool_preferences or ()), meta=_meta(body),
+        tool_preferences=tuple(body.tool_preferences or ()), meta=meta,
     )
     stored = await services.runtime.submit(task, plan, options)
     message = ("Task submitted successfully. Running your plan..." if plan else
+               f"Task submitted successfully. Running the {offered.name} workflow..."
+               if offered.document is not None else
                "Task submitted successfully. Decomposing into subtasks...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
 

@@ -7,10 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from shoal.api.deps import UserDep
+from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.errors import NotFound
-from shoal.workflows import REGISTRY
 from shoal.workflows.document import WorkflowDocument
 
 router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"],
@@ -18,10 +17,11 @@ router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"],
 
 
 class WorkflowPublic(BaseModel):
-    """A workflow a task may name in `workflow`."""
+    """A workflow a task may name in `workflow`; `document` for one written as data."""
 
     name: str
     description: str
+    document: dict[str, Any] | None = None
 
 
 class WorkflowList(BaseModel):
@@ -29,10 +29,10 @@ class WorkflowList(BaseModel):
 
 
 @router.get("", response_model=WorkflowList)
-async def list_workflows(user: UserDep) -> WorkflowList:
+async def list_workflows(user: UserDep, services: ServicesDep) -> WorkflowList:
     """Every workflow a task may run."""
     return WorkflowList(workflows=[WorkflowPublic(name=w.name, description=w.description)
-                                   for w in REGISTRY.values()])
+                                   for w in services.workflows.all()])
 
 
 @router.get("/schema")
@@ -42,9 +42,12 @@ async def document_schema(user: UserDep) -> dict[str, Any]:
 
 
 @router.get("/{name}", response_model=WorkflowPublic)
-async def get_workflow(name: str, user: UserDep) -> WorkflowPublic:
-    """One workflow, by name."""
-    flow = REGISTRY.get(name)
-    if flow is None:
-        raise NotFound(f"No workflow of that name; there are: {', '.join(REGISTRY)}.")
-    return WorkflowPublic(name=flow.name, description=flow.description)
+async def get_workflow(name: str, user: UserDep, services: ServicesDep) -> WorkflowPublic:
+    """One workflow, by name, with its document if it is written as data."""
+    offered = services.workflows.get(name)
+    if offered is None:
+        raise NotFound("No workflow of that name; GET /api/v1/workflows lists them.")
+    document = (offered.document.model_dump(mode="json", by_alias=True)
+                if offered.document is not None else None)
+    return WorkflowPublic(name=offered.name, description=offered.description,
+                          document=document)
