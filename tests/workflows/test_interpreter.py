@@ -130,3 +130,16 @@ def test_kinds_not_run_yet_are_refused_up_front() -> None:
                                           "    role: critic", 1))
     with pytest.raises(InvalidInput, match="human"):
         DocumentWorkflow(doc)
+
+
+def test_progress_follows_the_steps_done_and_never_goes_back() -> None:
+    run = Run(max_rounds=1)
+    seen = [run.state.task.progress]
+    for key, text in (("translate#1", "a"), ("critique#1", REVISE), ("translate#2", "b"),
+                      ("critique#2", APPROVED)):
+        run.answer(key, text)
+        seen.append(run.state.task.progress)
+    assert seen == sorted(seen)
+    assert seen == [5, 35, 65, 65, 65]
+    run.answer("polish#1", "c")
+    assert run.state.task.progress == 100

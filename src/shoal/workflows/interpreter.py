@@ -72,7 +72,7 @@ class DocumentWorkflow:
                       started_at=step.ctx.now)
         graph.emit_task_update(step)
         self._start_ready(step)
-        graph.update_progress(step)
+        self._progress(step)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
         doc_step = self._step_of(sub)
@@ -92,7 +92,7 @@ class DocumentWorkflow:
                           f"written by '{doc_step.id}'.")
         self._maybe_loop(step, doc_step, sub)
         self._start_ready(step)
-        graph.update_progress(step)
+        self._progress(step)
         graph.complete_task_if_done(self, step)
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
@@ -124,6 +124,16 @@ class DocumentWorkflow:
         return text
 
     # ---- runs -----------------------------------------------------------------------------
+
+    def _progress(self, step: Step) -> None:
+        """5 % for starting, then the share of the document's steps that have completed a run
+        (a loop going back does not take progress back)."""
+        done = {s.key.split("#", 1)[0] for s in step.subtasks.values()
+                if s.status is SubtaskStatus.COMPLETED}
+        progress = 5 + int(90 * len(done) / len(self.doc.steps))
+        if progress > step.task.progress:
+            step.set_task(progress=progress)
+            graph.emit_task_update(step)
 
     def _start_ready(self, step: Step) -> None:
         """Create a run of every step that may start now."""
