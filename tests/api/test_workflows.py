@@ -20,6 +20,8 @@ import pytest
 
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
+from shoal.demo.model import running_demo_model
+from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.workflows.document import DocStepKind
 from tests.runtime.harness import echo_worker, login, task_detail, wait_until
 
@@ -85,7 +87,7 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
         assert (await anon.get("/api/v1/workflows")).status_code == 401
         assert (await anon.get("/api/v1/workflows/schema")).status_code == 401
     listed = [w["name"] for w in (await client.get("/api/v1/workflows")).json()["workflows"]]
-    assert listed == ["dag", "review"]  # the broken document is left out
+    assert listed == ["dag", "pipeline", "review"]  # the broken document is left out
     dag = (await client.get("/api/v1/workflows/dag")).json()
     assert dag["description"]
     assert dag["document"] is None
@@ -174,3 +176,53 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
                                       "max_rounds=7", "Cats")
     assert refused.returncode != 0
     assert "max_rounds" in refused.stdout + refused.stderr
+
+
+@pytest.mark.parametrize("revisions", [1, 0])
+async def test_the_pipeline_researches_in_parallel_and_revises_once(
+    settings: Settings, revisions: int
+) -> None:
+    """Seed 000 on the demo model and two one-slot workers: researchers overlap on both; the
+    reviewer sends the first draft back, with its feedback in the writer's second prompt;
+    with max_revisions=0 the first review is the last."""
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with (echo_worker(srv, settings, name="w1", slots=1,
+                                tools={"openai_compat": tool}),
+                    echo_worker(srv, settings, name="w2", slots=1,
+                                tools={"openai_compat": tool})):
+            await wait_until(lambda: len(srv.services.runtime.fleet) == 2,
+                             what="both workers to connect")
+            client = await login(srv, settings)
+            try:
+                resp = await client.post("/api/v1/tasks", json={
+                    "description": "Cats in cities", "workflow": "pipeline",
+                    "parameters": {"max_revisions": revisions}})
+                assert resp.status_code == 201, resp.text
+                task_id = resp.json()["task_id"]
+
+                async def ended() -> dict[str, Any] | None:
+                    detail = await task_detail(client, task_id)
+                    return detail if detail["status"] in ("completed", "failed") else None
+
+                detail = await wait_until(ended, what="the pipeline to end")
+                subs = {s["key"]: s for s in detail["subtasks"]}
+                second = (await client.get(
+                    f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
+                    if "write#2" in subs else None
+            finally:
+                await client.aclose()
+    assert detail["status"] == "completed", detail
+    research = [subs[f"research#1.{i}"] for i in (1, 2, 3)]
+    assert len({r["assigned_worker_id"] for r in research}) == 2
+    assert any(a["started_at"] < b["completed_at"] and b["started_at"] < a["completed_at"]
+               and a["assigned_worker_id"] != b["assigned_worker_id"]
+               for a in research for b in research if a is not b)
+    if revisions:
+        assert sorted(subs) == ["plan#1", "research#1.1", "research#1.2", "research#1.3",
+                                "review#1", "review#2", "write#1", "write#2"]
+        assert second is not None
+        assert "Add a one-paragraph summary at the top." in second["description"]
+    else:
+        assert sorted(subs) == ["plan#1", "research#1.1", "research#1.2", "research#1.3",
+                                "review#1", "write#1"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,8 @@ REVISE = json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Too literal in li
 class Run:
     """One task of the translate document, decided input by input."""
 
-    def __init__(self, **parameters: object) -> None:
-        self.flow = DocumentWorkflow(load_document(TRANSLATE))
+    def __init__(self, document: str = TRANSLATE, **parameters: object) -> None:
+        self.flow = DocumentWorkflow(load_document(document))
         task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bonjour tout",
                           status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
                           workflow="translate", meta=TaskMeta(parameters=parameters))
@@ -143,3 +144,41 @@ def test_progress_follows_the_steps_done_and_never_goes_back() -> None:
     assert seen == [5, 35, 65, 65, 65]
     run.answer("polish#1", "c")
     assert run.state.task.progress == 100
+
+
+PIPELINE = (Path(__file__).parents[2] / "src/shoal/workflows/builtin/pipeline.yaml").read_text()
+
+
+def test_a_map_step_fans_out_one_run_per_item_and_joins_them() -> None:
+    run = Run(PIPELINE)
+    run.answer("plan#1", json.dumps({"sub_questions": ["Why cats?", "How cats?", "Cats now?"]}))
+    research = run.queued()
+    assert [s.key for s in research] == ["research#1.1", "research#1.2", "research#1.3"]
+    assert [s.name for s in research] == ["research 1", "research 2", "research 3"]
+    assert "Sub-question: How cats?" in research[1].description
+    run.answer("research#1.2", "Purring.")
+    run.answer("research#1.1", "Mice.")
+    assert run.keys() == ["research#1.3"]  # the writer waits for every item
+    run.answer("research#1.3", "Everywhere.")
+    write = run.queued()[0]
+    assert write.key == "write#1"
+    assert '"Mice.",\n "Purring.",\n "Everywhere."' in write.description  # in item order
+    run.answer("write#1", "Draft one")
+    run.answer("review#1", json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Shorter."}))
+    again = run.queued()[0]
+    assert again.key == "write#2"
+    assert "Shorter." in again.description
+    run.answer("write#2", "Draft two")
+    run.answer("review#2", json.dumps({"verdict": "APPROVED", "feedback": "Good."}))
+    assert run.state.task.status is TaskStatus.COMPLETED
+    complete = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
+    assert complete["state"] == {"plan": 1, "research": 1, "draft": 2, "review": 2}
+
+
+def test_a_map_over_no_list_fails_the_task_saying_so() -> None:
+    doc = PIPELINE.replace("type: array\n          minItems: 1", "type: [array, string]\n"
+                           "          minItems: 1")
+    run = Run(doc)
+    run.answer("plan#1", json.dumps({"sub_questions": "just one"}))
+    assert run.state.task.status is TaskStatus.FAILED
+    assert "holds no list" in (run.state.task.error or "")

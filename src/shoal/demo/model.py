@@ -107,13 +107,61 @@ def decide_reply(conversation: Conversation) -> Reply:
         return Reply(fault=Fault("status", 500, f"{LABEL} Scripted failure: the instructions "
                                  "contain [demo:fail]. Remove that marker to get an answer."),
                      delay=delay)
-    reply = _role_reply(turn)
+    pipeline = _PIPELINE.search(text)
+    reply = _pipeline_reply(pipeline.group(1), text) if pipeline else _role_reply(turn)
+    delay = max(delay, reply.delay)
     long = re.search(r"\[demo:long=([0-9]+)\]", text)
     if long and not reply.tool_calls and turn.role in ("planner", "worker"):
         size = min(int(long.group(1)), 5_000_000)
         filler = " ".join(itertools.repeat("lorem", size // 6 + 1))
         reply = Reply(text=(reply.text + "\n" + filler)[:max(size, 1)])
     return Reply(reply.text, reply.tool_calls, fault=_fault(text), delay=delay, pace=pace)
+
+
+# ---- the `pipeline` workflow's roles (src/shoal/workflows/builtin/pipeline.yaml) ------------
+
+_PIPELINE = re.compile(r"Pipeline role:[ \t]*(planner|researcher|writer|reviewer)\b")
+RESEARCH_DELAY = 0.3  # seconds a researcher "thinks": long enough for two to overlap
+REVISED = "Revised after review:"
+
+
+def _pipeline_reply(role: str, text: str) -> Reply:
+    """The script for the pipeline: a plan of three sub-questions, findings for each, a
+    draft the reviewer sends back once, and the revised draft it approves."""
+    request = _line_after(text, "Request:") or "the request"
+    if role == "planner":
+        topic = request.rstrip(".?!")
+        return Reply(text=json.dumps({"sub_questions": [
+            f"What is {topic}?", f"Why does {topic} matter?",
+            f"What is known about {topic} today?"]}))
+    if role == "researcher":
+        question = _line_after(text, "Sub-question:") or "the sub-question"
+        return Reply(text=f"{LABEL} Findings on '{question}': three facts, one source, one "
+                          "open question.", delay=RESEARCH_DELAY)
+    if role == "writer":
+        feedback = text.split("(empty on a first draft):", 1)[-1].strip()
+        report = f"# {request}\n\n{LABEL} A report drawn from the research."
+        if feedback:
+            said = _json_field(feedback, "feedback") or feedback[:200]
+            report = f"{report}\n\n{REVISED} {said}"
+        return Reply(text=report)
+    if REVISED in text:
+        return Reply(text=json.dumps({"verdict": "APPROVED", "feedback": "Clear and complete."}))
+    return Reply(text=json.dumps({"verdict": "NEEDS_REVISION",
+                                  "feedback": "Add a one-paragraph summary at the top."}))
+
+
+def _line_after(text: str, label: str) -> str:
+    found = re.search(rf"^{re.escape(label)}[ \t]*(.+)$", text, flags=re.MULTILINE)
+    return found.group(1).strip() if found else ""
+
+
+def _json_field(text: str, name: str) -> str:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ""
+    return str(value.get(name, "")) if isinstance(value, dict) else ""
 
 
 def _number(text: str, name: str) -> float:

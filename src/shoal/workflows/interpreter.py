@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -42,6 +43,8 @@ from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
 
+_RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value})
+MAX_ITEMS = 50  # the most subtasks one map step fans out to
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
 
@@ -50,7 +53,7 @@ class DocumentWorkflow:
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
-        unsupported = sorted({s.kind.value for s in doc.steps} - {DocStepKind.AGENT.value})
+        unsupported = sorted({s.kind.value for s in doc.steps} - _RUN_KINDS)
         if unsupported:
             raise InvalidInput(f"Workflow '{doc.name}' uses step kinds not run yet: "
                                f"{', '.join(unsupported)}.", details={"field": "steps"})
@@ -87,6 +90,8 @@ class DocumentWorkflow:
                 return
             output = checked
         sub = graph.complete(step, sub, output)
+        if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
+            return  # a map step's round is whole once every item is done
         step.emit(EventType.NOTICE, level="info", subtask_id=str(sub.id),
                   message=f"'{doc_step.entry}' revision {self._revision(step, doc_step)} "
                           f"written by '{doc_step.id}'.")
@@ -142,44 +147,68 @@ class DocumentWorkflow:
                 self._run(step, doc_step, feedback=None)
 
     def _ready(self, step: Step, doc_step: StepDoc) -> bool:
-        runs = self._runs(step, doc_step.id)
-        if runs and runs[-1].status not in TERMINAL_SUBTASK:
+        rounds = self._rounds(step, doc_step.id)
+        if rounds and any(s.status not in TERMINAL_SUBTASK for s in rounds[-1]):
             return False
         if not doc_step.after:
-            return not runs
+            return not rounds
         newest = 0
         for dep in doc_step.after:
-            last = self._runs(step, dep)[-1:]
-            if not last or last[0].status is not SubtaskStatus.COMPLETED or last[0].options.looped:
+            last = self._rounds(step, dep)[-1:]
+            if not last or not _whole(last[0]) or any(s.options.looped for s in last[0]):
                 return False
-            newest = max(newest, last[0].options.seq or 0)
-        return not runs or newest > (runs[-1].options.seq or 0)
+            newest = max(newest, _seq(last[0]))
+        return not rounds or newest > _seq(rounds[-1])
 
-    def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None) -> SubtaskRecord:
-        number = len(self._runs(step, doc_step.id)) + 1
-        seq = 1 + sum(1 for s in step.subtasks.values() if s.options.seq is not None)
+    def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None) -> None:
+        """Start a round of `doc_step`: one run, or one per item for a map step."""
+        number = len(self._rounds(step, doc_step.id)) + 1
+        seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
+        deps = tuple(s.id for dep in doc_step.after for s in self._rounds(step, dep)[-1])
+        if doc_step.kind is not DocStepKind.MAP:
+            self._add(step, doc_step, number, None, seq, deps, feedback or "", "")
+            return
+        assert doc_step.over is not None  # the document check says so
+        entry, _, path = doc_step.over.partition(".")
+        items = self._value(step, entry, path)
+        if not isinstance(items, list) or not items:
+            graph.fail_task(step, f"Step '{doc_step.id}' maps over '{doc_step.over}', which "
+                                  "holds no list of items.")
+            return
+        if len(items) > MAX_ITEMS:
+            step.emit(EventType.NOTICE, level="warning",
+                      message=f"'{doc_step.over}' lists {len(items)} items; step "
+                              f"'{doc_step.id}' takes the first {MAX_ITEMS}.")
+        for i, item in enumerate(items[:MAX_ITEMS], start=1):
+            text = item if isinstance(item, str) else json.dumps(item)
+            self._add(step, doc_step, number, i, seq, deps, feedback or "",
+                      text[:MAX_ENTRY_CHARS])
+
+    def _add(self, step: Step, doc_step: StepDoc, number: int, index: int | None, seq: int,
+             deps: tuple[uuid.UUID, ...], feedback: str, item: str) -> None:
+        """One run: key `step#round` (`step#round.item` for a map step's item)."""
+        key = f"{doc_step.id}#{number}" + (f".{index}" if index is not None else "")
+        name = doc_step.id + (f" {index}" if index is not None else "") + (
+            f" (round {number})" if number > 1 else "")
         role = self.doc.roles[doc_step.role] if doc_step.role else None
-        prompt = self._render(step, role.prompt if role else "", feedback or "")
+        prompt = self._render(step, role.prompt if role else "", feedback, item)
         if role is not None and role.output is not None:
             prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
                        + json.dumps(role.output, indent=1))
-        deps = tuple(self._runs(step, dep)[-1].id for dep in doc_step.after)
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id, key=f"{doc_step.id}#{number}",
-            role=doc_step.role or doc_step.id, kind=StepKind.AGENT,
-            name=doc_step.id if number == 1 else f"{doc_step.id} (round {number})",
+            id=step.ctx.new_id(), task_id=step.task.id, key=key,
+            role=doc_step.role or doc_step.id, kind=StepKind.AGENT, name=name,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=deps, options=StepOptions(seq=seq),
             recommended_tool=role.tools[0] if role and role.tools else None,
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
-        return sub
 
     def _maybe_loop(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         for loop in self._loops_from.get(doc_step.id, ()):
             target = self._steps[loop.to]
-            done = len(self._runs(step, target.id)) - 1
+            done = len(self._rounds(step, target.id)) - 1
             cap = self._cap(step.task, loop)
             if not self._holds(step, loop):
                 continue
@@ -188,7 +217,8 @@ class DocumentWorkflow:
                           message=f"'{loop.source}' asked to go back to '{loop.to}' again, but "
                                   f"the loop ran its {cap} time(s); going on.")
                 continue
-            step.set_subtask(sub, options=replace(sub.options, looped=True))
+            for run in self._round(step, sub):
+                step.set_subtask(run, options=replace(run.options, looped=True))
             carried = self._entry(step, loop.carry or loop.when.entry, "")
             self._run(step, target, feedback=carried)
             return
@@ -204,30 +234,39 @@ class DocumentWorkflow:
 
     # ---- the blackboard -------------------------------------------------------------------
 
-    def _runs(self, step: Step, step_id: str) -> list[SubtaskRecord]:
-        """The runs of a step, oldest first."""
+    def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
+        """The rounds of a step, oldest first: each its run, or its runs one per item."""
         prefix = f"{step_id}#"
-        runs = [s for s in step.subtasks.values() if s.key.startswith(prefix)]
-        return sorted(runs, key=lambda s: s.options.seq or 0)
+        by_seq: dict[int, list[SubtaskRecord]] = {}
+        for s in step.subtasks.values():
+            if s.key.startswith(prefix):
+                by_seq.setdefault(s.options.seq or 0, []).append(s)
+        return [sorted(by_seq[seq], key=_item_order) for seq in sorted(by_seq)]
 
-    def _latest(self, step: Step, entry: str) -> SubtaskRecord | None:
+    def _round(self, step: Step, sub: SubtaskRecord) -> list[SubtaskRecord]:
+        """The runs of the round `sub` belongs to."""
+        prefix = sub.key.split("#", 1)[0] + "#"
+        return [s for s in step.subtasks.values()
+                if s.key.startswith(prefix) and s.options.seq == sub.options.seq]
+
+    def _latest(self, step: Step, entry: str) -> list[SubtaskRecord] | None:
         writer = self._writer.get(entry)
         if writer is None:
             return None
-        done = [s for s in self._runs(step, writer.id) if s.status is SubtaskStatus.COMPLETED]
-        return done[-1] if done else None
+        whole = [r for r in self._rounds(step, writer.id) if _whole(r)]
+        return whole[-1] if whole else None
 
     def _revision(self, step: Step, doc_step: StepDoc) -> int:
-        return sum(1 for s in self._runs(step, doc_step.id)
-                   if s.status is SubtaskStatus.COMPLETED)
+        return sum(1 for r in self._rounds(step, doc_step.id) if _whole(r))
 
     def _value(self, step: Step, entry: str, path: str) -> Any:
         """An entry's latest revision: its checked answer if it has one, else its text; or a
         field of the answer along `path` (`verdict`, `a.b`)."""
         latest = self._latest(step, entry)
-        if latest is None or latest.output is None:
+        if latest is None:
             return None
-        value: Any = latest.output.parsed if latest.output.answers else latest.output.text
+        values = [_answer(s) for s in latest]
+        value: Any = values if self._writer[entry].kind is DocStepKind.MAP else values[0]
         for part in filter(None, path.split(".")):
             value = value.get(part) if isinstance(value, Mapping) else None
         return value
@@ -244,13 +283,15 @@ class DocumentWorkflow:
             return task.meta.parameters[name]
         return self.doc.parameters[name].default
 
-    def _render(self, step: Step, template: str, feedback: str) -> str:
+    def _render(self, step: Step, template: str, feedback: str, item: str) -> str:
         def fill(match: re.Match[str]) -> str:
             name, path = match.group(1), match.group(2).lstrip(".")
             if name == "query":
                 return step.task.description
             if name == "feedback":
                 return feedback
+            if name == "item":
+                return item
             if name in self.doc.parameters:
                 return str(self._parameter(step.task, name))
             if name in self._writer:
@@ -283,6 +324,25 @@ class DocumentWorkflow:
         graph.fail_task(step, f"Step '{sub.name}' answered twice without matching its "
                               f"contract: {problem}")
         return None
+
+
+def _whole(runs: list[SubtaskRecord]) -> bool:
+    return all(s.status is SubtaskStatus.COMPLETED for s in runs)
+
+
+def _seq(runs: list[SubtaskRecord]) -> int:
+    return runs[0].options.seq or 0
+
+
+def _item_order(sub: SubtaskRecord) -> int:
+    _, _, item = sub.key.partition(".")
+    return int(item) if item.isdigit() else 0
+
+
+def _answer(sub: SubtaskRecord) -> Any:
+    if sub.output is None:
+        return None
+    return sub.output.parsed if sub.output.answers else sub.output.text
 
 
 def _contract_problem(text: str, contract: Mapping[str, Any]) -> str | None:
