@@ -12,7 +12,10 @@ target runs again (at most `max` times) with the carried entry as `{feedback}`, 
 after the looping one wait for the next round. The task completes when nothing runs and
 nothing more may start.
 
-This first interpreter runs `agent` steps; documents with other kinds are checked but not run.
+A `map` step's round is one run per item of an earlier entry's list (`over: plan.sub_questions`,
+each prompt naming its `{item}`), run in parallel; its entry is the list of their answers, in
+item order, once every item is done. This interpreter runs `agent` and `map` steps; documents
+with other kinds are checked but not run yet.
 """
 
 from __future__ import annotations
