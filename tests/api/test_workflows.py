@@ -117,7 +117,8 @@ async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
     async with echo_worker(server, settings):
         resp = await client.post("/api/v1/tasks", json={"description": "Cats", **body})
     assert resp.status_code == 422, resp.text
-    assert field in resp.text
+    assert resp.json()["error"] == "validation_error"
+    assert [d["field"] for d in resp.json()["details"]] == [field]
     assert (await client.get("/api/v1/tasks")).json()["tasks"] == []  # nothing half-stored
 
 

@@ -103,15 +103,15 @@ def checked_parameters(doc: WorkflowDocument, given: Mapping[str, Any] | None) -
     given = dict(given or {})
     unknown = sorted(set(given) - set(doc.parameters))
     if unknown:
-        raise InvalidInput(f"Workflow '{doc.name}' has no parameter '{unknown[0]}'; it has: "
-                           f"{', '.join(doc.parameters) or 'none'}.",
+        raise InvalidInput(f"workflow '{doc.name}' has no parameter '{unknown[0]}'; it has: "
+                           f"{', '.join(doc.parameters) or 'none'}",
                            details={"field": f"parameters.{unknown[0]}"})
     values: dict[str, Any] = {}
     for name, param in doc.parameters.items():
         try:
             values[name] = param.check(given[name]) if name in given else param.default
         except ValueError as exc:
-            raise InvalidInput(f"parameters.{name}: {exc}.",
+            raise InvalidInput(str(exc),
                                details={"field": f"parameters.{name}"}) from None
     return values
 

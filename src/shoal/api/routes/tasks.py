@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -53,17 +54,20 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     """Submit a task: stored and started at once; planning runs on a worker."""
     offered = services.workflows.get(body.workflow)
     if offered is None:
-        raise InvalidInput(f"No workflow named {body.workflow!r}; see GET /api/v1/workflows.",
-                           details={"field": "workflow"})
+        raise _invalid("workflow", f"no workflow named {body.workflow!r}; GET "
+                                   "/api/v1/workflows lists them")
     meta = _meta(body)
     if offered.document is not None:
         if body.plan is not None:
-            raise InvalidInput("Only the dag workflow takes a plan.", details={"field": "plan"})
-        meta = replace(meta, parameters=checked_parameters(offered.document, body.parameters),
+            raise _invalid("plan", "only the dag workflow takes a plan")
+        try:
+            parameters = checked_parameters(offered.document, body.parameters)
+        except InvalidInput as exc:
+            raise _invalid(str(exc.details["field"]), exc.message) from None
+        meta = replace(meta, parameters=parameters,
                        workflow=offered.document.model_dump(mode="json", by_alias=True))
     elif body.parameters:
-        raise InvalidInput(f"The {offered.name} workflow takes no parameters.",
-                           details={"field": "parameters"})
+        raise _invalid("parameters", f"the {offered.name} workflow takes no parameters")
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
@@ -83,6 +87,12 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
                if offered.document is not None else
                "Task submitted successfully. Decomposing into subtasks...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
+
+
+def _invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 in the shape of every validation error: `details` names the field."""
+    return RequestValidationError([{"loc": ("body", *field.split(".")), "msg": message,
+                                    "type": "value_error"}])
 
 
 def _meta(body: TaskCreate) -> TaskMeta:
