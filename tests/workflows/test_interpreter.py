@@ -182,3 +182,4 @@ def test_a_map_over_no_list_fails_the_task_saying_so() -> None:
     run.answer("plan#1", json.dumps({"sub_questions": "just one"}))
     assert run.state.task.status is TaskStatus.FAILED
     assert "holds no list" in (run.state.task.error or "")
+    assert run.queued() == []  # nothing more starts on an ended task

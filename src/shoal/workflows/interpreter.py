@@ -43,7 +43,7 @@ from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
-from shoal.states import TERMINAL_SUBTASK, SubtaskStatus, TaskStatus, transition
+from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
 
 _RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value})
@@ -139,13 +139,15 @@ class DocumentWorkflow:
         done = {s.key.split("#", 1)[0] for s in step.subtasks.values()
                 if s.status is SubtaskStatus.COMPLETED}
         progress = 5 + int(90 * len(done) / len(self.doc.steps))
-        if progress > step.task.progress:
+        if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
             step.set_task(progress=progress)
             graph.emit_task_update(step)
 
     def _start_ready(self, step: Step) -> None:
-        """Create a run of every step that may start now."""
+        """Create a round of every step that may start now (none once the task has ended)."""
         for doc_step in self.doc.steps:
+            if step.task.status in TERMINAL_TASK:
+                return
             if self._ready(step, doc_step):
                 self._run(step, doc_step, feedback=None)
 
