@@ -29,6 +29,7 @@ class EventType(StrEnum):
     TASK_CANCELLED = "task_cancelled"
     AGENT_LOG = "agent_log"
     NOTICE = "notice"  # something a person should know: planner fallback, rejected files
+    STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,6 +208,12 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
 
                 detail = await wait_until(ended, what="the pipeline to end")
                 subs = {s["key"]: s for s in detail["subtasks"]}
+                state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
+                other = await login(srv, settings, name="bob")
+                try:
+                    hidden = await other.get(f"/api/v1/tasks/{task_id}/state")
+                finally:
+                    await other.aclose()
                 second = (await client.get(
                     f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
                     if "write#2" in subs else None
@@ -219,6 +225,18 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
     assert any(a["started_at"] < b["completed_at"] and b["started_at"] < a["completed_at"]
                and a["assigned_worker_id"] != b["assigned_worker_id"]
                for a in research for b in research if a is not b)
+    assert hidden.status_code == 404
+    entries = state["entries"]
+    assert state["workflow"] == "pipeline"
+    assert entries["plan"][0]["value"]["sub_questions"][0] == "What is Cats in cities?"
+    assert [len(r["value"]) for r in entries["research"]] == [3]
+    assert all("Findings on" in v for v in entries["research"][0]["value"])
+    assert [r["revision"] for r in entries["draft"]] == list(range(1, revisions + 2))
+    assert entries["review"][0]["value"]["verdict"] == "NEEDS_REVISION"
+    if revisions:
+        assert entries["review"][-1]["value"]["verdict"] == "APPROVED"
+        assert "Revised after review: Add a one-paragraph summary" in \
+            entries["draft"][-1]["value"]
     if revisions:
         assert sorted(subs) == ["plan#1", "research#1.1", "research#1.2", "research#1.3",
                                 "review#1", "review#2", "write#1", "write#2"]

@@ -18,7 +18,7 @@ from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows.document import load_document
-from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.interpreter import DocumentWorkflow, blackboard
 from tests.workflows.test_document import TRANSLATE
 
 NOW = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)
@@ -173,6 +173,14 @@ def test_a_map_step_fans_out_one_run_per_item_and_joins_them() -> None:
     assert run.state.task.status is TaskStatus.COMPLETED
     complete = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
     assert complete["state"] == {"plan": 1, "research": 1, "draft": 2, "review": 2}
+    updates = [(d["entry"], d["revision"]) for t, d in run.events
+               if t is EventType.STATE_UPDATE]
+    assert updates == [("plan", 1), ("research", 1), ("draft", 1), ("review", 1), ("draft", 2),
+                       ("review", 2)]
+    board = blackboard(run.flow.doc, run.state.subtasks.values())
+    assert board["research"][0]["value"] == ["Mice.", "Purring.", "Everywhere."]
+    assert [r["value"] for r in board["draft"]] == ["Draft one", "Draft two"]
+    assert board["review"][1]["value"] == {"verdict": "APPROVED", "feedback": "Good."}
 
 
 def test_a_map_over_no_list_fails_the_task_saying_so() -> None:

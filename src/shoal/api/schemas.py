@@ -154,6 +154,25 @@ class TaskSummary(BaseModel):
     created_at: datetime
 
 
+class StateRevision(BaseModel):
+    """One revision of a blackboard entry: what a step's round wrote."""
+
+    revision: int
+    step: str
+    value: Any
+    subtask_ids: list[uuid.UUID]
+    completed_at: datetime | None
+
+
+class TaskStateView(BaseModel):
+    """`GET /api/v1/tasks/{id}/state`: a document workflow's blackboard, every revision of
+    every entry (empty for the `dag` workflow, which keeps none)."""
+
+    task_id: uuid.UUID
+    workflow: str
+    entries: dict[str, list[StateRevision]]
+
+
 class TaskDetail(TaskSummary):
     """`GET /api/v1/tasks/{id}`."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +50,7 @@ _RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value})
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
+PREVIEW_CHARS = 2_000  # of an entry in its `state_update` event (the whole: GET …/state)
 
 
 class DocumentWorkflow:
@@ -95,9 +96,12 @@ class DocumentWorkflow:
         sub = graph.complete(step, sub, output)
         if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
             return  # a map step's round is whole once every item is done
-        step.emit(EventType.NOTICE, level="info", subtask_id=str(sub.id),
-                  message=f"'{doc_step.entry}' revision {self._revision(step, doc_step)} "
-                          f"written by '{doc_step.id}'.")
+        runs = self._round(step, sub)
+        value = self._entry(step, doc_step.entry, "")
+        step.emit(EventType.STATE_UPDATE, entry=doc_step.entry, step=doc_step.id,
+                  revision=self._revision(step, doc_step),
+                  subtask_ids=[str(r.id) for r in sorted(runs, key=_item_order)],
+                  preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
         self._maybe_loop(step, doc_step, sub)
         self._start_ready(step)
         self._progress(step)
@@ -240,13 +244,7 @@ class DocumentWorkflow:
     # ---- the blackboard -------------------------------------------------------------------
 
     def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
-        """The rounds of a step, oldest first: each its run, or its runs one per item."""
-        prefix = f"{step_id}#"
-        by_seq: dict[int, list[SubtaskRecord]] = {}
-        for s in step.subtasks.values():
-            if s.key.startswith(prefix):
-                by_seq.setdefault(s.options.seq or 0, []).append(s)
-        return [sorted(by_seq[seq], key=_item_order) for seq in sorted(by_seq)]
+        return _rounds_in(step.subtasks.values(), step_id)
 
     def _round(self, step: Step, sub: SubtaskRecord) -> list[SubtaskRecord]:
         """The runs of the round `sub` belongs to."""
@@ -270,8 +268,7 @@ class DocumentWorkflow:
         latest = self._latest(step, entry)
         if latest is None:
             return None
-        values = [_answer(s) for s in latest]
-        value: Any = values if self._writer[entry].kind is DocStepKind.MAP else values[0]
+        value = _entry_value(self._writer[entry], latest)
         for part in filter(None, path.split(".")):
             value = value.get(part) if isinstance(value, Mapping) else None
         return value
@@ -329,6 +326,41 @@ class DocumentWorkflow:
         graph.fail_task(step, f"Step '{sub.name}' answered twice without matching its "
                               f"contract: {problem}")
         return None
+
+
+def blackboard(doc: WorkflowDocument,
+               subtasks: Iterable[SubtaskRecord]) -> dict[str, list[dict[str, Any]]]:
+    """Every entry of a task's blackboard with each of its revisions, oldest first: the value
+    (a checked answer, the text, or for a map step the list of its items' values), the step
+    and runs that wrote it, and when the last of them completed."""
+    subs = list(subtasks)
+    entries: dict[str, list[dict[str, Any]]] = {}
+    for doc_step in doc.steps:
+        whole = [r for r in _rounds_in(subs, doc_step.id) if _whole(r)]
+        if not whole:
+            continue
+        entries[doc_step.entry] = [
+            {"revision": n, "step": doc_step.id, "value": _entry_value(doc_step, runs),
+             "subtask_ids": [str(r.id) for r in runs],
+             "completed_at": max((r.completed_at for r in runs if r.completed_at),
+                                 default=None)}
+            for n, runs in enumerate(whole, start=1)]
+    return entries
+
+
+def _rounds_in(subtasks: Iterable[SubtaskRecord], step_id: str) -> list[list[SubtaskRecord]]:
+    """The rounds of a step, oldest first: each its run, or its runs one per item."""
+    prefix = f"{step_id}#"
+    by_seq: dict[int, list[SubtaskRecord]] = {}
+    for s in subtasks:
+        if s.key.startswith(prefix):
+            by_seq.setdefault(s.options.seq or 0, []).append(s)
+    return [sorted(by_seq[seq], key=_item_order) for seq in sorted(by_seq)]
+
+
+def _entry_value(doc_step: StepDoc, runs: list[SubtaskRecord]) -> Any:
+    values = [_answer(s) for s in runs]
+    return values if doc_step.kind is DocStepKind.MAP else values[0]
 
 
 def _whole(runs: list[SubtaskRecord]) -> bool:

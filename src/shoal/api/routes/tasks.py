@@ -22,12 +22,14 @@ from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
 from shoal.api.schemas import (
+    StateRevision,
     SubtaskSummary,
     TaskCancelled,
     TaskCreate,
     TaskCreated,
     TaskDetail,
     TaskPage,
+    TaskStateView,
     TaskSummary,
     Usage,
 )
@@ -42,8 +44,11 @@ from shoal.states import TaskStatus
 from shoal.store import files as file_rows
 from shoal.store import queries
 from shoal.store import workers as worker_rows
+from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
 from shoal.workflows import checked_parameters
+from shoal.workflows.document import WorkflowDocument
+from shoal.workflows.interpreter import blackboard
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
@@ -140,6 +145,20 @@ async def list_tasks(
             conn, user_id=user.user_id, status=status.value if status else None,
             limit=limit, offset=offset)
     return TaskPage(tasks=[_summary(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{task_id}/state", response_model=TaskStateView)
+async def get_task_state(task_id: str, user: UserDep, services: ServicesDep) -> TaskStateView:
+    """A document workflow's blackboard: each entry's revisions, oldest first."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        subs = [subtask_from_row(s) for s in await queries.task_subtasks(conn, row.id)]
+    task = task_from_row(row)
+    entries = ({} if task.meta.workflow is None else
+               blackboard(WorkflowDocument.model_validate(task.meta.workflow), subs))
+    return TaskStateView(task_id=task.id, workflow=task.workflow,
+                         entries={name: [StateRevision(**r) for r in revisions]
+                                  for name, revisions in entries.items()})
 
 
 @router.get("/{task_id}", response_model=TaskDetail)
