@@ -109,6 +109,9 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
     ({"workflow": "review", "parameters": {"rounds": 1}}, "parameters.rounds"),
     ({"workflow": "dag", "parameters": {"max_rounds": 1}}, "parameters"),
     ({"workflow": "review", "plan": [{"name": "a", "description": "b"}]}, "plan"),
+    ({"workflow": "pipeline", "skip": ["review", "write"]}, "skip.1"),
+    ({"workflow": "pipeline", "skip": ["nowhere"]}, "skip.0"),
+    ({"workflow": "dag", "skip": ["review"]}, "skip"),
 ])
 async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient, body: dict[str, Any],
@@ -177,6 +180,32 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
                                       "max_rounds=7", "Cats")
     assert refused.returncode != 0
     assert "max_rounds" in refused.stdout + refused.stderr
+
+
+async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
+    settings: Settings,
+) -> None:
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
+            client = await login(srv, settings)
+            try:
+                resp = await client.post("/api/v1/tasks", json={
+                    "description": "Cats in cities", "workflow": "pipeline",
+                    "skip": ["review"]})
+                assert resp.status_code == 201, resp.text
+                task_id = resp.json()["task_id"]
+
+                async def ended() -> dict[str, Any] | None:
+                    detail = await task_detail(client, task_id)
+                    return detail if detail["status"] in ("completed", "failed") else None
+
+                detail = await wait_until(ended, what="the pipeline to end")
+            finally:
+                await client.aclose()
+    assert detail["status"] == "completed", detail
+    assert sorted(s["key"] for s in detail["subtasks"]) == [
+        "plan#1", "research#1.1", "research#1.2", "research#1.3", "write#1"]
 
 
 @pytest.mark.parametrize("revisions", [1, 0])

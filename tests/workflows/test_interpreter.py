@@ -29,11 +29,12 @@ REVISE = json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Too literal in li
 class Run:
     """One task of the translate document, decided input by input."""
 
-    def __init__(self, document: str = TRANSLATE, **parameters: object) -> None:
+    def __init__(self, document: str = TRANSLATE, *, skip: frozenset[str] = frozenset(),
+                 **parameters: object) -> None:
         self.flow = DocumentWorkflow(load_document(document))
         task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bonjour tout",
                           status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
-                          workflow="translate", meta=TaskMeta(parameters=parameters))
+                          workflow="translate", meta=TaskMeta(parameters=parameters, skip=skip))
         self.state = TaskState(task=task, subtasks={}, attempts={})
         self.events: list[tuple[EventType, dict[str, object]]] = []
         self.decide(Start())
@@ -191,3 +192,16 @@ def test_a_map_over_no_list_fails_the_task_saying_so() -> None:
     assert run.state.task.status is TaskStatus.FAILED
     assert "holds no list" in (run.state.task.error or "")
     assert run.queued() == []  # nothing more starts on an ended task
+
+
+def test_a_skipped_step_never_runs_and_its_dependents_wait_for_what_it_waited_for() -> None:
+    run = Run(skip=frozenset({"critique"}))
+    run.answer("translate#1", "Hello all")
+    polish = run.queued()
+    assert [s.key for s in polish] == ["polish#1"]  # after translate, critique being off
+    translate = next(s for s in run.state.subtasks.values() if s.key == "translate#1")
+    assert polish[0].dependencies == (translate.id,)
+    assert "Polish Hello all using " in polish[0].description  # {feedback.feedback}: nothing
+    run.answer("polish#1", "Hello, all.")
+    assert run.state.task.status is TaskStatus.COMPLETED
+    assert not any(s.key.startswith("critique") for s in run.state.subtasks.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -71,6 +71,8 @@ class TaskCreate(_Strict):
     tool_preferences: list[ToolName] | None = Field(None, max_length=9)
     workflow: str = Field("dag", pattern=r"^[a-z][a-z0-9_-]{0,39}$")
     parameters: dict[str, Any] | None = None  # a workflow document's, by name
+    skip: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]] | None = Field(
+        None, max_length=50)  # a workflow document's optional steps to switch off
     requirements: dict[str, Any] | None = None
     plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
     permissions: Permissions | None = None

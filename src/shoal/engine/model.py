@@ -223,6 +223,7 @@ class TaskMeta:
     checkpoint_deadline: Deadline | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)  # a document workflow's
     workflow: Mapping[str, Any] | None = None  # the document the task runs, pinned at submit
+    skip: frozenset[str] = frozenset()  # the document's optional steps the user switched off
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -237,6 +238,8 @@ class TaskMeta:
             out[PARAMETERS_KEY] = dict(self.parameters)
         if self.workflow is not None:
             out[WORKFLOW_KEY] = dict(self.workflow)
+        if self.skip:
+            out[SKIP_KEY] = sorted(self.skip)
         return out
 
     @classmethod
@@ -245,6 +248,7 @@ class TaskMeta:
         deadline = data.get(DEADLINE_KEY)
         parameters = data.get(PARAMETERS_KEY)
         workflow = data.get(WORKFLOW_KEY)
+        skip = data.get(SKIP_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
@@ -253,7 +257,8 @@ class TaskMeta:
             checkpoint_deadline=Deadline(float(seconds), str(deadline.get("action", "escalate")))
             if isinstance(deadline, Mapping) and seconds else None,
             parameters=parameters if isinstance(parameters, Mapping) else {},
-            workflow=workflow if isinstance(workflow, Mapping) else None)
+            workflow=workflow if isinstance(workflow, Mapping) else None,
+            skip=frozenset(str(s) for s in skip) if isinstance(skip, list) else frozenset())
 
 
 PERMISSIONS_KEY = "shoal.permissions"
@@ -261,6 +266,7 @@ QUALITY_KEY = "shoal.quality"  # "on" (the default) or "off"
 DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
 PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
 WORKFLOW_KEY = "shoal.workflow"  # the workflow document a task runs, as it was at submit
+SKIP_KEY = "shoal.skip"  # the optional steps of that document the user switched off
 
 
 @dataclass(frozen=True, slots=True)

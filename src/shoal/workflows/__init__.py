@@ -116,4 +116,20 @@ def checked_parameters(doc: WorkflowDocument, given: Mapping[str, Any] | None) -
     return values
 
 
-__all__ = ["REGISTRY", "Catalog", "Offered", "checked_parameters", "decide", "workflow_for"]
+def checked_skip(doc: WorkflowDocument, skip: Iterable[str] | None) -> frozenset[str]:
+    """The steps to switch off, each an optional step of `doc`; `InvalidInput` naming
+    `skip.<i>` otherwise."""
+    steps = {s.id: s for s in doc.steps}
+    for i, name in enumerate(skip or ()):
+        if name not in steps:
+            raise InvalidInput(f"workflow '{doc.name}' has no step '{name}'",
+                               details={"field": f"skip.{i}"})
+        if not steps[name].optional:
+            optional = ", ".join(s.id for s in doc.steps if s.optional) or "none"
+            raise InvalidInput(f"step '{name}' cannot be skipped; the optional ones are: "
+                               f"{optional}", details={"field": f"skip.{i}"})
+    return frozenset(skip or ())
+
+
+__all__ = ["REGISTRY", "Catalog", "Offered", "checked_parameters", "checked_skip", "decide",
+           "workflow_for"]

@@ -142,7 +142,8 @@ class DocumentWorkflow:
         (a loop going back does not take progress back)."""
         done = {s.key.split("#", 1)[0] for s in step.subtasks.values()
                 if s.status is SubtaskStatus.COMPLETED}
-        progress = 5 + int(90 * len(done) / len(self.doc.steps))
+        wanted = [s for s in self.doc.steps if s.id not in step.task.meta.skip]
+        progress = 5 + int(90 * len(done) / max(len(wanted), 1))
         if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
             step.set_task(progress=progress)
             graph.emit_task_update(step)
@@ -155,14 +156,28 @@ class DocumentWorkflow:
             if self._ready(step, doc_step):
                 self._run(step, doc_step, feedback=None)
 
+    def _after(self, step: Step, doc_step: StepDoc) -> list[str]:
+        """The steps `doc_step` waits for: its `after`, a step the user skipped replaced by
+        the steps that one waits for."""
+        skip = step.task.meta.skip
+        found: list[str] = []
+        for dep in doc_step.after:
+            for sid in (self._after(step, self._steps[dep]) if dep in skip else [dep]):
+                if sid not in found:
+                    found.append(sid)
+        return found
+
     def _ready(self, step: Step, doc_step: StepDoc) -> bool:
+        if doc_step.id in step.task.meta.skip:
+            return False
         rounds = self._rounds(step, doc_step.id)
         if rounds and any(s.status not in TERMINAL_SUBTASK for s in rounds[-1]):
             return False
-        if not doc_step.after:
+        after = self._after(step, doc_step)
+        if not after:
             return not rounds
         newest = 0
-        for dep in doc_step.after:
+        for dep in after:
             last = self._rounds(step, dep)[-1:]
             if not last or not _whole(last[0]) or any(s.options.looped for s in last[0]):
                 return False
@@ -173,7 +188,8 @@ class DocumentWorkflow:
         """Start a round of `doc_step`: one run, or one per item for a map step."""
         number = len(self._rounds(step, doc_step.id)) + 1
         seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
-        deps = tuple(s.id for dep in doc_step.after for s in self._rounds(step, dep)[-1])
+        deps = tuple(s.id for dep in self._after(step, doc_step)
+                     for s in self._rounds(step, dep)[-1])
         if doc_step.kind is not DocStepKind.MAP:
             self._add(step, doc_step, number, None, seq, deps, feedback or "", "")
             return
@@ -216,6 +232,8 @@ class DocumentWorkflow:
 
     def _maybe_loop(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         for loop in self._loops_from.get(doc_step.id, ()):
+            if loop.to in step.task.meta.skip:
+                continue
             target = self._steps[loop.to]
             done = len(self._rounds(step, target.id)) - 1
             cap = self._cap(step.task, loop)

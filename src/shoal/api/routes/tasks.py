@@ -46,7 +46,7 @@ from shoal.store import queries
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
-from shoal.workflows import checked_parameters
+from shoal.workflows import checked_parameters, checked_skip
 from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.interpreter import blackboard
 
@@ -67,12 +67,14 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
             raise _invalid("plan", "only the dag workflow takes a plan")
         try:
             parameters = checked_parameters(offered.document, body.parameters)
+            skip = checked_skip(offered.document, body.skip)
         except InvalidInput as exc:
             raise _invalid(str(exc.details["field"]), exc.message) from None
-        meta = replace(meta, parameters=parameters,
+        meta = replace(meta, parameters=parameters, skip=skip,
                        workflow=offered.document.model_dump(mode="json", by_alias=True))
-    elif body.parameters:
-        raise _invalid("parameters", f"the {offered.name} workflow takes no parameters")
+    elif body.parameters or body.skip:
+        raise _invalid("parameters" if body.parameters else "skip",
+                       f"the {offered.name} workflow takes no parameters and skips no step")
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
