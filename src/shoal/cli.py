@@ -231,6 +231,8 @@ def submit(
     param: Annotated[list[str] | None, typer.Option(
         help="A workflow parameter, NAME=VALUE (repeatable; VALUE read as JSON if it "
              "parses, else as text).")] = None,
+    skip: Annotated[list[str] | None, typer.Option(
+        help="An optional step of the workflow to switch off (repeatable).")] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a task; with --follow, exit non-zero if it does not complete."""
@@ -241,6 +243,8 @@ def submit(
                             "workflow": workflow}
     if param:
         body["parameters"] = parse_params(param)
+    if skip:
+        body["skip"] = skip
     if tool:
         body["tool_preferences"] = tool
     if plan is not None:

@@ -178,6 +178,10 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
     assert "Running the review workflow" in done.stdout
     refused = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--param",
                                       "max_rounds=7", "Cats")
+    not_optional = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--skip",
+                                           "critique", "Cats")
+    assert not_optional.returncode != 0
+    assert "skip.0" in not_optional.stdout + not_optional.stderr
     assert refused.returncode != 0
     assert "max_rounds" in refused.stdout + refused.stderr
 
