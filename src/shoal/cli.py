@@ -12,7 +12,6 @@ import signal
 import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -355,29 +354,6 @@ def _checkpoint_error(checkpoint_id: str, exc: ApiError) -> str:
     return str(exc.message)
 
 
-def _age(stamp: str | None) -> str:
-    """How long ago an ISO time was: "42s", "5m", "3h", "2d"."""
-    if not stamp:
-        return ""
-    seconds = max(0, int((datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def _clip(text: str, size: int) -> str:
-    return text if len(text) <= size else text[:size - 1] + "…"
-
-
-def _score(cp: dict[str, Any]) -> str:
-    if cp.get("overall_score") is not None:
-        return f"{cp['overall_score']:g}"
-    if cp.get("average_score") is not None:
-        return f"avg {cp['average_score']:g}"
-    return ""
-
-
 @app.command("checkpoints")
 def checkpoints_list(
     task: Annotated[str | None, typer.Option("--task", help="Only this task's (its id).")] = None,
@@ -387,6 +363,8 @@ def checkpoints_list(
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """List the checkpoints waiting for you, newest first."""
+    from shoal.follow import age, clip, score_label
+
     status = None if show_all else "pending_review"
     page = _client_call(lambda c: c.checkpoints(status, task, limit=limit), server, token)
     if not page["checkpoints"]:
@@ -396,10 +374,10 @@ def checkpoints_list(
         subtask = (cp.get("subtask") or {}).get("name", "")
         head = Text.assemble(
             (cp["checkpoint_id"], "bold"), "  ", (cp["reason"], "yellow"), "  ",
-            _score(cp) or "no score", "  ", f"{_age(cp['triggered_at'])} ago",
+            score_label(cp) or "no score", "  ", f"{age(cp['triggered_at'])} ago",
             f"  task {cp['task_id'][:8]}", (f"  {cp['status']}" if show_all else ""))
         console.print(head, no_wrap=True, overflow="ignore", crop=False)
-        detail = " · ".join(part for part in (subtask, _clip(cp.get("message") or "", 300))
+        detail = " · ".join(part for part in (subtask, clip(cp.get("message") or "", 300))
                             if part)
         if detail:
             console.print(Text("    " + detail))
@@ -412,71 +390,28 @@ def checkpoints_list(
 def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
                     token: TokenOpt = None) -> None:
     """A checkpoint in full: why it opened, the scores, what was done and what comes next."""
-    from shoal.follow import answer_commands, describe_reason
+    from shoal import follow
 
     cp = _checkpoint_call(checkpoint_id, lambda c: c.checkpoint(checkpoint_id), server, token)
     cid = cp["checkpoint_id"]
     say = functools.partial(console.print, soft_wrap=True, markup=False)  # data, not markup
-    console.print(f"[bold]Checkpoint {cid}[/]  {cp['status']}  (opened {_age(cp['triggered_at'])}"
-                  " ago)", soft_wrap=True)
+    opened = follow.age(cp["triggered_at"])
+    console.print(f"[bold]Checkpoint {cid}[/]  {cp['status']}  (opened {opened} ago)",
+                  soft_wrap=True)
     say(f"Task {cp['task_id']}: {cp['task_description']}")
-    say(f"Why: {describe_reason(cp['reason'])} ({cp['reason']}). {cp.get('message') or ''}")
-    for part in (*_checkpoint_scores(cp), *_checkpoint_work(cp), *_checkpoint_corrections(cp)):
+    say(f"Why: {follow.describe_reason(cp['reason'])} ({cp['reason']}). {cp.get('message') or ''}")
+    for part in (*follow.checkpoint_scores(cp), *follow.checkpoint_work(cp),
+                 *follow.checkpoint_corrections(cp)):
         say(part)
     if cp["status"] == "pending_review":
         if cp.get("deadline_at"):
             say(f"Deadline: {cp['deadline_at']} (then: {cp['deadline_action']})")
         say("Answer it with one of:")
-        for command in answer_commands(cid):
+        for command in follow.answer_commands(cid):
             say(f"  {command}")
     else:
         say(f"Decided: {cp.get('decision')} at {cp.get('decided_at')}"
             + (f" — {cp['notes']}" if cp.get("notes") else ""))
-
-
-def _checkpoint_scores(cp: dict[str, Any]) -> list[Any]:
-    """The subtask in question, its score per dimension, the average so far."""
-    parts: list[Any] = []
-    subtask = cp.get("subtask") or {}
-    if subtask:
-        parts.append(f"Subtask: {subtask.get('name')} ({subtask.get('subtask_id')})")
-    scores = cp.get("evaluation_scores") or {}
-    if scores:
-        table = Table("dimension", "score", title="Evaluation", title_justify="left")
-        for name, value in scores.items():
-            table.add_row(Text(name), "n/a" if value is None else f"{value:g}")
-        table.add_row(Text("overall", style="bold"), _score(cp) or "n/a")
-        parts.append(table)
-    if cp.get("average_score") is not None:
-        parts.append(f"Average score of the task so far: {cp['average_score']:g}")
-    review = subtask.get("review") or {}
-    if review:
-        parts.append(f"Peer review (cycle {review.get('cycle')}): {review.get('decision')}, "
-                     f"score {review.get('score')}, outcome {review.get('outcome')}")
-        for issue in review.get("issues") or []:
-            where = "".join(f"{sep}{issue[key]}" for sep, key in ((" ", "file"), (":", "line"))
-                            if issue.get(key) is not None and issue.get("file"))
-            parts.append(f"  - [{issue.get('severity')}]{where} {issue.get('description')}"
-                         + (f" Suggestion: {issue['suggestion']}" if issue.get("suggestion")
-                            else ""))
-    return parts
-
-
-def _checkpoint_work(cp: dict[str, Any]) -> list[str]:
-    """What is done and what comes next."""
-    parts = [f"Completed subtasks: {len(cp['subtasks_completed']) or 'none yet'}"]
-    for done in cp["subtasks_completed"]:
-        files = ", ".join(done.get("files_created") or []) or "no files"
-        parts.append(f"  - {done.get('name')} ({files})")
-    names = [n.get("name", "?") for n in cp["next_subtasks"]]
-    parts.append(f"Next: {', '.join(names) if names else 'nothing; this is the end of the plan'}")
-    return parts
-
-
-def _checkpoint_corrections(cp: dict[str, Any]) -> list[str]:
-    """Corrections already sent from this checkpoint."""
-    return [f"Correction ({c['correction_type']}): {c['guidance']} → subtask "
-            f"{c['correction_subtask_id']}" for c in cp.get("corrections") or []]
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -226,3 +227,76 @@ async def _answer(handler: CheckpointHandler, data: dict[str, Any], console: Con
         message = exc.message if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
         console.print(Text(f"Could not answer checkpoint {data.get('checkpoint_id')}: {message}",
                            style="red"), soft_wrap=True)
+
+
+# ---- checkpoints, as `shoal checkpoints` and `shoal checkpoint show` print them -------------
+
+
+def age(stamp: str | None) -> str:
+    """How long ago an ISO time was: "42s", "5m", "3h", "2d"."""
+    if not stamp:
+        return ""
+    seconds = max(0, int((datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def clip(text: str, size: int) -> str:
+    """`text`, cut to `size` characters with an ellipsis."""
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
+def score_label(cp: dict[str, Any]) -> str:
+    """A checkpoint's score for a list: its subtask's, else the task's average."""
+    if cp.get("overall_score") is not None:
+        return f"{cp['overall_score']:g}"
+    if cp.get("average_score") is not None:
+        return f"avg {cp['average_score']:g}"
+    return ""
+
+
+def checkpoint_scores(cp: dict[str, Any]) -> list[Any]:
+    """The subtask in question, its score per dimension, the average so far."""
+    parts: list[Any] = []
+    subtask = cp.get("subtask") or {}
+    if subtask:
+        parts.append(f"Subtask: {subtask.get('name')} ({subtask.get('subtask_id')})")
+    scores = cp.get("evaluation_scores") or {}
+    if scores:
+        table = Table("dimension", "score", title="Evaluation", title_justify="left")
+        for name, value in scores.items():
+            table.add_row(Text(name), "n/a" if value is None else f"{value:g}")
+        table.add_row(Text("overall", style="bold"), score_label(cp) or "n/a")
+        parts.append(table)
+    if cp.get("average_score") is not None:
+        parts.append(f"Average score of the task so far: {cp['average_score']:g}")
+    review = subtask.get("review") or {}
+    if review:
+        parts.append(f"Peer review (cycle {review.get('cycle')}): {review.get('decision')}, "
+                     f"score {review.get('score')}, outcome {review.get('outcome')}")
+        for issue in review.get("issues") or []:
+            where = "".join(f"{sep}{issue[key]}" for sep, key in ((" ", "file"), (":", "line"))
+                            if issue.get(key) is not None and issue.get("file"))
+            parts.append(f"  - [{issue.get('severity')}]{where} {issue.get('description')}"
+                         + (f" Suggestion: {issue['suggestion']}" if issue.get("suggestion")
+                            else ""))
+    return parts
+
+
+def checkpoint_work(cp: dict[str, Any]) -> list[str]:
+    """What is done and what comes next."""
+    parts = [f"Completed subtasks: {len(cp['subtasks_completed']) or 'none yet'}"]
+    for done in cp["subtasks_completed"]:
+        files = ", ".join(done.get("files_created") or []) or "no files"
+        parts.append(f"  - {done.get('name')} ({files})")
+    names = [n.get("name", "?") for n in cp["next_subtasks"]]
+    parts.append(f"Next: {', '.join(names) if names else 'nothing; this is the end of the plan'}")
+    return parts
+
+
+def checkpoint_corrections(cp: dict[str, Any]) -> list[str]:
+    """Corrections already sent from this checkpoint."""
+    return [f"Correction ({c['correction_type']}): {c['guidance']} → subtask "
+            f"{c['correction_subtask_id']}" for c in cp.get("corrections") or []]
