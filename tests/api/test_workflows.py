@@ -23,7 +23,7 @@ from shoal.config import Settings
 from shoal.demo.model import running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.workflows.document import DocStepKind
-from tests.runtime.harness import echo_worker, login, task_detail, wait_until
+from tests.runtime.harness import echo_worker, login, wait_for_status, wait_until
 
 REVIEW = """\
 name: review
@@ -135,11 +135,7 @@ async def test_a_document_workflow_runs_its_loop_to_the_cap_on_a_worker(
         assert resp.status_code == 201, resp.text
         task_id = resp.json()["task_id"]
 
-        async def ended() -> dict[str, Any] | None:
-            detail = await task_detail(client, task_id)
-            return detail if detail["status"] in ("completed", "failed") else None
-
-        detail = await wait_until(ended, what="the review task to end")
+        detail = await wait_for_status(client, task_id, "completed", "failed")
     assert detail["status"] == "completed", detail
     assert detail["workflow"] == "review"
     keys = sorted(s["key"] for s in detail["subtasks"])
@@ -200,11 +196,7 @@ async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
                 assert resp.status_code == 201, resp.text
                 task_id = resp.json()["task_id"]
 
-                async def ended() -> dict[str, Any] | None:
-                    detail = await task_detail(client, task_id)
-                    return detail if detail["status"] in ("completed", "failed") else None
-
-                detail = await wait_until(ended, what="the pipeline to end")
+                detail = await wait_for_status(client, task_id, "completed", "failed")
             finally:
                 await client.aclose()
     assert detail["status"] == "completed", detail
@@ -235,11 +227,7 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
                 assert resp.status_code == 201, resp.text
                 task_id = resp.json()["task_id"]
 
-                async def ended() -> dict[str, Any] | None:
-                    detail = await task_detail(client, task_id)
-                    return detail if detail["status"] in ("completed", "failed") else None
-
-                detail = await wait_until(ended, what="the pipeline to end")
+                detail = await wait_for_status(client, task_id, "completed", "failed")
                 subs = {s["key"]: s for s in detail["subtasks"]}
                 state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
                 other = await login(srv, settings, name="bob")
