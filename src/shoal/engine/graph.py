@@ -251,11 +251,7 @@ def complete_task_if_done(flow: Workflow, step: Step) -> None:
 
 
 def fail_task(step: Step, error: str) -> None:
-    _stop_everything(step, error)
-    close_checkpoints(step, "the task failed")
-    step.set_task(status=transition(step.task.status, TaskStatus.FAILED), error=error,
-                  completed_at=step.ctx.now)
-    emit_task_update(step)
+    _end(step, TaskStatus.FAILED, error, "the task failed")
     step.emit(EventType.TASK_FAILED, status=step.task.status.value, error=error)
 
 
@@ -263,12 +259,17 @@ def cancel(step: Step, reason: str) -> None:
     if step.task.status in TERMINAL_TASK:
         raise Conflict(f"The task is already {step.task.status.value}; it cannot be cancelled.",
                        code="task_ended", details={"status": step.task.status.value})
-    _stop_everything(step, reason)
-    close_checkpoints(step, "the task was cancelled")
-    step.set_task(status=transition(step.task.status, TaskStatus.CANCELLED), error=reason,
+    _end(step, TaskStatus.CANCELLED, reason, "the task was cancelled")
+    step.emit(EventType.TASK_CANCELLED, status=step.task.status.value, reason=reason)
+
+
+def _end(step: Step, status: TaskStatus, error: str, closed_because: str) -> None:
+    """Stop everything still running, close open checkpoints and end the task in `status`."""
+    _stop_everything(step, error)
+    close_checkpoints(step, closed_because)
+    step.set_task(status=transition(step.task.status, status), error=error,
                   completed_at=step.ctx.now)
     emit_task_update(step)
-    step.emit(EventType.TASK_CANCELLED, status=step.task.status.value, reason=reason)
 
 
 def _stop_everything(step: Step, reason: str) -> None:
