@@ -2,6 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+WORKFLOW ?= dag
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
 .PHONY: setup clis run up test test-fast lint fmt bench clean
@@ -32,9 +33,10 @@ clis: .tools/.installed-clis
 	fi
 
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
-## worker; submits a sample task, follows it live, and exits when it ends.
+## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline
+## or WORKFLOW=supervisor runs that workflow's sample instead of the default `dag`.
 run: setup
-	$(VENV)/bin/shoal up --demo --port $(PORT)
+	$(VENV)/bin/shoal up --demo --port $(PORT) --workflow $(WORKFLOW)
 
 ## Keep Shoal running (until Ctrl-C) with the login link printed.
 up: setup

@@ -94,6 +94,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
                              SHOAL_TOKEN="not-a-token"),
         "no_credentials": start(base / "no_credentials", "submit", "Build a thing"),
         "demo": start(base / "demo", "up", "--demo", "--port", "0"),
+        "demo_supervisor": start(base / "demo_supervisor", "up", "--demo", "--port", "0",
+                                 "--workflow", "supervisor"),
+        "demo_nowhere": start(base / "demo_nowhere", "up", "--demo", "--workflow", "nowhere"),
     }
     done = {"user": finish(started.pop("user"))}
     again = start(base / "user", *USER_CREATE)
@@ -406,3 +409,17 @@ async def test_submit_with_quality_off_skips_the_loop(plane: Plane, tmp_path: Pa
     assert bad.returncode == 1
     assert "quality" in bad.stderr
     assert "Traceback" not in bad.stderr + bad.stdout
+
+
+def test_up_demo_runs_another_workflows_sample(runs: dict[str, Run]) -> None:
+    """`shoal up --demo --workflow supervisor` (`make run WORKFLOW=supervisor`) runs seed 001's
+    restaurant booking to the end and shows its result; an unknown workflow is refused."""
+    result = runs["demo_supervisor"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(supervisor workflow)" in result.stdout
+    assert "the router named 'telephone'; running 'googlemap'" in " ".join(result.stdout.split())
+    assert "Done by: googlemap, calendar, telephone." in result.stdout
+    assert "Task completed." in result.stdout
+    refused = runs["demo_nowhere"]
+    assert refused.returncode == 2
+    assert "No sample for workflow 'nowhere'" in refused.stdout

@@ -47,6 +47,12 @@ console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 SAMPLE_TASK = "Build a CLI todo app with tests"
+SAMPLES = {  # what `shoal up --demo --workflow NAME` submits
+    "dag": SAMPLE_TASK,
+    "pipeline": "How do city cats change urban wildlife?",
+    "supervisor": "Find an Indian restaurant near Taipei 101 and reserve a table for tomorrow "
+                  "at 7 PM",
+}
 
 
 def settings_from_env(**overrides: Any) -> Settings:
@@ -87,8 +93,14 @@ def up(
     demo: Annotated[bool, typer.Option(
         help="Submit a sample task, follow it, and exit when it ends.")] = False,
     slots: Annotated[int, typer.Option(help="Slots of the local worker.")] = 2,
+    workflow: Annotated[str, typer.Option(
+        help=f"With --demo: the workflow of the sample task ({', '.join(SAMPLES)}).")] = "dag",
 ) -> None:
     """Run everything on this machine: SQLite, in-process bus, demo model and one worker."""
+    if workflow not in SAMPLES:
+        console.print(f"[red]No sample for workflow '{workflow}'; choose one of "
+                      f"{', '.join(SAMPLES)}.[/]")
+        raise typer.Exit(2)
     from shoal.embedded import run_embedded
 
     configure_logging("warning")
@@ -99,8 +111,8 @@ def up(
     if "SHOAL_REVIEW_WITHOUT_PEER" not in os.environ:
         # One machine, one worker: peer reviews run there (another agent run), not skipped.
         settings = settings.model_copy(update={"review_without_peer": "same_worker"})
-    code = run(lambda: run_embedded(settings, console=console, demo_task=SAMPLE_TASK if demo
-                                    else None, slots=slots))
+    sample = {"description": SAMPLES[workflow], "workflow": workflow} if demo else None
+    code = run(lambda: run_embedded(settings, console=console, demo_task=sample, slots=slots))
     raise typer.Exit(code)
 
 

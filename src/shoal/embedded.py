@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import secrets
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
 
 from shoal import admin
 from shoal.api.server import running_server
@@ -29,7 +33,8 @@ REAL_MODEL_HINT = ("Connect a real model: SHOAL_OPENAI_COMPAT_BASE_URL=<OpenAI-c
 
 
 async def run_embedded(
-    settings: Settings, *, console: Console, demo_task: str | None = None, slots: int = 2
+    settings: Settings, *, console: Console, demo_task: Mapping[str, str] | None = None,
+    slots: int = 2,
 ) -> int:
     """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code."""
     async with contextlib.AsyncExitStack() as stack:
@@ -103,13 +108,14 @@ def _banner(console: Console, url: str, link: str, model: str, data_dir: Path) -
     say('Submit work from another terminal: shoal submit "…" --follow   Stop with Ctrl-C.')
 
 
-async def _demo(settings: Settings, console: Console, description: str,
+async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
                 stop: asyncio.Event) -> int:
     creds = load_credentials(settings.data_dir)
     async with ShoalClient(creds) as client:
-        created = await client.submit({"description": description})
+        created = await client.submit(dict(sample))
         task_id = created["task_id"]
-        console.print(f"Submitted sample task {task_id}: {description!r}", soft_wrap=True)
+        console.print(f"Submitted sample task {task_id} ({sample['workflow']} workflow): "
+                      f"{sample['description']!r}", soft_wrap=True)
         follower = asyncio.create_task(follow(
             client, task_id, console, on_checkpoint=functools.partial(_auto_approve, client,
                                                                       console)))
@@ -125,6 +131,12 @@ async def _demo(settings: Settings, console: Console, description: str,
         zip_path.parent.mkdir(parents=True, exist_ok=True)
         zip_path.write_bytes(await client.request("GET", f"/api/v1/tasks/{task_id}/download"))
         detail = await client.task(task_id)
+        if sample["workflow"] != "dag":
+            state = await client.request("GET", f"/api/v1/tasks/{task_id}/state")
+            response = state["state"].get("response")
+            if response is not None:
+                text = response if isinstance(response, str) else json.dumps(response, indent=1)
+                console.print(Panel(Text(text[:4000]), title="Result"))
         console.print(f"Task {status}. Files: {zip_path}  "
                       f"(tokens: {detail['usage']['input_tokens']} in / "
                       f"{detail['usage']['output_tokens']} out)", soft_wrap=True)

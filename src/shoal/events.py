@@ -30,6 +30,7 @@ class EventType(StrEnum):
     AGENT_LOG = "agent_log"
     NOTICE = "notice"  # something a person should know: planner fallback, rejected files
     STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
+    ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from shoal.config import Settings
 from shoal.demo.model import running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.workflows.document import DocStepKind
-from tests.runtime.harness import echo_worker, login, wait_for_status, wait_until
+from tests.runtime.harness import echo_worker, login, sse_events, wait_for_status, wait_until
 
 REVIEW = """\
 name: review
@@ -87,7 +87,7 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
         assert (await anon.get("/api/v1/workflows")).status_code == 401
         assert (await anon.get("/api/v1/workflows/schema")).status_code == 401
     listed = [w["name"] for w in (await client.get("/api/v1/workflows")).json()["workflows"]]
-    assert listed == ["dag", "pipeline", "review"]  # the broken document is left out
+    assert listed == ["dag", "pipeline", "supervisor", "review"]  # not the broken document
     dag = (await client.get("/api/v1/workflows/dag")).json()
     assert dag["description"]
     assert dag["document"] is None
@@ -266,3 +266,44 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
     else:
         assert sorted(subs) == ["plan#1", "research#1.1", "research#1.2", "research#1.3",
                                 "review#1", "write#1"]
+
+
+async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
+    settings: Settings,
+) -> None:
+    """Seed 001 on the demo model and a real worker: the plan lists telephone first and the
+    router names it first; the engine runs maps instead, saying why, then the router's picks
+    (calendar, telephone), then summarize; the state has the seed's fields."""
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
+            client = await login(srv, settings)
+            try:
+                resp = await client.post("/api/v1/tasks", json={
+                    "description": "Find an Indian restaurant near Taipei 101 and reserve a "
+                                   "table for tomorrow at 7 PM", "workflow": "supervisor"})
+                assert resp.status_code == 201, resp.text
+                task_id = resp.json()["task_id"]
+
+                detail = await wait_for_status(client, task_id, "completed", "failed")
+                state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
+                events = await sse_events(client, task_id, until={"task_complete"})
+            finally:
+                await client.aclose()
+    assert detail["status"] == "completed", detail
+    view = state["state"]
+    assert view["plan"]["agents"] == ["telephone", "googlemap", "calendar"]
+    assert view["execution_order"] == ["googlemap", "calendar", "telephone"]
+    assert "+886 2 8101 8846" in view["agent_outputs"]["googlemap"]
+    assert view["summary"] == view["response"]
+    assert "Done by: googlemap, calendar, telephone." in view["summary"]
+    assert view["query"].startswith("Find an Indian restaurant")
+    assert [m["role"] for m in view["messages"]] == [
+        "user", "planner", "router", "googlemap", "router", "calendar", "router", "telephone",
+        "summarizer"]
+    decided = [e["data"] for e in events if e["type"] == "route_decision"]
+    assert [(d["next"], d["by"]) for d in decided] == [
+        ("googlemap", "fallback"), ("calendar", "router"), ("telephone", "router"),
+        ("summarize", "engine")]
+    assert decided[0]["asked"] == "telephone"
+    assert decided[0]["reason"] == "'telephone' must wait for 'googlemap', 'calendar'"

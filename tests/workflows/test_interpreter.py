@@ -163,7 +163,7 @@ def test_a_map_step_fans_out_one_run_per_item_and_joins_them() -> None:
     run.answer("research#1.3", "Everywhere.")
     write = run.queued()[0]
     assert write.key == "write#1"
-    assert '"Mice.",\n "Purring.",\n "Everywhere."' in write.description  # in item order
+    assert '["Mice.", "Purring.", "Everywhere."]' in write.description  # in item order
     run.answer("write#1", "Draft one")
     run.answer("review#1", json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Shorter."}))
     again = run.queued()[0]

@@ -173,6 +173,9 @@ class TaskStateView(BaseModel):
     task_id: uuid.UUID
     workflow: str
     entries: dict[str, list[StateRevision]]
+    state: dict[str, Any] = Field(default_factory=dict, description=(
+        "The task's state in one view: query, messages, response; with a route step also "
+        "plan, execution_order, agent_outputs and summary (seed 001)."))
 
 
 class TaskDetail(TaskSummary):

@@ -11,6 +11,8 @@ answer from the conversation alone:
 - "Role: judge" gets the judge's JSON: completeness 9.0 and architecture 8.5, one suggestion
   each;
 - "Role: reviewer" gets the review JSON (seed §3.5): approved, score 9.0, no issues;
+- "Pipeline role: …" and "Supervisor role: …" get the scripts of the `pipeline` and
+  `supervisor` workflows (a revision round; a router mistake the engine overrules);
 - any other role gets one `write_file` call with real content chosen from the instructions
   ("Write todo.py: …"), then — for a test file — a `run_command` that compiles it, then a
   short summary starting with "[demo model]".
@@ -108,7 +110,13 @@ def decide_reply(conversation: Conversation) -> Reply:
                                  "contain [demo:fail]. Remove that marker to get an answer."),
                      delay=delay)
     pipeline = _PIPELINE.search(text)
-    reply = _pipeline_reply(pipeline.group(1), text) if pipeline else _role_reply(turn)
+    supervisor = _SUPERVISOR.search(text)
+    if pipeline:
+        reply = _pipeline_reply(pipeline.group(1), text)
+    elif supervisor:
+        reply = _supervisor_reply(supervisor.group(1), text)
+    else:
+        reply = _role_reply(turn)
     delay = max(delay, reply.delay)
     long = re.search(r"\[demo:long=([0-9]+)\]", text)
     if long and not reply.tool_calls and turn.role in ("planner", "worker"):
@@ -149,6 +157,44 @@ def _pipeline_reply(role: str, text: str) -> Reply:
         return Reply(text=json.dumps({"verdict": "APPROVED", "feedback": "Clear and complete."}))
     return Reply(text=json.dumps({"verdict": "NEEDS_REVISION",
                                   "feedback": "Add a one-paragraph summary at the top."}))
+
+
+# ---- the `supervisor` workflow's roles (src/shoal/workflows/builtin/supervisor.yaml) --------
+
+_SUPERVISOR = re.compile(
+    r"Supervisor role:[ \t]*(planner|router|googlemap|calendar|telephone|research|summarizer)\b")
+PLACE = {"name": "Saffron 46", "address": "No. 7, Section 5, Xinyi Road, Taipei 101, 46F",
+         "phone": "+886 2 8101 8846", "hours": "11:30-22:00"}
+
+
+def _supervisor_reply(role: str, text: str) -> Reply:
+    """The script for the supervisor: a reservation plans maps, calendar and telephone (any
+    other request, research); the router's first answer is a mistake (telephone before the
+    maps it needs, which the engine overrules), then it takes the first step allowed."""
+    request = _line_after(text, "Request:") or "the request"
+    if role == "planner":
+        booking = re.search(r"reserv|book|table", request, re.IGNORECASE)
+        agents = ["telephone", "googlemap", "calendar"] if booking else ["research"]
+        return Reply(text=json.dumps({"agents": agents, "reason": f"{LABEL} planned."}))
+    if role == "router":
+        ran = _line_after(text, "Already ran:")
+        allowed = [a.strip() for a in _line_after(text, "Allowed next:").split(",") if a.strip()]
+        planned = _line_after(text, "Plan:")
+        pick = "telephone" if ran.startswith("(nothing") and "telephone" in planned else (
+            allowed[0] if allowed else "summarize")
+        return Reply(text=json.dumps({"next": pick, "reason": f"{LABEL} routed."}))
+    if role == "googlemap":
+        return Reply(text=f"{LABEL} Found {PLACE['name']}, {PLACE['address']}; phone "
+                          f"{PLACE['phone']}; open {PLACE['hours']}.")
+    if role == "calendar":
+        return Reply(text=f"{LABEL} Added 'Dinner at {PLACE['name']}' tomorrow 19:00.")
+    if role == "telephone":
+        return Reply(text=f"{LABEL} Recorded a call to {PLACE['phone']} asking for a table "
+                          "tomorrow at 19:00 (nothing was dialled).")
+    if role == "research":
+        return Reply(text=f"{LABEL} Findings on '{request}': two facts and their sources.")
+    ran = _line_after(text, "Specialists, in the order they ran:")
+    return Reply(text=f"# {request}\n\n{LABEL} Done by: {ran}.")
 
 
 def _line_after(text: str, label: str) -> str:

@@ -243,6 +243,11 @@ def complete_task_if_done(flow: Workflow, step: Step) -> None:
         return
     if any(s.status not in TERMINAL_SUBTASK for s in step.subtasks.values()):
         return  # a correction or quality step of a completed subtask still runs
+    complete_task(flow, step)
+
+
+def complete_task(flow: Workflow, step: Step) -> None:
+    """End the task as completed (the workflow has decided nothing more is to be done)."""
     step.set_task(status=transition(step.task.status, TaskStatus.COMPLETED), progress=100,
                   completed_at=step.ctx.now)
     emit_task_update(step)

@@ -24,7 +24,12 @@ from shoal.errors import InvalidGraph, InvalidInput
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_LOOPS = 20  # the most a loop's cap may be
-BUILTIN_FIELDS = frozenset({"query", "item", "feedback"})  # what every prompt may name
+MAX_HOPS = 100  # the most decisions a route's cap may allow
+# What every prompt may name besides parameters and entries; the last three describe a route.
+BUILTIN_FIELDS = frozenset({"query", "item", "feedback", "execution_order", "agent_outputs",
+                            "allowed"})
+ENTRY_PATH = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
+Cap = int | Annotated[str, Field(pattern=r"^\{[a-z][a-z0-9_]*\}$")]
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?:\.[a-zA-Z0-9_.]+)?\}")
 
 Name = Annotated[str, Field(pattern=NAME)]
@@ -125,8 +130,13 @@ class StepDoc(_Strict):
     role: Name | None = None
     after: list[Name] = Field(default_factory=list)
     writes: Name | None = None  # the blackboard entry its output becomes (default: its id)
-    over: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
+    over: str | None = Field(default=None, pattern=ENTRY_PATH)
     choices: list[Name] = Field(default_factory=list)  # route: the steps it may pick
+    finish: Name | None = None  # route: the step run once routing is over
+    plan: str | None = Field(default=None, pattern=ENTRY_PATH)  # route: the planned choices
+    requires: dict[Name, list[Name]] = Field(default_factory=dict)  # route: X after these
+    repeatable: list[Name] = Field(default_factory=list)  # route: may run more than once
+    max_hops: Cap = 10  # route: the most decisions before it goes to `finish`
     optional: bool = False  # a user may switch it off (`skip`)
     question: str | None = None  # human: what the person is asked
     min_score: float | None = Field(default=None, ge=0, le=10)  # gate
@@ -154,7 +164,7 @@ class Loop(_Strict):
     source: Name = Field(alias="from")
     to: Name
     when: Condition
-    max: int | Annotated[str, Field(pattern=r"^\{[a-z][a-z0-9_]*\}$")]
+    max: Cap
     carry: Name | None = None  # the entry handed back as `{feedback}` (default: when.entry)
 
 
@@ -168,6 +178,11 @@ class WorkflowDocument(_Strict):
     roles: dict[Name, Role]
     steps: list[StepDoc] = Field(min_length=1, max_length=100)
     loops: list[Loop] = Field(default_factory=list)
+    result: Name | None = None  # the entry holding the final answer (default: the last step's)
+
+    @property
+    def result_entry(self) -> str:
+        return self.result or self.steps[-1].entry
 
 
 class DocumentError(InvalidInput):
@@ -236,13 +251,18 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
     ancestors = {sid: _ancestors(graph, sid) for sid in ids}
     writers = {s.entry: s.id for s in doc.steps}
     for i, step in enumerate(doc.steps):
-        if step.over is not None:
-            entry = step.over.split(".")[0]
-            if writers.get(entry) not in ancestors[step.id]:
-                found.append((("steps", i, "over"),
-                              f"'{entry}' is not written by a step this one comes after"))
+        for field in ("over", "plan"):
+            path = getattr(step, field)
+            if path is not None and writers.get(path.split(".")[0]) not in ancestors[step.id]:
+                found.append((("steps", i, field), f"'{path.split('.')[0]}' is not written by "
+                                                   "a step this one comes after"))
+    found += _route_problems(doc, index)
+    if found:
+        return found
     for i, loop in enumerate(doc.loops):
         found += _loop_problems(doc, i, loop, index, ancestors)
+    if doc.result is not None and doc.result not in writers:
+        found.append((("result",), f"no step writes '{doc.result}'"))
     known = set(doc.parameters) | set(writers) | BUILTIN_FIELDS
     for name, role in doc.roles.items():
         for field in _PLACEHOLDER.findall(role.prompt):
@@ -263,22 +283,84 @@ def _loop_problems(doc: WorkflowDocument, i: int, loop: Loop, index: Mapping[str
     if loop.to != loop.source and loop.to not in ancestors[loop.source]:
         return [((*where, "to"), f"a loop goes back: '{loop.to}' does not come before "
                                  f"'{loop.source}'")]
-    if isinstance(loop.max, str):
-        name = loop.max.strip("{}")
-        param = doc.parameters.get(name)
-        if param is None or param.type is not ParameterType.INTEGER:
-            return [((*where, "max"), f"no integer parameter '{name}' for the loop's cap")]
-        if param.maximum is None or param.maximum > MAX_LOOPS:
-            return [((*where, "max"), f"parameter '{name}' caps a loop: give it a maximum of "
-                                      f"at most {MAX_LOOPS}")]
-    elif not 0 <= loop.max <= MAX_LOOPS:
-        return [((*where, "max"), f"a loop's cap is 0 to {MAX_LOOPS}")]
+    if problem := _cap_problem(doc, loop.max, 0, MAX_LOOPS, "a loop's cap"):
+        return [((*where, "max"), problem)]
     entries = {s.entry for s in doc.steps if s.id == loop.source or s.id in
                ancestors[loop.source]}
     if loop.when.entry not in entries:
         return [((*where, "when", "entry"), f"'{loop.when.entry}' is not written by "
                                             f"'{loop.source}' or a step before it")]
     return []
+
+
+def _cap_problem(doc: WorkflowDocument, cap: int | str, least: int, most: int,
+                 what: str) -> str | None:
+    """Why `cap` (a number, or `{parameter}`) cannot bound something to `least`..`most`."""
+    if isinstance(cap, int):
+        return None if least <= cap <= most else f"{what} is {least} to {most}"
+    name = cap.strip("{}")
+    param = doc.parameters.get(name)
+    if param is None or param.type is not ParameterType.INTEGER:
+        return f"no integer parameter '{name}' for {what}"
+    if param.maximum is None or param.maximum > most or (param.minimum or 0) < least:
+        return f"parameter '{name}' is {what}: give it a maximum, within {least}..{most}"
+    return None
+
+
+def _route_problems(doc: WorkflowDocument, index: Mapping[str, int]) -> list[tuple[Path, str]]:
+    """A route owns the steps it picks: they run only when picked (no `after`), belong to one
+    route, take no part in loops; its rules name only its choices and form no cycle."""
+    found: list[tuple[Path, str]] = []
+    owner: dict[str, str] = {}
+    for i, step in enumerate(doc.steps):
+        if step.kind is not DocStepKind.ROUTE:
+            continue
+        if step.finish is None:
+            found.append((("steps", i, "finish"), "a route step needs finish: the step run "
+                                                  "once routing is over"))
+            continue
+        if step.role in doc.roles and doc.roles[step.role].output is not None:
+            found.append((("steps", i, "role"), f"role '{step.role}' routes: it answers "
+                                                '{"next": step}, so give it no output'))
+        if step.finish not in index:
+            found.append((("steps", i, "finish"), f"no step '{step.finish}' to finish with"))
+        if step.finish in step.choices or step.id in (*step.choices, step.finish):
+            found.append((("steps", i, "choices"), "a route picks other steps than itself "
+                                                   "and its finish"))
+        for name in (*step.choices, step.finish):
+            if name in owner:
+                found.append((("steps", i, "choices"), f"'{name}' is picked by route "
+                                                       f"'{owner[name]}' already"))
+            owner[name] = step.id
+        for field, names in (("repeatable", step.repeatable),
+                             ("requires", [*step.requires,
+                                           *(n for v in step.requires.values() for n in v)])):
+            for name in names:
+                if name not in step.choices:
+                    found.append((("steps", i, field), f"'{name}' is not one of the choices"))
+        try:
+            dag.validate_dag({c: tuple(step.requires.get(c, ())) for c in step.choices},
+                             max_nodes=100)
+        except InvalidGraph:
+            found.append((("steps", i, "requires"), "the requirements form a cycle"))
+        if problem := _cap_problem(doc, step.max_hops, 1, MAX_HOPS, "a route's max_hops"):
+            found.append((("steps", i, "max_hops"), problem))
+    for i, step in enumerate(doc.steps):
+        if step.id in owner and step.after:
+            found.append((("steps", i, "after"), f"'{step.id}' runs when route "
+                                                 f"'{owner[step.id]}' picks it: remove after"))
+        for j, dep in enumerate(step.after):
+            route = doc.steps[index[owner[dep]]] if dep in owner else None
+            if route is not None and dep != route.finish:
+                found.append((("steps", i, "after", j), f"'{dep}' runs only if picked: come "
+                                                        f"after '{route.finish}' instead"))
+    routes = {s.id for s in doc.steps if s.kind is DocStepKind.ROUTE}
+    for i, loop in enumerate(doc.loops):
+        for field, name in (("from", loop.source), ("to", loop.to)):
+            if name in owner or name in routes:
+                found.append((("loops", i, field), f"'{name}' is routed: the route decides "
+                                                   "what runs again (repeatable)"))
+    return found
 
 
 def _ancestors(graph: Mapping[str, Sequence[str]], sid: str) -> set[str]:

@@ -44,9 +44,12 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
+from shoal.workflows import routing
 from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
+from shoal.workflows.routing import DecidedBy, Decision, RouteState
 
-_RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value})
+_RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value,
+                        DocStepKind.ROUTE.value})
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
@@ -69,6 +72,9 @@ class DocumentWorkflow:
         self._loops_from: dict[str, list[Loop]] = {}
         for loop in doc.loops:
             self._loops_from.setdefault(loop.source, []).append(loop)
+        self._routes = [s for s in doc.steps if s.kind is DocStepKind.ROUTE]
+        self._route_of = {name: r for r in self._routes
+                          for name in (*r.choices, r.finish) if name is not None}
 
     # ---- the protocol ---------------------------------------------------------------------
 
@@ -88,7 +94,12 @@ class DocumentWorkflow:
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
                             usage=dict(result.usage))
         contract = self.doc.roles[doc_step.role].output if doc_step.role else None
-        if contract is not None:
+        decision = None
+        if doc_step.kind is DocStepKind.ROUTE:
+            decision = routing.decide(doc_step, self._route_state(step, doc_step),
+                                      result.output)
+            output = replace(output, answers=True, parsed=decision.wire())
+        elif contract is not None:
             checked = self._checked_answer(step, sub, result.output, contract, output)
             if checked is None:
                 return
@@ -102,20 +113,22 @@ class DocumentWorkflow:
                   revision=self._revision(step, doc_step),
                   subtask_ids=[str(r.id) for r in sorted(runs, key=_item_order)],
                   preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
+        if decision is not None:
+            self._take(step, doc_step, decision, sub)
+        elif doc_step.id in self._route_of:
+            self._after_routed(step, doc_step, sub)
         self._maybe_loop(step, doc_step, sub)
-        self._start_ready(step)
-        self._progress(step)
-        graph.complete_task_if_done(self, step)
+        self._move_on(step)
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
         return False
 
     def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
-        graph.fail_task(step, f"Step '{sub.name}' failed after {sub.attempts} attempt(s): "
-                              f"{error}")
+        self._failed(step, sub, f"Step '{sub.name}' failed after {sub.attempts} attempt(s): "
+                                f"{error}")
 
     def accepted(self, step: Step, sub: SubtaskRecord, *, first_time: bool) -> None:
-        graph.complete_task_if_done(self, step)  # no quality policy is attached yet
+        self._move_on(step)  # no quality policy is attached yet
 
     def handle(self, step: Step, inp: Decided) -> None:
         raise Conflict("This workflow has no checkpoint to decide.", code="no_checkpoint")
@@ -137,12 +150,46 @@ class DocumentWorkflow:
 
     # ---- runs -----------------------------------------------------------------------------
 
+    def _move_on(self, step: Step) -> None:
+        """Start what may start, show progress, and end the task once nothing runs and
+        nothing more may start."""
+        self._start_ready(step)
+        self._progress(step)
+        if (step.task.status is TaskStatus.IN_PROGRESS and not step.checkpoints
+                and all(s.status in TERMINAL_SUBTASK for s in step.subtasks.values())
+                and not any(self._ready(step, s) for s in self.doc.steps)):
+            graph.complete_task(self, step)
+
+    def _failed(self, step: Step, sub: SubtaskRecord, why: str) -> None:
+        """`sub` failed for good: a routed step's route goes on without it (the steps that
+        require it are skipped); any other step fails the task."""
+        doc_step = self._step_of(sub)
+        if doc_step.kind is DocStepKind.ROUTE:  # the engine decides in the router's place
+            fallback = routing.decide(doc_step, self._route_state(step, doc_step), None)
+            self._take(step, doc_step, Decision(fallback.next, DecidedBy.FALLBACK, reason=(
+                f"the router failed ({sub.error or 'no answer'})")), sub)
+            self._move_on(step)
+            return
+        route = self._route_of.get(doc_step.id)
+        if route is None or doc_step.id == route.finish:
+            graph.fail_task(step, why)
+            return
+        gone = routing.skipped(route, self._route_state(step, route))
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"{why.rstrip('.')}. Route '{route.id}' goes on without it"
+                          + ("; skipped: " + "; ".join(gone.values()) if gone else "") + ".")
+        self._after_routed(step, doc_step, sub)
+        self._move_on(step)
+
     def _progress(self, step: Step) -> None:
         """5 % for starting, then the share of the document's steps that have completed a run
         (a loop going back does not take progress back)."""
         done = {s.key.split("#", 1)[0] for s in step.subtasks.values()
                 if s.status is SubtaskStatus.COMPLETED}
-        wanted = [s for s in self.doc.steps if s.id not in step.task.meta.skip]
+        unplanned = {c for r in self._routes if self._value(step, (r.plan or "").split(".")[0], "")
+                     is not None for c in set(r.choices) - set(self._route_state(step, r).planned)}
+        wanted = [s for s in self.doc.steps
+                  if s.id not in step.task.meta.skip and s.id not in unplanned]
         progress = 5 + int(90 * len(done) / max(len(wanted), 1))
         if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
             step.set_task(progress=progress)
@@ -153,7 +200,9 @@ class DocumentWorkflow:
         for doc_step in self.doc.steps:
             if step.task.status in TERMINAL_TASK:
                 return
-            if self._ready(step, doc_step):
+            if self._ready(step, doc_step) and doc_step.kind is DocStepKind.ROUTE:
+                self._hop(step, doc_step, self._deps(step, doc_step))
+            elif self._ready(step, doc_step):
                 self._run(step, doc_step, feedback=None)
 
     def _after(self, step: Step, doc_step: StepDoc) -> list[str]:
@@ -168,9 +217,14 @@ class DocumentWorkflow:
         return found
 
     def _ready(self, step: Step, doc_step: StepDoc) -> bool:
-        if doc_step.id in step.task.meta.skip:
+        if doc_step.id in step.task.meta.skip or doc_step.id in self._route_of:
+            return False  # a routed step runs when its route picks it
+        if doc_step.kind is DocStepKind.ROUTE and doc_step.finish in step.task.meta.skip:
             return False
         rounds = self._rounds(step, doc_step.id)
+        if doc_step.kind is DocStepKind.ROUTE and (
+                rounds or self._rounds(step, doc_step.finish or "")):
+            return False  # it started: its later decisions follow the steps it picks
         if rounds and any(s.status not in TERMINAL_SUBTASK for s in rounds[-1]):
             return False
         after = self._after(step, doc_step)
@@ -184,12 +238,19 @@ class DocumentWorkflow:
             newest = max(newest, _seq(last[0]))
         return not rounds or newest > _seq(rounds[-1])
 
-    def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None) -> None:
+    def _deps(self, step: Step, doc_step: StepDoc) -> tuple[uuid.UUID, ...]:
+        """The runs a new round of `doc_step` comes after: the latest of each step it waits
+        for."""
+        return tuple(s.id for dep in self._after(step, doc_step)
+                     for s in self._rounds(step, dep)[-1])
+
+    def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None,
+             deps: tuple[uuid.UUID, ...] | None = None) -> None:
         """Start a round of `doc_step`: one run, or one per item for a map step."""
         number = len(self._rounds(step, doc_step.id)) + 1
         seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
-        deps = tuple(s.id for dep in self._after(step, doc_step)
-                     for s in self._rounds(step, dep)[-1])
+        if deps is None:
+            deps = self._deps(step, doc_step)
         if doc_step.kind is not DocStepKind.MAP:
             self._add(step, doc_step, number, None, seq, deps, feedback or "", "")
             return
@@ -216,8 +277,12 @@ class DocumentWorkflow:
         name = doc_step.id + (f" {index}" if index is not None else "") + (
             f" (round {number})" if number > 1 else "")
         role = self.doc.roles[doc_step.role] if doc_step.role else None
-        prompt = self._render(step, role.prompt if role else "", feedback, item)
-        if role is not None and role.output is not None:
+        prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
+        if doc_step.kind is DocStepKind.ROUTE:
+            options = ", ".join(self._allowed(step, doc_step))
+            prompt += ("\n\nAnswer with only this JSON, naming one of " + options + ':\n'
+                       '{"next": "<step>", "reason": "<why, in a sentence>"}')
+        elif role is not None and role.output is not None:
             prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
                        + json.dumps(role.output, indent=1))
         sub = SubtaskRecord(
@@ -236,7 +301,7 @@ class DocumentWorkflow:
                 continue
             target = self._steps[loop.to]
             done = len(self._rounds(step, target.id)) - 1
-            cap = self._cap(step.task, loop)
+            cap = self._cap(step.task, loop.max)
             if not self._holds(step, loop):
                 continue
             if done >= cap:
@@ -254,10 +319,77 @@ class DocumentWorkflow:
         value = self._value(step, loop.when.entry, loop.when.field or "")
         return value is not None and value == loop.when.equals
 
-    def _cap(self, task: TaskRecord, loop: Loop) -> int:
-        if isinstance(loop.max, int):
-            return loop.max
-        return int(self._parameter(task, loop.max.strip("{}")))
+    def _cap(self, task: TaskRecord, cap: int | str) -> int:
+        return cap if isinstance(cap, int) else int(self._parameter(task, cap.strip("{}")))
+
+    # ---- routes ---------------------------------------------------------------------------
+
+    def _route_state(self, step: Step, route: StepDoc) -> RouteState:
+        plan = None
+        if route.plan is not None:
+            entry, _, path = route.plan.partition(".")
+            plan = self._value(step, entry, path)
+        runs = sorted((s for s in step.subtasks.values()
+                       if s.key.split("#", 1)[0] in route.choices),
+                      key=lambda s: s.options.seq or 0)
+        latest = {s.key.split("#", 1)[0]: s.status for s in runs}
+        return RouteState(
+            planned=routing.planned_choices(route, plan),
+            ran=tuple(s.key.split("#", 1)[0] for s in runs
+                      if s.status is SubtaskStatus.COMPLETED),
+            failed=frozenset(n for n, st in latest.items() if st is SubtaskStatus.FAILED))
+
+    def _allowed(self, step: Step, route: StepDoc) -> list[str]:
+        """What the router may name now: the choices that may run, then the finish."""
+        return [*routing.allowed(route, self._route_state(step, route)), route.finish or ""]
+
+    def _hop(self, step: Step, route: StepDoc, deps: tuple[uuid.UUID, ...]) -> None:
+        """The route decides again: the router is asked, unless nothing is left to choose
+        or the route made its `max_hops` decisions."""
+        state = self._route_state(step, route)
+        cap = self._cap(step.task, route.max_hops)
+        if not routing.allowed(route, state):
+            self._take(step, route, routing.decide(route, state, None), None, deps)
+        elif len(self._rounds(step, route.id)) >= cap:
+            assert route.finish is not None
+            self._take(step, route, Decision(route.finish, DecidedBy.ENGINE, reason=(
+                f"the route made its {cap} decision(s) (max_hops)")), None, deps)
+        else:
+            self._run(step, route, feedback=None, deps=deps)
+
+    def _take(self, step: Step, route: StepDoc, decision: Decision, sub: SubtaskRecord | None,
+              deps: tuple[uuid.UUID, ...] | None = None) -> None:
+        """Run the step `decision` names, after the router's run (`sub`) or `deps`."""
+        state = self._route_state(step, route)
+        step.emit(EventType.ROUTE_DECISION, route=route.id, **decision.wire(),
+                  hop=len(self._rounds(step, route.id)), subtask_id=str(sub.id) if sub else None,
+                  execution_order=list(state.ran), planned=list(state.planned))
+        if decision.by is not DecidedBy.ROUTER:
+            said = f"named '{decision.asked}'" if decision.asked else "was not asked"
+            step.emit(EventType.NOTICE, level="info" if decision.by is DecidedBy.ENGINE
+                      else "warning", subtask_id=str(sub.id) if sub else None,
+                      message=f"Route '{route.id}': the router {said}; running "
+                              f"'{decision.next}' because {decision.reason}.")
+        self._run(step, self._steps[decision.next], feedback=None,
+                  deps=(sub.id,) if sub is not None else deps)
+
+    def _after_routed(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
+        """A step a route picked has ended: the route decides again (not after its finish)."""
+        route = self._route_of[doc_step.id]
+        if doc_step.id != route.finish and step.task.status not in TERMINAL_TASK:
+            self._hop(step, route, (sub.id,))
+
+    def _route_field(self, step: Step, route: StepDoc | None, name: str) -> str:
+        if route is None:
+            return ""
+        state = self._route_state(step, route)
+        if name == "allowed":
+            return ", ".join(self._allowed(step, route))
+        if name == "execution_order":
+            return ", ".join(state.ran) or "(nothing has run yet)"
+        outputs = [(n, self._value(step, self._steps[n].entry, ""))
+                   for n in dict.fromkeys(state.ran)]
+        return routing.describe(outputs)[:MAX_ENTRY_CHARS] or "(none yet)"
 
     # ---- the blackboard -------------------------------------------------------------------
 
@@ -295,7 +427,9 @@ class DocumentWorkflow:
         value = self._value(step, entry, path)
         if value is None:
             return ""
-        text = value if isinstance(value, str) else json.dumps(value, indent=1)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(text) > 120 and not isinstance(value, str):  # one line when short, else laid out
+            text = json.dumps(value, indent=1, ensure_ascii=False)
         return text[:MAX_ENTRY_CHARS]
 
     def _parameter(self, task: TaskRecord, name: str) -> Any:
@@ -303,11 +437,17 @@ class DocumentWorkflow:
             return task.meta.parameters[name]
         return self.doc.parameters[name].default
 
-    def _render(self, step: Step, template: str, feedback: str, item: str) -> str:
+    def _render(self, step: Step, doc_step: StepDoc, template: str, feedback: str,
+                item: str) -> str:
+        route = doc_step if doc_step.kind is DocStepKind.ROUTE else (
+            self._route_of.get(doc_step.id) or next(iter(self._routes), None))
+
         def fill(match: re.Match[str]) -> str:
             name, path = match.group(1), match.group(2).lstrip(".")
             if name == "query":
                 return step.task.description
+            if name in ("execution_order", "agent_outputs", "allowed"):
+                return self._route_field(step, route, name)
             if name == "feedback":
                 return feedback
             if name == "item":
@@ -341,8 +481,8 @@ class DocumentWorkflow:
                                error=problem, completed_at=step.ctx.now,
                                current_attempt_id=None)
         graph.emit_subtask(step, sub)
-        graph.fail_task(step, f"Step '{sub.name}' answered twice without matching its "
-                              f"contract: {problem}")
+        self._failed(step, sub, f"Step '{sub.name}' answered twice without matching its "
+                                f"contract: {problem}")
         return None
 
 

@@ -49,6 +49,7 @@ from shoal.store.models import utcnow
 from shoal.workflows import checked_parameters, checked_skip
 from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.interpreter import blackboard
+from shoal.workflows.state import state_view
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
@@ -156,11 +157,13 @@ async def get_task_state(task_id: str, user: UserDep, services: ServicesDep) -> 
         row = await _owned(conn, task_id, user.user_id)
         subs = [subtask_from_row(s) for s in await queries.task_subtasks(conn, row.id)]
     task = task_from_row(row)
-    entries = ({} if task.meta.workflow is None else
-               blackboard(WorkflowDocument.model_validate(task.meta.workflow), subs))
+    if task.meta.workflow is None:
+        return TaskStateView(task_id=task.id, workflow=task.workflow, entries={})
+    doc = WorkflowDocument.model_validate(task.meta.workflow)
     return TaskStateView(task_id=task.id, workflow=task.workflow,
                          entries={name: [StateRevision(**r) for r in revisions]
-                                  for name, revisions in entries.items()})
+                                  for name, revisions in blackboard(doc, subs).items()},
+                         state=state_view(doc, task.description, subs))
 
 
 @router.get("/{task_id}", response_model=TaskDetail)
