@@ -17,8 +17,9 @@ from shoal.engine.step import Context
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.workflows.blackboard import blackboard
 from shoal.workflows.document import load_document
-from shoal.workflows.interpreter import DocumentWorkflow, blackboard
+from shoal.workflows.interpreter import DocumentWorkflow
 from tests.workflows.test_document import TRANSLATE
 
 NOW = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)

@@ -14,8 +14,12 @@ nothing more may start.
 
 A `map` step's round is one run per item of an earlier entry's list (`over: plan.sub_questions`,
 each prompt naming its `{item}`), run in parallel; its entry is the list of their answers, in
-item order, once every item is done. This interpreter runs `agent` and `map` steps; documents
-with other kinds are checked but not run yet.
+item order, once every item is done.
+
+A `route` step's runs ask its router which of its `choices` runs next, after each one it
+picked; `routing` holds the answer to the document's rules. The steps it picks run only when
+picked, and after its `finish` it decides no more. This interpreter runs `agent`, `map` and
+`route` steps; documents with other kinds are checked but not run yet.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -45,6 +49,7 @@ from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows import routing
+from shoal.workflows.blackboard import entry_value, item_order, round_seq, rounds_in, whole
 from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
 from shoal.workflows.routing import DecidedBy, Decision, RouteState
 
@@ -111,7 +116,7 @@ class DocumentWorkflow:
         value = self._entry(step, doc_step.entry, "")
         step.emit(EventType.STATE_UPDATE, entry=doc_step.entry, step=doc_step.id,
                   revision=self._revision(step, doc_step),
-                  subtask_ids=[str(r.id) for r in sorted(runs, key=_item_order)],
+                  subtask_ids=[str(r.id) for r in sorted(runs, key=item_order)],
                   preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
         if decision is not None:
             self._take(step, doc_step, decision, sub)
@@ -233,10 +238,10 @@ class DocumentWorkflow:
         newest = 0
         for dep in after:
             last = self._rounds(step, dep)[-1:]
-            if not last or not _whole(last[0]) or any(s.options.looped for s in last[0]):
+            if not last or not whole(last[0]) or any(s.options.looped for s in last[0]):
                 return False
-            newest = max(newest, _seq(last[0]))
-        return not rounds or newest > _seq(rounds[-1])
+            newest = max(newest, round_seq(last[0]))
+        return not rounds or newest > round_seq(rounds[-1])
 
     def _deps(self, step: Step, doc_step: StepDoc) -> tuple[uuid.UUID, ...]:
         """The runs a new round of `doc_step` comes after: the latest of each step it waits
@@ -394,7 +399,7 @@ class DocumentWorkflow:
     # ---- the blackboard -------------------------------------------------------------------
 
     def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
-        return _rounds_in(step.subtasks.values(), step_id)
+        return rounds_in(step.subtasks.values(), step_id)
 
     def _round(self, step: Step, sub: SubtaskRecord) -> list[SubtaskRecord]:
         """The runs of the round `sub` belongs to."""
@@ -406,11 +411,11 @@ class DocumentWorkflow:
         writer = self._writer.get(entry)
         if writer is None:
             return None
-        whole = [r for r in self._rounds(step, writer.id) if _whole(r)]
-        return whole[-1] if whole else None
+        done = [r for r in self._rounds(step, writer.id) if whole(r)]
+        return done[-1] if done else None
 
     def _revision(self, step: Step, doc_step: StepDoc) -> int:
-        return sum(1 for r in self._rounds(step, doc_step.id) if _whole(r))
+        return sum(1 for r in self._rounds(step, doc_step.id) if whole(r))
 
     def _value(self, step: Step, entry: str, path: str) -> Any:
         """An entry's latest revision: its checked answer if it has one, else its text; or a
@@ -418,7 +423,7 @@ class DocumentWorkflow:
         latest = self._latest(step, entry)
         if latest is None:
             return None
-        value = _entry_value(self._writer[entry], latest)
+        value = entry_value(self._writer[entry], latest)
         for part in filter(None, path.split(".")):
             value = value.get(part) if isinstance(value, Mapping) else None
         return value
@@ -484,60 +489,6 @@ class DocumentWorkflow:
         self._failed(step, sub, f"Step '{sub.name}' answered twice without matching its "
                                 f"contract: {problem}")
         return None
-
-
-def blackboard(doc: WorkflowDocument,
-               subtasks: Iterable[SubtaskRecord]) -> dict[str, list[dict[str, Any]]]:
-    """Every entry of a task's blackboard with each of its revisions, oldest first: the value
-    (a checked answer, the text, or for a map step the list of its items' values), the step
-    and runs that wrote it, and when the last of them completed."""
-    subs = list(subtasks)
-    entries: dict[str, list[dict[str, Any]]] = {}
-    for doc_step in doc.steps:
-        whole = [r for r in _rounds_in(subs, doc_step.id) if _whole(r)]
-        if not whole:
-            continue
-        entries[doc_step.entry] = [
-            {"revision": n, "step": doc_step.id, "value": _entry_value(doc_step, runs),
-             "subtask_ids": [str(r.id) for r in runs],
-             "completed_at": max((r.completed_at for r in runs if r.completed_at),
-                                 default=None)}
-            for n, runs in enumerate(whole, start=1)]
-    return entries
-
-
-def _rounds_in(subtasks: Iterable[SubtaskRecord], step_id: str) -> list[list[SubtaskRecord]]:
-    """The rounds of a step, oldest first: each its run, or its runs one per item."""
-    prefix = f"{step_id}#"
-    by_seq: dict[int, list[SubtaskRecord]] = {}
-    for s in subtasks:
-        if s.key.startswith(prefix):
-            by_seq.setdefault(s.options.seq or 0, []).append(s)
-    return [sorted(by_seq[seq], key=_item_order) for seq in sorted(by_seq)]
-
-
-def _entry_value(doc_step: StepDoc, runs: list[SubtaskRecord]) -> Any:
-    values = [_answer(s) for s in runs]
-    return values if doc_step.kind is DocStepKind.MAP else values[0]
-
-
-def _whole(runs: list[SubtaskRecord]) -> bool:
-    return all(s.status is SubtaskStatus.COMPLETED for s in runs)
-
-
-def _seq(runs: list[SubtaskRecord]) -> int:
-    return runs[0].options.seq or 0
-
-
-def _item_order(sub: SubtaskRecord) -> int:
-    _, _, item = sub.key.partition(".")
-    return int(item) if item.isdigit() else 0
-
-
-def _answer(sub: SubtaskRecord) -> Any:
-    if sub.output is None:
-        return None
-    return sub.output.parsed if sub.output.answers else sub.output.text
 
 
 def _contract_problem(text: str, contract: Mapping[str, Any]) -> str | None:

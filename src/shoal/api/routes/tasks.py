@@ -47,9 +47,8 @@ from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
 from shoal.workflows import checked_parameters, checked_skip
+from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
-from shoal.workflows.interpreter import blackboard
-from shoal.workflows.state import state_view
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
