@@ -58,7 +58,10 @@ class NoopTool:
         if delay > 0:
             await asyncio.sleep(delay)
         entry["tool_end"] = time.monotonic()
-        return ToolOutcome(status="succeeded", output="ok")
+        # A workflow document's role that must answer in JSON (a router, a reviewer) has the
+        # answer as its prompt's first line (`bench_workflows.py`); anything else gets "ok".
+        first = run.instructions.split("\n", 1)[0]
+        return ToolOutcome(status="succeeded", output=first if first.startswith("{") else "ok")
 
 
 class TimedWorker(Worker):

@@ -242,15 +242,19 @@ async def commit_floor(db: Database) -> list[float]:
 
 @contextlib.asynccontextmanager
 async def cluster(
-    kind: str, *, uvloop: bool = False, observe: str = "bus", records: Records | None = None
+    kind: str, *, uvloop: bool = False, observe: str = "bus", records: Records | None = None,
+    documents: dict[str, str] | None = None,
 ) -> AsyncIterator[Bench]:
-    """A fresh database of `kind`, the control plane on it, a signed-in client and the worker
-    process, as a `Bench` to submit workloads with; `records` gets the worker's timestamps
-    once it has stopped."""
+    """A fresh database of `kind`, the control plane on it (with workflow `documents`, by
+    name), a signed-in client and the worker process, as a `Bench` to submit workloads with;
+    `records` gets the worker's timestamps once it has stopped."""
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
             settings = bench_settings(tmp, url)
+            (settings.data_dir / "workflows").mkdir(parents=True)
+            for doc_name, text in (documents or {}).items():
+                (settings.data_dir / "workflows" / f"{doc_name}.yaml").write_text(text)
             async with running_server(settings) as srv:
                 client = await signed_in_client(srv, settings)
                 try:
