@@ -195,6 +195,19 @@ def _check_tools() -> None:
         raise typer.Exit(1)
 
 
+@app.command("mcp")
+def mcp_server(name: Annotated[str, typer.Argument(
+        help="places, calendar or telephone")]) -> None:
+    """Serve one of Shoal's bundled MCP servers over stdio (agents' clients start these)."""
+    from shoal.mcp_servers import NAMES, serve
+
+    if name not in NAMES:
+        console.print(f"[red]No bundled MCP server '{name}'; choose one of "
+                      f"{', '.join(NAMES)}.[/]")
+        raise typer.Exit(2)
+    serve(name)
+
+
 @app.command("demo-model")
 def demo_model(
     host: Annotated[str, typer.Option()] = "127.0.0.1",

@@ -81,6 +81,18 @@ class Usage(BaseModel):
     model: str | None = Field(None, max_length=200, exclude_if=lambda value: value is None)
 
 
+class McpServer(BaseModel):
+    """An MCP server the attempt's agent may use: a command to start with its arguments and
+    environment (stdio), or a URL (Streamable HTTP). The command `shoal` is the worker's own."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    command: str | None = Field(None, max_length=1_000)
+    args: list[str] = Field(default_factory=list, max_length=100)
+    url: str | None = Field(None, max_length=2_000)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 class UpstreamResult(BaseModel):
     """The output and files of a subtask this one depends on."""
 
@@ -192,6 +204,8 @@ class ExecuteTask(_Message):
     upstream: list[UpstreamResult] = Field(default_factory=list)
     timeout: float = 900.0
     options: dict[str, Any] = Field(default_factory=dict)
+    mcp_servers: list[McpServer] = Field(default_factory=list, max_length=20,
+                                         exclude_if=lambda value: not value)
     # W3C trace context of the subtask's span, sent only while the control plane traces
     # (`shoal.tracing`); a worker ignores one it cannot parse.
     traceparent: str | None = Field(None, exclude_if=lambda value: value is None)

@@ -8,9 +8,11 @@ loop goes back until its cap.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -288,6 +290,7 @@ async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
                 detail = await wait_for_status(client, task_id, "completed", "failed")
                 state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
                 events = await sse_events(client, task_id, until={"task_complete"})
+                archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
             finally:
                 await client.aclose()
     assert detail["status"] == "completed", detail
@@ -307,3 +310,10 @@ async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
         ("summarize", "engine")]
     assert decided[0]["asked"] == "telephone"
     assert decided[0]["reason"] == "'telephone' must wait for 'googlemap', 'calendar'"
+    # The specialists used their MCP servers (started by the worker's agent loop): the
+    # calendar's .ics file and the telephone's call record are the task's files.
+    names = zipfile.ZipFile(io.BytesIO(archive)).namelist()
+    assert sorted(n.split("/")[0] for n in names) == ["calendar", "calls"], names
+    assert any(n.endswith("-dinner-at-saffron-46.ics") for n in names)
+    assert "calls/1-886281018846.md" in names
+    assert "Found Saffron 46" in view["agent_outputs"]["googlemap"]

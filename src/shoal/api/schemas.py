@@ -53,6 +53,7 @@ class Permissions(_Strict):
 
     edits: Literal["allow", "deny", "ask"] = "allow"
     commands: Literal["allow", "deny", "ask"] = "allow"
+    mcp: Literal["allow", "deny", "ask"] = "allow"  # the tools of a role's MCP servers
 
 
 class CheckpointDeadline(_Strict):

@@ -50,15 +50,16 @@ import itertools
 import json
 import re
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from starlette.applications import Starlette
 
 from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, recorded_requests
 from shoal.demo.fake.server import create_fake_app, running_fake_server, serve_fake_server
-from shoal.demo.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall
+from shoal.demo.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall, ToolSpec
 from shoal.demo.files import (
     GENERIC_MODULE,
     GENERIC_TEST,
@@ -114,7 +115,7 @@ def decide_reply(conversation: Conversation) -> Reply:
     if pipeline:
         reply = _pipeline_reply(pipeline.group(1), text)
     elif supervisor:
-        reply = _supervisor_reply(supervisor.group(1), text)
+        reply = _supervisor_reply(supervisor.group(1), text, turn, conversation.tools)
     else:
         reply = _role_reply(turn)
     delay = max(delay, reply.delay)
@@ -167,10 +168,12 @@ PLACE = {"name": "Saffron 46", "address": "No. 7, Section 5, Xinyi Road, Taipei 
          "phone": "+886 2 8101 8846", "hours": "11:30-22:00"}
 
 
-def _supervisor_reply(role: str, text: str) -> Reply:
+def _supervisor_reply(role: str, text: str, turn: _Turn, offered: Sequence[ToolSpec]) -> Reply:
     """The script for the supervisor: a reservation plans maps, calendar and telephone (any
     other request, research); the router's first answer is a mistake (telephone before the
-    maps it needs, which the engine overrules), then it takes the first step allowed."""
+    maps it needs, which the engine overrules), then it takes the first step allowed. The
+    specialists call their MCP server's tool when the client offers it (`search_places`,
+    `add_calendar_event`, `make_phone_call`), then report what it returned."""
     request = _line_after(text, "Request:") or "the request"
     if role == "planner":
         booking = re.search(r"reserv|book|table", request, re.IGNORECASE)
@@ -183,18 +186,63 @@ def _supervisor_reply(role: str, text: str) -> Reply:
         pick = "telephone" if ran.startswith("(nothing") and "telephone" in planned else (
             allowed[0] if allowed else "summarize")
         return Reply(text=json.dumps({"next": pick, "reason": f"{LABEL} routed."}))
-    if role == "googlemap":
-        return Reply(text=f"{LABEL} Found {PLACE['name']}, {PLACE['address']}; phone "
-                          f"{PLACE['phone']}; open {PLACE['hours']}.")
-    if role == "calendar":
-        return Reply(text=f"{LABEL} Added 'Dinner at {PLACE['name']}' tomorrow 19:00.")
-    if role == "telephone":
-        return Reply(text=f"{LABEL} Recorded a call to {PLACE['phone']} asking for a table "
-                          "tomorrow at 19:00 (nothing was dialled).")
+    if role in _SPECIALIST_TOOLS:
+        return _specialist_reply(role, request, text, turn, offered)
     if role == "research":
         return Reply(text=f"{LABEL} Findings on '{request}': two facts and their sources.")
     ran = _line_after(text, "Specialists, in the order they ran:")
     return Reply(text=f"# {request}\n\n{LABEL} Done by: {ran}.")
+
+
+_SPECIALIST_TOOLS = {"googlemap": "search_places", "calendar": "add_calendar_event",
+                     "telephone": "make_phone_call"}
+_FOUND = re.compile(r"Found (?P<name>[^,\n]+), (?P<address>[^;\n]+); phone (?P<phone>[+\d ]+);")
+
+
+def _specialist_reply(role: str, request: str, text: str, turn: _Turn,
+                      offered: Sequence[ToolSpec]) -> Reply:
+    wanted = _SPECIALIST_TOOLS[role]
+    tool = next((t.name for t in offered if t.name == wanted or t.name.endswith("_" + wanted)),
+                None)
+    found = _FOUND.search(text)
+    place = found.groupdict() if found else dict(PLACE)
+    tomorrow = (datetime.now().date() + timedelta(days=1)).isoformat()
+    if tool is not None and turn.done_steps == 0:
+        if role == "googlemap":
+            cuisine = re.search(r"(\w+) restaurant", request, re.IGNORECASE)
+            near = re.search(r"\bnear (.+?)(?: and |,|$)", request, re.IGNORECASE)
+            args: dict[str, Any] = {
+                "query": f"{cuisine.group(1) if cuisine else ''} restaurant".strip(),
+                "near": near.group(1).strip() if near else ""}
+        elif role == "calendar":
+            args = {"title": f"Dinner at {place['name']}", "start": f"{tomorrow}T19:00",
+                    "duration_minutes": 90, "location": place["address"]}
+        else:
+            args = {"phone": place["phone"].strip(), "callee": place["name"],
+                    "message": "A table for two tomorrow at 19:00, please."}
+        return Reply(tool_calls=(ToolCall(tool, args),))
+    said = turn.tool_results[-1] if turn.tool_results else ""
+    if role == "googlemap":
+        places = _json_list(said)
+        place = places[0] if places else place
+        return Reply(text=f"{LABEL} Found {place['name']}, {place['address']}; phone "
+                          f"{place['phone']}; open {place.get('hours', PLACE['hours'])}.")
+    if role == "calendar":
+        written = next(iter(re.findall(r"calendar/[\w.-]+\.ics", said)), "")
+        return Reply(text=f"{LABEL} Added 'Dinner at {place['name']}' on {tomorrow} at 19:00"
+                          + (f": {written}." if written else "."))
+    recorded = next(iter(re.findall(r"calls/[\w.-]+\.md", said)), "")
+    return Reply(text=f"{LABEL} Recorded a call to {place['phone'].strip()} asking for a table "
+                      "tomorrow at 19:00 (nothing was dialled)"
+                      + (f": {recorded}." if recorded else "."))
+
+
+def _json_list(text: str) -> list[dict[str, Any]]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _line_after(text: str, label: str) -> str:

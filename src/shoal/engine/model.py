@@ -95,6 +95,34 @@ class StepOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """An MCP server a step's agent may use: a command to start (stdio), or a URL to reach.
+    The command `shoal` means the worker's own Shoal (its bundled servers: `shoal mcp …`)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.command is not None:
+            out |= {"command": self.command, "args": list(self.args)}
+        if self.url is not None:
+            out["url"] = self.url
+        if self.env:
+            out["env"] = dict(self.env)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> McpServerSpec:
+        return cls(name=str(data["name"]), command=data.get("command"),
+                   args=tuple(data.get("args") or ()), url=data.get("url"),
+                   env=dict(data.get("env") or {}))
+
+
+@dataclass(frozen=True, slots=True)
 class Correction:
     """What a `correct` step is asked to change, and why."""
 
@@ -139,6 +167,7 @@ class StepOptions:
     prefer_worker: str | None = None  # this worker if it can
     seq: int | None = None  # document steps: this run's place among the task's runs
     looped: bool = False  # document steps: a loop went back from this run
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # document steps: their role's MCP servers
     tool: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -161,6 +190,8 @@ class StepOptions:
             out["correction"] = self.correction.to_json()
         if self.exclude_workers is not None:
             out["exclude_workers"] = list(self.exclude_workers)
+        if self.mcp_servers:
+            out["mcp_servers"] = [s.to_json() for s in self.mcp_servers]
         return out
 
     @classmethod
@@ -174,6 +205,8 @@ class StepOptions:
             found["correction"] = Correction.from_json(found["correction"])
         if "exclude_workers" in found:
             found["exclude_workers"] = tuple(found["exclude_workers"])
+        if "mcp_servers" in found:
+            found["mcp_servers"] = tuple(McpServerSpec.from_json(s) for s in found["mcp_servers"])
         return cls(**found, tool=tool)
 
 
@@ -197,10 +230,15 @@ def _is_object(value: Any) -> bool:
     return isinstance(value, Mapping)
 
 
+def _is_servers(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, Mapping) and isinstance(v.get("name"), str) for v in value)
+
+
 _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
     "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
     "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str,
-    "seq": _is_int, "looped": _is_true}
+    "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers}
 
 
 @dataclass(frozen=True, slots=True)

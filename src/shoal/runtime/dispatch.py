@@ -20,6 +20,7 @@ from shoal.protocol import (
     CancelTask,
     ExecuteTask,
     FilePayload,
+    McpServer,
     UpstreamResult,
     frames,
 )
@@ -50,6 +51,7 @@ async def execute_message(
     if state.task.meta.permissions is not None:
         options["permissions"] = dict(state.task.meta.permissions)
     options.update(sub.options.to_json())
+    options.pop("mcp_servers", None)
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
@@ -60,6 +62,7 @@ async def execute_message(
                                         budget=settings.max_result_bytes,
                                         files_possible=files_possible),
         timeout=float(options.pop("timeout", timeout)), options=options,
+        mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers],
         traceparent=attempt_traceparent(state.task.id, sub.id),
     )
     return msg.model_dump_json()

@@ -33,13 +33,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import openai
+from mcp import MCPError as McpError
 
 from shoal.artifacts.paths import resolve_inside
 from shoal.errors import ShoalError, ToolError, UnsafePath
 from shoal.process import run_command
-from shoal.protocol import Usage
+from shoal.protocol import McpServer, Usage
+from shoal.tools import mcp_config
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.journal import Journal
+from shoal.tools.mcp_config import McpTools
 from shoal.tools.models.base import ModelAnswer, ModelClient, ModelError, ToolDef, Turn
 from shoal.tools.permissions import Denial, PermissionPolicy
 from shoal.tools.pricing import with_cost
@@ -62,7 +65,7 @@ Tools:
 - run_command(command): run a shell command in the workspace (at most {timeout:g} s); \
 you get its exit code and the end of its output.
 
-Use the tools to do the work. When you are done, answer without a tool call: a short \
+{mcp}Use the tools to do the work. When you are done, answer without a tool call: a short \
 summary of what you did. That answer is your result."""
 
 
@@ -167,6 +170,8 @@ class _Conversation:
     tokens: _Tokens = field(default_factory=_Tokens)
     turns: list[Turn] = field(default_factory=list)
     denials: list[Denial] = field(default_factory=list)
+    tools: list[ToolDef] = field(default_factory=lambda: list(TOOLS))
+    mcp: McpTools | None = None  # the tools of the role's MCP servers, when it has some
 
 
 class AgentLoopTool:
@@ -209,8 +214,10 @@ class AgentLoopTool:
             run.trace.note_model(client.model)
         chat = _Conversation(run, client, Journal.open(self.journal_dir, run.subtask_id),
                              policy)
+        servers, refused = mcp_config.allowed(run, policy)
+        chat.denials.extend(refused)
         try:
-            outcome = await self._converse(chat)
+            outcome = await self._with_mcp(chat, servers)
         except ModelError as exc:
             run.log(f"error: {exc.message}")
             outcome = ToolOutcome(status="failed", usage=chat.tokens.usage(),
@@ -225,9 +232,26 @@ class AgentLoopTool:
         outcome = dataclasses.replace(outcome, usage=with_cost(outcome.usage, client.model))
         return _with_denials(outcome, chat.denials)
 
+    async def _with_mcp(self, chat: _Conversation, servers: list[McpServer]) -> ToolOutcome:
+        """Converse, with the tools of `servers` offered too while they run."""
+        if not servers:
+            return await self._converse(chat)
+        names = ", ".join(s.name for s in servers)
+        try:
+            async with mcp_config.connected(servers, chat.run.workspace) as tools:
+                chat.mcp, chat.tools = tools, [*TOOLS, *tools.defs]
+                chat.run.log(f"mcp: {names} ({len(tools.defs)} tools)")
+                return await self._converse(chat)
+        except (OSError, McpError, ExceptionGroup) as exc:
+            message = f"The MCP server(s) {names} could not be used: {exc}"
+            chat.run.log(f"error: {message}")
+            return ToolOutcome(status="failed", usage=chat.tokens.usage(), error=message)
+
     async def _converse(self, chat: _Conversation) -> ToolOutcome:
         run = chat.run
-        system = SYSTEM_PROMPT.format(role=run.role, timeout=self.command_timeout)
+        mcp = ("Tools of MCP servers, named <server>__<tool>, are offered too: use them as "
+               "their descriptions say.\n\n" if chat.mcp is not None else "")
+        system = SYSTEM_PROMPT.format(role=run.role, timeout=self.command_timeout, mcp=mcp)
         chat.turns.append(Turn("user", run.instructions))
         answer = ModelAnswer("")
         for turn in range(1, self.max_turns + 1):
@@ -250,7 +274,7 @@ class AgentLoopTool:
     async def _ask(self, chat: _Conversation, system: str, turn: int) -> ModelAnswer:
         """One model call: from the journal if an earlier attempt made it, else for real."""
         client = chat.client
-        key = chat.journal.key(client.provider, client.model, system, chat.turns, TOOLS)
+        key = chat.journal.key(client.provider, client.model, system, chat.turns, chat.tools)
         if (known := chat.journal.get(key)) is not None:
             chat.tokens.replayed += 1
             if known.text:
@@ -286,6 +310,8 @@ class AgentLoopTool:
         """Run one tool call; whatever goes wrong is told to the model, not raised."""
         run = chat.run
         handler = self._handlers.get(name)
+        if chat.mcp is not None and chat.mcp.owns(name):
+            return await _call_mcp(chat, chat.mcp, name, raw)
         if handler is None:
             run.log(f"{name or '(unnamed)'}: no such tool")
             return (f"Error: there is no tool named {name!r}. "
@@ -402,11 +428,27 @@ async def _request(chat: _Conversation, system: str, lines: _LineLog) -> ModelAn
     is traced."""
     client, trace = chat.client, chat.run.trace
     if trace is None:
-        return await client.complete(system, chat.turns, TOOLS, lines.feed)
+        return await client.complete(system, chat.turns, chat.tools, lines.feed)
     with trace.model_call(client.provider, client.model) as call:
-        answer = await client.complete(system, chat.turns, TOOLS, lines.feed)
+        answer = await client.complete(system, chat.turns, chat.tools, lines.feed)
         call.usage = with_cost(answer.usage, client.model)
     return answer
+
+
+async def _call_mcp(chat: _Conversation, tools: McpTools, name: str, raw: str) -> str:
+    """One call of an MCP tool; what goes wrong is told to the model."""
+    try:
+        args = _parse_arguments(raw)
+    except _BadArguments as exc:
+        chat.run.log(f"{name}: bad arguments ({exc})")
+        return f"Error: {name} was called with bad arguments: {exc}"
+    try:
+        result = await tools.call(name, args)
+    except (McpError, OSError) as exc:
+        chat.run.log(f"{name} failed: {exc}")
+        return f"Error: {name} failed: {exc}"
+    chat.run.log(f"{name} {json.dumps(args, ensure_ascii=False)[:300]}")
+    return result
 
 
 def _numbered(answer: ModelAnswer, turn: int) -> ModelAnswer:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from shoal.protocol import Usage
+from shoal.protocol import McpServer, Usage
 from shoal.tools.permissions import Denial
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class ToolRun:
     log: Callable[[str], None]
     options: dict[str, Any] = field(default_factory=dict)
     trace: AttemptTrace | None = None  # set when the attempt is traced: spans of model calls
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP servers the agent may use (its role's)
 
 
 @dataclass(frozen=True, slots=True)

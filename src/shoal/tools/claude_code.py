@@ -51,6 +51,7 @@ from shoal.config import Settings
 from shoal.errors import ShoalError
 from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
+from shoal.tools import mcp_config
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
     JsonLines,
@@ -96,9 +97,14 @@ class ClaudeCodeTool:
         except ShoalError as exc:
             return ToolOutcome(status="failed", error=exc.message)
         session = _Session(run, policy)
+        servers, session.denials = mcp_config.allowed(run, policy)
         with private_home("claude") as home:
+            mcp_file = None
+            if servers:  # outside the workspace: the agent's files are collected from there
+                mcp_file = home / "mcp.json"
+                mcp_file.write_text(json.dumps(mcp_config.claude_config(servers, run.workspace)))
             result = await run_command(
-                self.argv(), cwd=run.workspace, timeout=run.timeout, env=self._env(home),
+                self.argv(mcp_file), cwd=run.workspace, timeout=run.timeout, env=self._env(home),
                 on_line=JsonLines(session.on_event, session.on_text), on_start=session.start,
                 interrupt=session.interrupt, max_line=_MAX_LINE)
         if result.timed_out:
@@ -106,13 +112,15 @@ class ClaudeCodeTool:
                                "stopped. Give the step more time or split it.")
         return session.outcome(result)
 
-    def argv(self) -> list[str]:
-        """The command line of one run."""
+    def argv(self, mcp_file: Path | None = None) -> list[str]:
+        """The command line of one run (with the role's MCP servers in `mcp_file`)."""
         argv = [self.binary, "-p", "--input-format", "stream-json",
                 "--output-format", "stream-json", "--verbose",
                 "--permission-prompt-tool", "stdio", "--permission-mode", "default",
                 "--setting-sources", "user", "--strict-mcp-config",
                 "--settings", json.dumps(_ASK_RULES), "--no-session-persistence"]
+        if mcp_file is not None:
+            argv += ["--mcp-config", str(mcp_file)]
         if self._model:
             argv += ["--model", self._model]
         return argv
@@ -297,6 +305,9 @@ def decide(policy: PermissionPolicy, workspace: Path, tool: str,
     if tool == "Bash":
         command = str(tool_input.get("command", ""))
         return command, policy.command(command)
+    if tool.startswith("mcp__"):  # mcp__<server>__<tool>
+        server, _, name = tool.removeprefix("mcp__").partition("__")
+        return server, policy.mcp_tool(server, name)
     if tool == "AskUserQuestion":
         return "", Decision(False, "No one can answer questions during this run; decide "
                             "yourself and go on.", needs_human=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from shoal.config import Settings
 from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
+from shoal.tools import mcp_config
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
     JsonLines,
@@ -61,11 +62,14 @@ class CodexTool:
         """Run `codex exec` on the instructions; raise TimeoutError past `run.timeout`."""
         policy = PermissionPolicy.from_options(run.options)
         progress = Progress(run.log)
+        servers, refused = mcp_config.allowed(run, policy)
         with private_home("codex") as home:
             codex_home = home / ".codex"
             await asyncio.to_thread(write_config, codex_home, self._settings)
             result = await run_command(
-                command_line(self.binary, cli_prompt(run), policy), cwd=run.workspace,
+                command_line(self.binary, cli_prompt(run), policy,
+                             mcp_config.codex_overrides(servers, run.workspace)),
+                cwd=run.workspace,
                 timeout=run.timeout, env=cli_env(home, self._env(codex_home), self._settings),
                 on_line=JsonLines(progress.on_event, progress.on_text))
         if result.timed_out:
@@ -75,7 +79,8 @@ class CodexTool:
         if run.trace is not None:  # the attempt's span names the model
             run.trace.note_model(self._settings.codex_model)
         return dataclasses.replace(
-            outcome, usage=with_cost(outcome.usage, self._settings.codex_model))
+            outcome, usage=with_cost(outcome.usage, self._settings.codex_model),
+            denials=(*refused, *outcome.denials))
 
     def _env(self, codex_home: Path) -> dict[str, str]:
         key = self._settings.openai_api_key
@@ -88,12 +93,13 @@ class CodexTool:
                 "OPENAI_API_KEY": secret}
 
 
-def command_line(binary: str, prompt: str, policy: PermissionPolicy) -> list[str]:
-    """The `codex exec` argv for one run under `policy`."""
+def command_line(binary: str, prompt: str, policy: PermissionPolicy,
+                 mcp: Sequence[str] = ()) -> list[str]:
+    """The `codex exec` argv for one run under `policy` (`mcp`: its MCP servers' `-c`s)."""
     sandbox = "workspace-write" if policy.edits == "allow" else "read-only"
     no_shell = ["--disable", "shell_tool"] if policy.commands != "allow" else []
     return [binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", *_QUIET,
-            "--sandbox", sandbox, *no_shell, "--", prompt]
+            "--sandbox", sandbox, *no_shell, *mcp, "--", prompt]
 
 
 def config_toml(settings: Settings) -> str:

@@ -37,6 +37,7 @@ from shoal.config import Settings
 from shoal.errors import ShoalError
 from shoal.process import CommandResult, run_command
 from shoal.protocol import Usage
+from shoal.tools import mcp_config
 from shoal.tools.base import Probe, ToolOutcome, ToolRun
 from shoal.tools.cli_support import (
     JsonLines,
@@ -77,8 +78,10 @@ class GeminiCliTool:
         except ShoalError as exc:
             return ToolOutcome(status="failed", error=exc.message)
         progress = Progress(run.log)
+        servers, refused = mcp_config.allowed(run, policy)
         with private_home("gemini") as home:
-            await asyncio.to_thread(write_config, home, self._settings, policy)
+            await asyncio.to_thread(write_config, home, self._settings, policy,
+                                    mcp_config.gemini_settings(servers, run.workspace))
             result = await run_command(
                 command_line(self.binary, cli_prompt(run), model=self._settings.gemini_model,
                              policy=policy),
@@ -92,7 +95,8 @@ class GeminiCliTool:
         if run.trace is not None:  # the attempt's span names the model
             run.trace.note_model(self._settings.gemini_model)
         return dataclasses.replace(
-            outcome, usage=with_cost(outcome.usage, self._settings.gemini_model))
+            outcome, usage=with_cost(outcome.usage, self._settings.gemini_model),
+            denials=(*refused, *outcome.denials))
 
     def _env(self, home: Path) -> dict[str, str]:
         key = self._settings.gemini_api_key
@@ -152,13 +156,15 @@ def _refusal(rule: str, what: str) -> str:
     return f"The task's permission policy denies {what}."
 
 
-def write_config(home: Path, settings: Settings, policy: PermissionPolicy) -> None:
-    """Write the run's settings and policy file under `home/.gemini`, and its TMPDIR."""
+def write_config(home: Path, settings: Settings, policy: PermissionPolicy,
+                 mcp_servers: dict[str, Any] | None = None) -> None:
+    """Write the run's settings (with the role's MCP servers, trusted: the policy allowed
+    them) and policy file under `home/.gemini`, and its TMPDIR."""
     config = home / ".gemini"
     (config / "policies").mkdir(mode=0o700, parents=True)
     (home / "tmp").mkdir(mode=0o700)
-    (config / "settings.json").write_text(json.dumps(settings_json(settings), indent=2),
-                                          encoding="utf-8")
+    document = settings_json(settings) | ({"mcpServers": mcp_servers} if mcp_servers else {})
+    (config / "settings.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
     (config / "policies" / "shoal.toml").write_text(policy_toml(policy), encoding="utf-8")
 
 

@@ -2,7 +2,9 @@
 
 The default: edits inside the workspace are allowed, nothing outside it, commands run (in the
 workspace), and no tool is ever started with a skip-all-permissions flag. A task may tighten
-this with `permissions` in its options, e.g. `{"edits": "ask", "commands": "deny"}`.
+this with `permissions` in its options, e.g. `{"edits": "ask", "commands": "deny"}`; `mcp`
+rules the tools of the MCP servers a workflow's role names (unless allowed, the agent does not
+get those servers).
 
 `ask` means "a person decides". Until human checkpoints exist, an `ask` is answered "no" and
 reported as a denial that needed a person (`needs_human=True`), so the quality loop can turn it
@@ -47,10 +49,12 @@ class Denial:
 
 @dataclass(frozen=True, slots=True)
 class PermissionPolicy:
-    """Rules for edits inside the workspace and for commands; outside edits are always denied."""
+    """Rules for edits inside the workspace, commands and MCP tools; outside edits are always
+    denied."""
 
     edits: Rule = "allow"
     commands: Rule = "allow"
+    mcp: Rule = "allow"
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> PermissionPolicy:
@@ -61,21 +65,21 @@ class PermissionPolicy:
         if not isinstance(raw, Mapping):
             raise InvalidInput("`permissions` must be an object like {\"edits\": \"allow\", "
                           "\"commands\": \"ask\"}.", details={"field": "permissions"})
-        unknown = sorted(set(raw) - {"edits", "commands"})
+        unknown = sorted(set(raw) - {"edits", "commands", "mcp"})
         if unknown:
-            raise InvalidInput(f"Unknown permission {unknown[0]!r}: use 'edits' or 'commands'.",
-                          details={"field": f"permissions.{unknown[0]}"})
+            raise InvalidInput(f"Unknown permission {unknown[0]!r}: use 'edits', 'commands' or "
+                               "'mcp'.", details={"field": f"permissions.{unknown[0]}"})
         values: dict[str, Rule] = {}
-        for key in ("edits", "commands"):
+        for key in ("edits", "commands", "mcp"):
             value = raw.get(key, getattr(cls(), key))
             if value not in _RULES:
                 raise InvalidInput(f"permissions.{key} must be one of allow, deny, ask; got "
                               f"{value!r}.", details={"field": f"permissions.{key}"})
             values[key] = value
-        return cls(edits=values["edits"], commands=values["commands"])
+        return cls(edits=values["edits"], commands=values["commands"], mcp=values["mcp"])
 
     def as_dict(self) -> dict[str, str]:
-        return {"edits": self.edits, "commands": self.commands}
+        return {"edits": self.edits, "commands": self.commands, "mcp": self.mcp}
 
     def edit(self, path: str, workspace: Path) -> Decision:
         """May the agent create or change the file at `path` (absolute or workspace-relative)?"""
@@ -93,6 +97,10 @@ class PermissionPolicy:
     def command(self, command: str) -> Decision:
         """May the agent run this shell command (in the workspace)?"""
         return _apply(self.commands, f"running `{command[:200]}`")
+
+    def mcp_tool(self, server: str, tool: str = "") -> Decision:
+        """May the agent use a tool of the MCP server `server` (any of them, without `tool`)?"""
+        return _apply(self.mcp, f"using the MCP server {server}" + (f" ({tool})" if tool else ""))
 
 
 def _apply(rule: Rule, what: str) -> Decision:

@@ -345,6 +345,7 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
         log=stream.write,
         options=dict(msg.options),
         trace=trace,
+        mcp_servers=tuple(msg.mcp_servers),
     )
 
 

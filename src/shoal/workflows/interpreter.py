@@ -37,6 +37,7 @@ from shoal.engine import answers, graph
 from shoal.engine.inputs import Finished, Start
 from shoal.engine.model import (
     FileRef,
+    McpServerSpec,
     StepKind,
     StepOptions,
     StepOutput,
@@ -294,7 +295,9 @@ class DocumentWorkflow:
             id=step.ctx.new_id(), task_id=step.task.id, key=key,
             role=doc_step.role or doc_step.id, kind=StepKind.AGENT, name=name,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
-            dependencies=deps, options=StepOptions(seq=seq),
+            dependencies=deps, options=StepOptions(seq=seq, mcp_servers=tuple(
+                McpServerSpec(name=m.name, command=m.command, args=tuple(m.args), url=m.url,
+                              env=dict(m.env)) for m in (role.mcp_servers if role else ()))),
             recommended_tool=role.tools[0] if role and role.tools else None,
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)

@@ -4,7 +4,9 @@ The API the Codex CLI speaks (and the OpenAI SDKs' `responses.create`). A reques
 `instructions` and `input` (a string, or items: messages, `function_call`s and their
 `function_call_output`s; reasoning items are skipped) become a neutral conversation; only
 `{"type": "function"}` tools are offered to the script (built-in ones such as `web_search`
-are ignored). The answer is one JSON response object, or a `text/event-stream` of typed events
+are ignored), and the functions of a `{"type": "namespace"}` group (how Codex offers an MCP
+server's tools) as `<namespace>__<name>`, called back with their `namespace`. The answer is
+one JSON response object, or a `text/event-stream` of typed events
 (`event:` and `data:` lines) ending in `response.completed` with the usage.
 """
 
@@ -56,11 +58,27 @@ def decode(body: dict[str, Any]) -> Conversation:
         else [item for item in raw or [] if isinstance(item, dict)]
     for item in items:
         _decode_item(item, messages)
-    tools = tuple(ToolSpec(str(t.get("name", "")), schema_parameters(t.get("parameters")))
-                  for t in body.get("tools") or []
-                  if isinstance(t, dict) and t.get("type") == "function")
+    tools = tuple(ToolSpec(name, schema_parameters(t.get("parameters")))
+                  for name, t in _functions(body).items())
     return Conversation(API, str(body.get("model", "")), tuple(messages), tools,
                         bool(body.get("stream")))
+
+
+def _functions(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The function tools a request offers by the name the script calls them, a namespace's
+    as `<namespace>__<name>`."""
+    found: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "function":
+            found[str(tool.get("name", ""))] = tool
+        elif tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("type") == "function":
+                    found[f"{tool.get('name')}__{inner.get('name')}"] = {
+                        **inner, "namespace": tool.get("name")}
+    return found
 
 
 def _decode_item(item: dict[str, Any], messages: list[Message]) -> None:
@@ -74,8 +92,10 @@ def _decode_item(item: dict[str, Any], messages: list[Message]) -> None:
         elif role == "assistant":
             messages.append(Message("assistant", text_of(item.get("content"))))
     elif kind == "function_call":
-        call = ToolCall(str(item.get("name", "")), json_object(item.get("arguments")),
-                        str(item.get("call_id", "")))
+        name = str(item.get("name", ""))
+        if item.get("namespace"):
+            name = f"{item['namespace']}__{name}"
+        call = ToolCall(name, json_object(item.get("arguments")), str(item.get("call_id", "")))
         last = messages[-1] if messages else None
         if last is not None and last.role == "assistant":  # parallel calls: one assistant turn
             messages[-1] = Message("assistant", last.text, (*last.tool_calls, call))
@@ -116,24 +136,29 @@ async def _responses(request: Request) -> Response:
     usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
              "total_tokens": input_tokens + output_tokens}
-    response = _response(body, number, _items(reply, number), usage)
+    response = _response(body, number, _items(reply, number, _functions(body)), usage)
     if conversation.stream:
         return StreamingResponse(paced(_events(reply, response), reply),
                                  media_type="text/event-stream")
     return Response(json.dumps(response), media_type="application/json")
 
 
-def _items(reply: Reply, number: int) -> list[dict[str, Any]]:
-    """The output items of a reply: a message for its text, then one per tool call."""
+def _items(reply: Reply, number: int,
+           functions: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output items of a reply: a message for its text, then one per tool call (with its
+    `namespace` when the tool is in one)."""
     items: list[dict[str, Any]] = []
     if reply.text or not reply.tool_calls:
         items.append({"type": "message", "id": f"msg_demo_{number}", "status": "completed",
                       "role": "assistant", "content": [
                           {"type": "output_text", "text": reply.text, "annotations": []}]})
     for index, call in enumerate(reply.tool_calls):
-        items.append({"type": "function_call", "id": f"fc_demo_{number}_{index}",
-                      "status": "completed", "call_id": call.id or f"call_demo_{number}_{index}",
-                      "name": call.name, "arguments": json.dumps(call.arguments)})
+        item = {"type": "function_call", "id": f"fc_demo_{number}_{index}",
+                "status": "completed", "call_id": call.id or f"call_demo_{number}_{index}",
+                "name": call.name, "arguments": json.dumps(call.arguments)}
+        if namespace := functions.get(call.name, {}).get("namespace"):
+            item |= {"name": functions[call.name]["name"], "namespace": namespace}
+        items.append(item)
     return items
 
 
