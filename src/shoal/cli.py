@@ -7,7 +7,6 @@ import asyncio
 import functools
 import json
 import os
-import secrets
 import signal
 import sys
 import urllib.parse
@@ -22,7 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from shoal.config import DEV_SECRET, Settings
+from shoal.config import Settings
+from shoal.demo.samples import SAMPLES
 from shoal.errors import ShoalError
 from shoal.logs import configure_logging
 
@@ -46,13 +46,6 @@ app.add_typer(workflows_app, name="workflows")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
-SAMPLE_TASK = "Build a CLI todo app with tests"
-SAMPLES = {  # what `shoal up --demo --workflow NAME` submits
-    "dag": SAMPLE_TASK,
-    "pipeline": "How do city cats change urban wildlife?",
-    "supervisor": "Find an Indian restaurant near Taipei 101 and reserve a table for tomorrow "
-                  "at 7 PM",
-}
 
 
 def settings_from_env(**overrides: Any) -> Settings:
@@ -101,28 +94,14 @@ def up(
         console.print(f"[red]No sample for workflow '{workflow}'; choose one of "
                       f"{', '.join(SAMPLES)}.[/]")
         raise typer.Exit(2)
-    from shoal.embedded import run_embedded
+    from shoal.embedded import run_embedded, up_settings
 
     configure_logging("warning")
-    mode = os.environ.get("SHOAL_MODE", "dev")
-    settings = settings_from_env(host=host, port=port, mode=mode)
-    if settings.secret_key == DEV_SECRET:
-        settings = settings.model_copy(update={"secret_key": _persistent_secret(settings)})
-    if "SHOAL_REVIEW_WITHOUT_PEER" not in os.environ:
-        # One machine, one worker: peer reviews run there (another agent run), not skipped.
-        settings = settings.model_copy(update={"review_without_peer": "same_worker"})
+    settings = up_settings(settings_from_env(host=host, port=port,
+                                             mode=os.environ.get("SHOAL_MODE", "dev")))
     sample = {"description": SAMPLES[workflow], "workflow": workflow} if demo else None
     code = run(lambda: run_embedded(settings, console=console, demo_task=sample, slots=slots))
     raise typer.Exit(code)
-
-
-def _persistent_secret(settings: Settings) -> str:
-    path = settings.data_dir / "secret_key"
-    if not path.exists():
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(48))
-    return path.read_text().strip()
 
 
 @app.command()

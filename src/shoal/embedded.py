@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import secrets
 import signal
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from shoal import admin
 from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
 from shoal.client import ShoalClient, load_credentials, save_credentials
-from shoal.config import Settings
+from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
@@ -30,6 +31,21 @@ from shoal.worker.agent import Worker
 
 REAL_MODEL_HINT = ("Connect a real model: SHOAL_OPENAI_COMPAT_BASE_URL=<OpenAI-compatible URL> "
                    "SHOAL_OPENAI_COMPAT_API_KEY=<key> SHOAL_OPENAI_COMPAT_MODEL=<model> shoal up")
+
+
+def up_settings(settings: Settings) -> Settings:
+    """`shoal up`'s settings: a secret key kept in the data folder (not the development one),
+    and peer reviews on the one worker (another agent run there, not skipped)."""
+    if settings.secret_key == DEV_SECRET:
+        path = settings.data_dir / "secret_key"
+        if not path.exists():
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(48))
+        settings = settings.model_copy(update={"secret_key": path.read_text().strip()})
+    if "SHOAL_REVIEW_WITHOUT_PEER" not in os.environ:
+        settings = settings.model_copy(update={"review_without_peer": "same_worker"})
+    return settings
 
 
 async def run_embedded(
