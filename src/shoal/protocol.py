@@ -206,6 +206,9 @@ class ExecuteTask(_Message):
     options: dict[str, Any] = Field(default_factory=dict)
     mcp_servers: list[McpServer] = Field(default_factory=list, max_length=20,
                                          exclude_if=lambda value: not value)
+    # a workflow's final answer: the worker also saves the output as this workspace file
+    output_file: str | None = Field(None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$",
+                                    exclude_if=lambda value: value is None)
     # W3C trace context of the subtask's span, sent only while the control plane traces
     # (`shoal.tracing`); a worker ignores one it cannot parse.
     traceparent: str | None = Field(None, exclude_if=lambda value: value is None)

@@ -240,6 +240,7 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
                 second = (await client.get(
                     f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
                     if "write#2" in subs else None
+                archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
             finally:
                 await client.aclose()
     assert detail["status"] == "completed", detail
@@ -255,6 +256,10 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
     assert [len(r["value"]) for r in entries["research"]] == [3]
     assert all("Findings on" in v for v in entries["research"][0]["value"])
     assert [r["revision"] for r in entries["draft"]] == list(range(1, revisions + 2))
+    # The final report is a file of the task too: the latest draft, as report.md.
+    report = zipfile.ZipFile(io.BytesIO(archive)).read("report.md").decode()
+    assert report.strip() == entries["draft"][-1]["value"].strip()
+    assert state["state"]["response"] == entries["draft"][-1]["value"]
     assert entries["review"][0]["value"]["verdict"] == "NEEDS_REVISION"
     if revisions:
         assert entries["review"][-1]["value"]["verdict"] == "APPROVED"
@@ -313,7 +318,78 @@ async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
     # The specialists used their MCP servers (started by the worker's agent loop): the
     # calendar's .ics file and the telephone's call record are the task's files.
     names = zipfile.ZipFile(io.BytesIO(archive)).namelist()
-    assert sorted(n.split("/")[0] for n in names) == ["calendar", "calls"], names
+    assert sorted(n.split("/")[0] for n in names) == ["calendar", "calls", "summary.md"], names
     assert any(n.endswith("-dinner-at-saffron-46.ics") for n in names)
     assert "calls/1-886281018846.md" in names
     assert "Found Saffron 46" in view["agent_outputs"]["googlemap"]
+
+
+async def test_a_user_adds_versions_of_a_workflow_only_they_see_and_tasks_keep_theirs(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    """`POST /api/v1/workflows`: a user's own document, listed and run for them; a new
+    version needs a higher `version`; a task keeps the version it started with; another user
+    gets 404 (and cannot run it); a built-in's name is taken; `DELETE` removes it."""
+    mine = REVIEW.replace("name: review", "name: mine").replace("version: 3", "version: 1")
+    added = await client.post("/api/v1/workflows", json={"document": mine})
+    assert added.status_code == 201, added.text
+    assert (added.json()["name"], added.json()["version"], added.json()["yours"]) == (
+        "mine", 1, True)
+    listed = (await client.get("/api/v1/workflows")).json()["workflows"]
+    assert [(w["name"], w["yours"]) for w in listed][-1] == ("mine", True)
+    again = await client.post("/api/v1/workflows", json={"document": mine})
+    assert (again.status_code, again.json()["error"]) == (409, "version_exists")
+    taken = await client.post("/api/v1/workflows",
+                              json={"document": mine.replace("name: mine", "name: pipeline")})
+    assert (taken.status_code, taken.json()["error"]) == (409, "workflow_exists")
+    async with echo_worker(server, settings):
+        first = (await client.post("/api/v1/tasks", json={
+            "description": "Cats", "workflow": "mine",
+            "parameters": {"max_rounds": 0}})).json()["task_id"]
+        newer = mine.replace("version: 1", "version: 2").replace("Polish: ", "Polish v2: ")
+        assert (await client.post("/api/v1/workflows",
+                                  json={"document": newer})).status_code == 201
+        second = (await client.post("/api/v1/tasks", json={
+            "description": "Cats", "workflow": "mine",
+            "parameters": {"max_rounds": 0}})).json()["task_id"]
+        done = [await wait_for_status(client, t, "completed", "failed") for t in (first, second)]
+        other = await login(server, settings, name="bob")
+        try:
+            hidden = await other.get("/api/v1/workflows/mine")
+            refused = await other.post("/api/v1/tasks", json={"description": "x",
+                                                               "workflow": "mine"})
+            theirs = [w["name"] for w in
+                      (await other.get("/api/v1/workflows")).json()["workflows"]]
+        finally:
+            await other.aclose()
+    polish = []
+    for detail in done:
+        assert detail["status"] == "completed", detail
+        sub = next(s for s in detail["subtasks"] if s["key"] == "polish#1")
+        polish.append((await client.get(f"/api/v1/subtasks/{sub['subtask_id']}")).json())
+    assert polish[0]["description"].startswith("Polish: ")  # v1, pinned at submission
+    assert polish[1]["description"].startswith("Polish v2: ")
+    assert hidden.status_code == 404
+    assert refused.status_code == 422
+    assert "mine" not in theirs
+    assert (await client.get("/api/v1/workflows/mine")).json()["version"] == 2
+    assert (await client.delete("/api/v1/workflows/mine")).status_code == 204
+    assert (await client.delete("/api/v1/workflows/mine")).status_code == 404
+    assert (await client.delete("/api/v1/workflows/dag")).status_code == 409
+
+
+@pytest.mark.parametrize(("document", "words"), [
+    ("name: [unclosed", "not valid YAML"),
+    (REVIEW.replace("kind: agent, role: editor", "kind: teleport, role: editor"), "steps.2.kind"),
+    (REVIEW.replace('    max: "{max_rounds}"\n', ""), "loops.0.max"),
+])
+async def test_a_bad_document_is_a_422_naming_the_line(
+    client: httpx.AsyncClient, document: str, words: str
+) -> None:
+    resp = await client.post("/api/v1/workflows", json={"document": document})
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["details"][0]
+    assert detail["field"] == "document"
+    assert words in detail["message"]
+    assert detail["message"].startswith("document:")  # document:<line>: …
+    assert (await client.get("/api/v1/workflows")).json()["workflows"][-1]["name"] == "review"

@@ -206,3 +206,14 @@ def test_a_skipped_step_never_runs_and_its_dependents_wait_for_what_it_waited_fo
     run.answer("polish#1", "Hello, all.")
     assert run.state.task.status is TaskStatus.COMPLETED
     assert not any(s.key.startswith("critique") for s in run.state.subtasks.values())
+
+
+def test_only_the_run_that_writes_the_result_also_becomes_its_file() -> None:
+    run = Run(PIPELINE)
+    assert run.queued()[0].options.output_file is None  # the plan
+    run.answer("plan#1", json.dumps({"sub_questions": ["Why?"]}))
+    run.answer("research#1.1", "Because.")
+    write = run.queued()[0]
+    assert (write.key, write.options.output_file) == ("write#1", "report.md")
+    run.answer("write#1", "# Report")
+    assert run.queued()[0].options.output_file is None  # the review answers in JSON

@@ -168,6 +168,7 @@ class StepOptions:
     seq: int | None = None  # document steps: this run's place among the task's runs
     looped: bool = False  # document steps: a loop went back from this run
     mcp_servers: tuple[McpServerSpec, ...] = ()  # document steps: their role's MCP servers
+    output_file: str | None = None  # document steps: the file their answer also becomes
     tool: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -192,6 +193,8 @@ class StepOptions:
             out["exclude_workers"] = list(self.exclude_workers)
         if self.mcp_servers:
             out["mcp_servers"] = [s.to_json() for s in self.mcp_servers]
+        if self.output_file is not None:
+            out["output_file"] = self.output_file
         return out
 
     @classmethod
@@ -238,7 +241,7 @@ def _is_servers(value: Any) -> bool:
 _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
     "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
     "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str,
-    "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers}
+    "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers, "output_file": _is_str}
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ async def execute_message(
         options["permissions"] = dict(state.task.meta.permissions)
     options.update(sub.options.to_json())
     options.pop("mcp_servers", None)
+    options.pop("output_file", None)
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name,
@@ -63,6 +64,7 @@ async def execute_message(
                                         files_possible=files_possible),
         timeout=float(options.pop("timeout", timeout)), options=options,
         mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers],
+        output_file=sub.options.output_file,
         traceparent=attempt_traceparent(state.task.id, sub.id),
     )
     return msg.model_dump_json()

@@ -348,6 +348,21 @@ class Artifact(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class UserWorkflow(Base):
+    """A workflow document a user added (`POST /api/v1/workflows`): each version kept, so a
+    task that pinned one keeps it; only its owner sees it."""
+
+    __tablename__ = "user_workflows"
+    __table_args__ = (sa.UniqueConstraint("user_id", "name", "version"),)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(40))
+    version: Mapped[int] = mapped_column(sa.Integer)
+    text: Mapped[str] = mapped_column(sa.Text)  # the YAML, as sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 def table_of(model: type[Base]) -> sa.Table:
     """The Core table behind a model, typed for statements."""
     table = model.__table__

@@ -189,6 +189,8 @@ class Executor:
                 stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
             status, outcome = await self._run_tool(
                 tool, _tool_run(msg, workspace, stream, attempt.trace), stream)
+            if msg.output_file is not None and status == "succeeded" and outcome.output:
+                await asyncio.to_thread(_save_output, workspace, msg.output_file, outcome.output)
             empty = not before and is_bare(workspace)  # the tool wrote nothing
             files, rejected = await self._collect(workspace, before, outcome, empty=empty)
         finally:
@@ -347,6 +349,13 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
         trace=trace,
         mcp_servers=tuple(msg.mcp_servers),
     )
+
+
+def _save_output(workspace: Path, name: str, text: str) -> None:
+    """A workflow's final answer as a file of the workspace (unless the agent wrote one)."""
+    target = workspace / name  # `name` is one plain file name (the protocol's pattern)
+    if not target.exists():
+        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
 
 
 def _result(

@@ -179,10 +179,16 @@ class WorkflowDocument(_Strict):
     steps: list[StepDoc] = Field(min_length=1, max_length=100)
     loops: list[Loop] = Field(default_factory=list)
     result: Name | None = None  # the entry holding the final answer (default: the last step's)
+    result_file: str | None = Field(  # the file it becomes (default: <result>.md)
+        default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$")
 
     @property
     def result_entry(self) -> str:
         return self.result or self.steps[-1].entry
+
+    @property
+    def result_filename(self) -> str:
+        return self.result_file or f"{self.result_entry}.md"
 
 
 class DocumentError(InvalidInput):

@@ -297,11 +297,21 @@ class DocumentWorkflow:
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=deps, options=StepOptions(seq=seq, mcp_servers=tuple(
                 McpServerSpec(name=m.name, command=m.command, args=tuple(m.args), url=m.url,
-                              env=dict(m.env)) for m in (role.mcp_servers if role else ()))),
+                              env=dict(m.env)) for m in (role.mcp_servers if role else ())),
+                output_file=self._output_file(doc_step)),
             recommended_tool=role.tools[0] if role and role.tools else None,
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
+
+    def _output_file(self, doc_step: StepDoc) -> str | None:
+        """The file a run's answer also becomes: the document's result, when it is text (an
+        `agent` step writing the `result` entry with a role that has no JSON contract)."""
+        role = self.doc.roles.get(doc_step.role or "")
+        if (doc_step.entry != self.doc.result_entry or doc_step.kind is not DocStepKind.AGENT
+                or role is None or role.output is not None):
+            return None
+        return self.doc.result_filename
 
     def _maybe_loop(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         for loop in self._loops_from.get(doc_step.id, ()):

@@ -21,6 +21,7 @@ from shoal.api import streams
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
+from shoal.api.routes.workflows import offered_to
 from shoal.api.schemas import (
     StateRevision,
     SubtaskSummary,
@@ -57,7 +58,7 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
 @router.post("", status_code=201, response_model=TaskCreated)
 async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) -> TaskCreated:
     """Submit a task: stored and started at once; planning runs on a worker."""
-    offered = services.workflows.get(body.workflow)
+    offered = await offered_to(services, user.user_id, body.workflow)
     if offered is None:
         raise _invalid("workflow", f"no workflow named {body.workflow!r}; GET "
                                    "/api/v1/workflows lists them")
@@ -108,7 +109,9 @@ def _meta(body: TaskCreate) -> TaskMeta:
     return TaskMeta(
         requirements={k: v for k, v in (body.requirements or {}).items()
                       if not str(k).startswith("shoal.")},
-        permissions=body.permissions.model_dump() if body.permissions is not None else None,
+        # Only what differs from the defaults: a worker of an earlier version knows them all.
+        permissions=(body.permissions.model_dump(exclude_defaults=True)
+                     if body.permissions is not None else None),
         quality=body.quality != "off",
         checkpoint_deadline=Deadline(deadline.seconds, deadline.action) if deadline else None)
 

@@ -1,38 +1,91 @@
-"""Workflows: the ones this control plane runs, and the schema of workflow documents."""
+"""Workflows: the ones this control plane runs, the ones users add, and the schema of
+workflow documents."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+import structlog
+from fastapi import APIRouter, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
 
-from shoal.api.deps import ServicesDep, UserDep
+from shoal.api.deps import Services, ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.errors import NotFound
-from shoal.workflows.document import WorkflowDocument
+from shoal.api.schemas import _Strict
+from shoal.errors import Conflict, InvalidInput, NotFound
+from shoal.store import user_workflows
+from shoal.store.models import utcnow
+from shoal.workflows import Offered
+from shoal.workflows.document import WorkflowDocument, load_document
+from shoal.workflows.interpreter import DocumentWorkflow
+
+log = structlog.get_logger(__name__)
+MAX_DOCUMENT = 200_000  # characters of a document sent to POST /api/v1/workflows
 
 router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"],
                    responses=error_responses(401, 404, 413, 422, 429))
 
 
 class WorkflowPublic(BaseModel):
-    """A workflow a task may name in `workflow`; `document` for one written as data."""
+    """A workflow a task may name in `workflow`; `document` for one written as data, and
+    `version` with `yours` for one you added."""
 
     name: str
     description: str
     document: dict[str, Any] | None = None
+    version: int | None = None
+    yours: bool = False
 
 
 class WorkflowList(BaseModel):
     workflows: list[WorkflowPublic]
 
 
+class WorkflowCreate(_Strict):
+    """`POST /api/v1/workflows`: a workflow document of your own."""
+
+    document: str = Field(min_length=1, max_length=MAX_DOCUMENT, description=(
+        "The document in YAML (JSON is YAML too), as `shoal workflows check` reads it."))
+
+
 @router.get("", response_model=WorkflowList)
 async def list_workflows(user: UserDep, services: ServicesDep) -> WorkflowList:
-    """Every workflow a task may run."""
-    return WorkflowList(workflows=[WorkflowPublic(name=w.name, description=w.description)
-                                   for w in services.workflows.all()])
+    """Every workflow a task of yours may run: the server's, then yours."""
+    async with services.db.connection() as conn:
+        rows = await user_workflows.latest(conn, user.user_id)
+    return WorkflowList(workflows=[
+        *(WorkflowPublic(name=w.name, description=w.description)
+          for w in services.workflows.all()),
+        *(_public(offered, yours=True) for offered in map(_offered, rows)
+          if offered is not None)])
+
+
+@router.post("", status_code=201, response_model=WorkflowPublic,
+             responses=error_responses(409))
+async def add_workflow(body: WorkflowCreate, user: UserDep,
+                       services: ServicesDep) -> WorkflowPublic:
+    """Add a workflow document (or a new version of one of yours; raise its `version`). Only
+    you see it. A task pins the version it started with, so a new version never changes a
+    running task."""
+    try:
+        doc = load_document(body.document, source="document")
+        DocumentWorkflow(doc)  # refuses what the interpreter cannot run yet
+    except InvalidInput as exc:
+        raise RequestValidationError([{"loc": ("body", "document"), "msg": exc.message,
+                                       "type": "value_error"}]) from None
+    if services.workflows.get(doc.name) is not None:
+        raise Conflict(f"'{doc.name}' is a workflow of this server; name yours otherwise.",
+                       code="workflow_exists")
+    async with services.db.begin() as conn:
+        mine = await user_workflows.latest(conn, user.user_id, doc.name)
+        if mine and mine[0].version >= doc.version:
+            raise Conflict(f"You have version {mine[0].version} of '{doc.name}'; give the new "
+                           f"one a higher `version`.", code="version_exists")
+        await user_workflows.add(conn, user_id=user.user_id, name=doc.name,
+                                 version=doc.version, text=body.document, now=utcnow())
+    return _public(Offered(doc.name, doc.description, doc), yours=True)
 
 
 @router.get("/schema")
@@ -44,10 +97,48 @@ async def document_schema(user: UserDep) -> dict[str, Any]:
 @router.get("/{name}", response_model=WorkflowPublic)
 async def get_workflow(name: str, user: UserDep, services: ServicesDep) -> WorkflowPublic:
     """One workflow, by name, with its document if it is written as data."""
-    offered = services.workflows.get(name)
+    offered = await offered_to(services, user.user_id, name)
     if offered is None:
         raise NotFound("No workflow of that name; GET /api/v1/workflows lists them.")
-    document = (offered.document.model_dump(mode="json", by_alias=True)
-                if offered.document is not None else None)
-    return WorkflowPublic(name=offered.name, description=offered.description,
-                          document=document)
+    return _public(offered, yours=services.workflows.get(name) is None)
+
+
+@router.delete("/{name}", status_code=204, responses=error_responses(409))
+async def delete_workflow(name: str, user: UserDep, services: ServicesDep) -> Response:
+    """Remove a workflow of yours, every version (tasks that run one keep their copy)."""
+    if services.workflows.get(name) is not None:
+        raise Conflict(f"'{name}' is a workflow of this server, not yours to remove.",
+                       code="not_yours")
+    async with services.db.begin() as conn:
+        if not await user_workflows.remove(conn, user.user_id, name):
+            raise NotFound("No workflow of yours has that name.")
+    return Response(status_code=204)
+
+
+async def offered_to(services: Services, user_id: uuid.UUID, name: str) -> Offered | None:
+    """The workflow `name` as a task of `user_id` would run it: the server's, else theirs."""
+    offered = services.workflows.get(name)
+    if offered is not None:
+        return offered
+    async with services.db.connection() as conn:
+        rows = await user_workflows.latest(conn, user_id, name)
+    return _offered(rows[0]) if rows else None
+
+
+def _offered(row: Any) -> Offered | None:
+    """A stored document, checked again (a version of Shoal may have changed the rules)."""
+    try:
+        doc = load_document(row.text, source=f"{row.name} v{row.version}")
+        DocumentWorkflow(doc)
+    except InvalidInput as exc:
+        log.warning("workflows.user_document_skipped", problem=exc.message)
+        return None
+    return Offered(doc.name, doc.description, doc)
+
+
+def _public(offered: Offered, *, yours: bool) -> WorkflowPublic:
+    doc = offered.document
+    return WorkflowPublic(
+        name=offered.name, description=offered.description,
+        document=doc.model_dump(mode="json", by_alias=True) if doc is not None else None,
+        version=doc.version if doc is not None else None, yours=yours)
