@@ -3,24 +3,31 @@ checkpoint | approve | reject | correct | workflows | user | token | db."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
 import signal
 import sys
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from shoal.cli_base import (
+    ServerOpt,
+    T,
+    TokenOpt,
+    client_call,
+    console,
+    err,
+    run,
+    settings_from_env,
+)
+from shoal.cli_workflows import workflows_app
 from shoal.config import Settings
 from shoal.demo.samples import SAMPLES
 from shoal.errors import ShoalError
@@ -41,41 +48,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.add_typer(task_app, name="task")
 app.add_typer(checkpoint_app, name="checkpoint")
-workflows_app = typer.Typer(help="Workflow documents.", no_args_is_help=True)
 app.add_typer(workflows_app, name="workflows")
-console = Console()
-err = Console(stderr=True)
-T = TypeVar("T")
-
-
-def settings_from_env(**overrides: Any) -> Settings:
-    """Settings from the environment; a clear message (not a traceback) when they are wrong."""
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        err.print(f"[red]Configuration error:[/] {first.get('msg')}")
-        raise typer.Exit(2) from exc
-
-
-def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command; Shoal errors become one red line and exit code 1."""
-    import httpx
-
-    try:
-        return asyncio.run(coro_fn())  # type: ignore[arg-type]
-    except ShoalError as exc:
-        err.print(f"[red]{exc.message}[/]")
-        raise typer.Exit(1) from exc
-    except httpx.TransportError as exc:
-        where = exc.request.url if exc.request else "the server"
-        err.print(f"[red]Cannot reach the control plane ({where}): {exc}. Is it running? "
-                  "Start one with `shoal up`, or pass --server.[/]")
-        raise typer.Exit(1) from exc
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
 # ---- servers ----------------------------------------------------------------------------------
 
 
@@ -203,23 +176,6 @@ def demo_model(
 # ---- client commands --------------------------------------------------------------------------
 
 
-def _client_call(fn: Callable[[Any], Awaitable[T]], server: str | None,
-                 token: str | None) -> T:
-    from shoal.client import ShoalClient, load_credentials
-
-    settings = settings_from_env(mode=os.environ.get("SHOAL_MODE", "dev"))
-
-    async def go() -> T:
-        async with ShoalClient(load_credentials(settings.data_dir, server, token)) as client:
-            return await fn(client)
-
-    return run(go)
-
-
-ServerOpt = Annotated[str | None, typer.Option(help="Control plane URL (or SHOAL_SERVER).")]
-TokenOpt = Annotated[str | None, typer.Option(help="Access token (or SHOAL_TOKEN).")]
-
-
 @app.command()
 def submit(
     description: Annotated[str, typer.Argument(help="What you want done.")],
@@ -261,7 +217,7 @@ def submit(
             return "submitted"
         return await follow_task(client, created["task_id"], console)
 
-    status = _client_call(go, server, token)
+    status = client_call(go, server, token)
     if follow and status != "completed":
         raise typer.Exit(1)
 
@@ -274,7 +230,7 @@ def tasks(
 ) -> None:
     """List your tasks, newest first."""
     params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
-    page = _client_call(lambda c: c.request("GET", "/api/v1/tasks", params=params),
+    page = client_call(lambda c: c.request("GET", "/api/v1/tasks", params=params),
                         server, token)
     table = Table("task", "status", "progress", "created", "description")
     for t in page["tasks"]:
@@ -287,7 +243,7 @@ def tasks(
 @task_app.command("show")
 def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """A task with its subtasks."""
-    t = _client_call(lambda c: c.task(task_id), server, token)
+    t = client_call(lambda c: c.task(task_id), server, token)
     console.print(f"[bold]{t['task_id']}[/]  {t['status']}  {t['progress']}%")
     console.print(t["description"])
     if t.get("error"):
@@ -302,7 +258,7 @@ def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) ->
 @app.command()
 def cancel(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Cancel a task and stop its agents."""
-    r = _client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/cancel"),
+    r = client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/cancel"),
                      server, token)
     console.print(f"{r['task_id']} {r['status']}: {r['message']}")
 
@@ -336,7 +292,7 @@ def _checkpoint_call(checkpoint_id: str, fn: Callable[[Any], Awaitable[T]],
         except ApiError as exc:
             raise ShoalError(_checkpoint_error(checkpoint_id, exc), code=exc.code) from exc
 
-    return _client_call(go, server, token)
+    return client_call(go, server, token)
 
 
 def _checkpoint_error(checkpoint_id: str, exc: ApiError) -> str:
@@ -370,7 +326,7 @@ def checkpoints_list(
     from shoal.follow import age, clip, score_label
 
     status = None if show_all else "pending_review"
-    page = _client_call(lambda c: c.checkpoints(status, task, limit=limit), server, token)
+    page = client_call(lambda c: c.checkpoints(status, task, limit=limit), server, token)
     if not page["checkpoints"]:
         console.print("No checkpoints." if show_all else "No checkpoint is waiting for you.")
         return
@@ -550,48 +506,6 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             found[name.strip()] = text
     return found
-
-
-@workflows_app.command("list")
-def workflows_list(server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """The workflows this control plane runs."""
-    listed = _client_call(lambda c: c.request("GET", "/api/v1/workflows"), server, token)
-    table = Table("workflow", "description")
-    for flow in listed["workflows"]:
-        table.add_row(flow["name"], flow["description"])
-    console.print(table)
-
-
-@workflows_app.command("show")
-def workflows_show(name: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """One workflow: its description and, for a document, the document."""
-    path = f"/api/v1/workflows/{urllib.parse.quote(name, safe='')}"
-    flow = _client_call(lambda c: c.request("GET", path), server, token)
-    console.print(f"[bold]{flow['name']}[/]: {flow['description']}", highlight=False)
-    if flow.get("document"):
-        console.print_json(data=flow["document"])
-
-
-@workflows_app.command("check")
-def workflows_check(
-    path: Annotated[Path, typer.Argument(help="A workflow document (YAML).")],
-) -> None:
-    """Check a workflow document; names the file, line and field of what is wrong."""
-    from shoal.workflows.document import DocumentError, load_document
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        err.print(f"{path}: cannot be read ({exc.__class__.__name__}).")
-        raise typer.Exit(2) from None
-    try:
-        doc = load_document(text, source=str(path))
-    except DocumentError as exc:
-        err.print(exc.message, markup=False, highlight=False)
-        raise typer.Exit(1) from None
-    console.print(f"{path}: {doc.name} v{doc.version} is valid (steps: {len(doc.steps)}, "
-                  f"roles: {len(doc.roles)}, parameters: {len(doc.parameters)}, "
-                  f"loops: {len(doc.loops)}).", markup=False, highlight=False)
 
 
 def main() -> None:

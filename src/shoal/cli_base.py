@@ -1,0 +1,66 @@
+"""What every `shoal` command shares: the consoles, settings from the environment, running an
+async command with clear errors, and calling the API with the saved credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from shoal.config import Settings
+from shoal.errors import ShoalError
+
+console = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def settings_from_env(**overrides: Any) -> Settings:
+    """Settings from the environment; a clear message (not a traceback) when they are wrong."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        err.print(f"[red]Configuration error:[/] {first.get('msg')}")
+        raise typer.Exit(2) from exc
+
+
+def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command; Shoal errors become one red line and exit code 1."""
+    import httpx
+
+    try:
+        return asyncio.run(coro_fn())  # type: ignore[arg-type]
+    except ShoalError as exc:
+        err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from exc
+    except httpx.TransportError as exc:
+        where = exc.request.url if exc.request else "the server"
+        err.print(f"[red]Cannot reach the control plane ({where}): {exc}. Is it running? "
+                  "Start one with `shoal up`, or pass --server.[/]")
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def client_call(fn: Callable[[Any], Awaitable[T]], server: str | None,
+                token: str | None) -> T:
+    """Call the API with the saved (or given) credentials; errors as `run` shows them."""
+    from shoal.client import ShoalClient, load_credentials
+
+    settings = settings_from_env(mode=os.environ.get("SHOAL_MODE", "dev"))
+
+    async def go() -> T:
+        async with ShoalClient(load_credentials(settings.data_dir, server, token)) as client:
+            return await fn(client)
+
+    return run(go)
+
+
+ServerOpt = Annotated[str | None, typer.Option(help="Control plane URL (or SHOAL_SERVER).")]
+TokenOpt = Annotated[str | None, typer.Option(help="Access token (or SHOAL_TOKEN).")]
