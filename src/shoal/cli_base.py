@@ -38,6 +38,10 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(coro_fn())  # type: ignore[arg-type]
     except ShoalError as exc:
         err.print(f"[red]{exc.message}[/]")
+        for detail in exc.details if isinstance(exc.details, list) else []:
+            if isinstance(detail, dict) and detail.get("message"):  # each field of a 422
+                err.print(f"  {detail.get('field')}: {detail['message']}", markup=False,
+                          highlight=False)
         raise typer.Exit(1) from exc
     except httpx.TransportError as exc:
         where = exc.request.url if exc.request else "the server"

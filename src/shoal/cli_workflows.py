@@ -18,9 +18,10 @@ workflows_app = typer.Typer(help="Workflow documents.", no_args_is_help=True)
 def workflows_list(server: ServerOpt = None, token: TokenOpt = None) -> None:
     """The workflows this control plane runs."""
     listed = client_call(lambda c: c.request("GET", "/api/v1/workflows"), server, token)
-    table = Table("workflow", "description")
+    table = Table("workflow", "description", "yours")
     for flow in listed["workflows"]:
-        table.add_row(flow["name"], flow["description"])
+        table.add_row(flow["name"], flow["description"],
+                      f"v{flow['version']}" if flow.get("yours") else "")
     console.print(table)
 
 
@@ -34,6 +35,27 @@ def workflows_show(name: str, server: ServerOpt = None, token: TokenOpt = None) 
         console.print_json(data=flow["document"])
 
 
+@workflows_app.command("add")
+def workflows_add(
+    path: Annotated[Path, typer.Argument(help="A workflow document (YAML).")],
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Add a workflow of your own (only you see it); a new version needs a higher `version`."""
+    text = _read(path)
+    added = client_call(lambda c: c.request("POST", "/api/v1/workflows",
+                                            json={"document": text}), server, token)
+    console.print(f"Added {added['name']} v{added['version']}: submit it with shoal submit "
+                  f"--workflow {added['name']} \"…\"", markup=False, highlight=False)
+
+
+@workflows_app.command("remove")
+def workflows_remove(name: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Remove a workflow of yours, every version (running tasks keep theirs)."""
+    path = f"/api/v1/workflows/{urllib.parse.quote(name, safe='')}"
+    client_call(lambda c: c.request("DELETE", path), server, token)
+    console.print(f"Removed {name}.", markup=False, highlight=False)
+
+
 @workflows_app.command("check")
 def workflows_check(
     path: Annotated[Path, typer.Argument(help="A workflow document (YAML).")],
@@ -41,11 +63,7 @@ def workflows_check(
     """Check a workflow document; names the file, line and field of what is wrong."""
     from shoal.workflows.document import DocumentError, load_document
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        err.print(f"{path}: cannot be read ({exc.__class__.__name__}).")
-        raise typer.Exit(2) from None
+    text = _read(path)
     try:
         doc = load_document(text, source=str(path))
     except DocumentError as exc:
@@ -54,3 +72,11 @@ def workflows_check(
     console.print(f"{path}: {doc.name} v{doc.version} is valid (steps: {len(doc.steps)}, "
                   f"roles: {len(doc.roles)}, parameters: {len(doc.parameters)}, "
                   f"loops: {len(doc.loops)}).", markup=False, highlight=False)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"{path}: cannot be read ({exc.__class__.__name__}).")
+        raise typer.Exit(2) from None

@@ -182,6 +182,20 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
     assert "skip.0" in not_optional.stdout + not_optional.stderr
     assert refused.returncode != 0
     assert "max_rounds" in refused.stdout + refused.stderr
+    # A workflow of one's own: added from a file, listed as yours, removed.
+    (tmp_path / "mine.yaml").write_text(REVIEW.replace("name: review", "name: mine"))
+    (tmp_path / "broken.yaml").write_text(REVIEW.replace("role: editor", "role: nobody"))
+    added = await asyncio.to_thread(shoal, "workflows", "add", str(tmp_path / "mine.yaml"))
+    assert added.returncode == 0, added.stderr
+    assert "Added mine v3" in added.stdout
+    mine = await asyncio.to_thread(shoal, "workflows", "list")
+    assert any("│ mine " in line and " v3 " in line
+               for line in mine.stdout.splitlines()), mine.stdout
+    broken = await asyncio.to_thread(shoal, "workflows", "add", str(tmp_path / "broken.yaml"))
+    assert broken.returncode == 1
+    assert "document: document:25: steps.2.role: no role 'nobody' in roles" in broken.stderr
+    removed = await asyncio.to_thread(shoal, "workflows", "remove", "mine")
+    assert (removed.returncode, removed.stdout.strip()) == (0, "Removed mine.")
 
 
 async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
