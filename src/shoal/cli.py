@@ -192,6 +192,9 @@ def submit(
              "parses, else as text).")] = None,
     skip: Annotated[list[str] | None, typer.Option(
         help="An optional step of the workflow to switch off (repeatable).")] = None,
+    insert: Annotated[list[str] | None, typer.Option(
+        help="A role of your own, AFTER:ID:PROMPT, run after the step AFTER where the "
+             "workflow allows it (repeatable).")] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a task; with --follow, exit non-zero if it does not complete."""
@@ -204,6 +207,8 @@ def submit(
         body["parameters"] = parse_params(param)
     if skip:
         body["skip"] = skip
+    if insert:
+        body["insert"] = [parse_insert(i) for i in insert]
     if tool:
         body["tool_preferences"] = tool
     if plan is not None:
@@ -492,6 +497,17 @@ def db_upgrade() -> None:
 
     where = _with_db(noop)
     console.print(f"Database is at the newest schema ({where}).")
+
+
+def parse_insert(text: str) -> dict[str, str]:
+    """`AFTER:ID:PROMPT` as an inserted role."""
+    after, _, rest = text.partition(":")
+    name, _, prompt = rest.partition(":")
+    if not (after.strip() and name.strip() and prompt.strip()):
+        raise typer.BadParameter(f"{text!r}: write AFTER:ID:PROMPT, e.g. "
+                                 "'write:factcheck:Check the facts of {draft}'.",
+                                 param_hint="--insert")
+    return {"after": after.strip(), "id": name.strip(), "prompt": prompt.strip()}
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:

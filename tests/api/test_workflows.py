@@ -114,6 +114,11 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
     ({"workflow": "pipeline", "skip": ["review", "write"]}, "skip.1"),
     ({"workflow": "pipeline", "skip": ["nowhere"]}, "skip.0"),
     ({"workflow": "dag", "skip": ["review"]}, "skip"),
+    ({"workflow": "pipeline", "insert": [{"after": "plan", "id": "x", "prompt": "Hi"}]},
+     "insert.0.after"),
+    ({"workflow": "pipeline", "insert": [{"after": "write", "id": "x", "prompt": "{nope}"}]},
+     "insert.0.prompt"),
+    ({"workflow": "dag", "insert": [{"after": "write", "id": "x", "prompt": "Hi"}]}, "insert"),
 ])
 async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient, body: dict[str, Any],
@@ -194,6 +199,13 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
     broken = await asyncio.to_thread(shoal, "workflows", "add", str(tmp_path / "broken.yaml"))
     assert broken.returncode == 1
     assert "document: document:25: steps.2.role: no role 'nobody' in roles" in broken.stderr
+    nowhere = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--insert",
+                                      "polish:check:Check {draft}", "Cats")
+    assert nowhere.returncode == 1
+    assert "insert.0.after: step 'polish' takes no inserted role" in nowhere.stderr
+    malformed = await asyncio.to_thread(shoal, "submit", "--insert", "check it", "Cats")
+    assert malformed.returncode == 2
+    assert "AFTER:ID:PROMPT" in malformed.stderr
     removed = await asyncio.to_thread(shoal, "workflows", "remove", "mine")
     assert (removed.returncode, removed.stdout.strip()) == (0, "Removed mine.")
 
@@ -218,6 +230,34 @@ async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
     assert detail["status"] == "completed", detail
     assert sorted(s["key"] for s in detail["subtasks"]) == [
         "plan#1", "research#1.1", "research#1.2", "research#1.3", "write#1"]
+
+
+async def test_a_role_of_ones_own_runs_where_the_pipeline_allows_it(settings: Settings) -> None:
+    """`insert`: a fact-checker after the writer, on a real worker; the reviewer sees it."""
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
+            client = await login(srv, settings)
+            try:
+                resp = await client.post("/api/v1/tasks", json={
+                    "description": "Cats in cities", "workflow": "pipeline",
+                    "parameters": {"max_revisions": 0},
+                    "insert": [{"after": "write", "id": "factcheck",
+                                "prompt": "Check the facts of this draft: {draft}"}]})
+                assert resp.status_code == 201, resp.text
+                detail = await wait_for_status(client, resp.json()["task_id"], "completed",
+                                               "failed")
+                subs = {s["key"]: s for s in detail["subtasks"]}
+                review = (await client.get(
+                    f"/api/v1/subtasks/{subs['review#1']['subtask_id']}")).json()
+                check = (await client.get(
+                    f"/api/v1/subtasks/{subs['factcheck#1']['subtask_id']}")).json()
+            finally:
+                await client.aclose()
+    assert detail["status"] == "completed", detail
+    assert check["description"].startswith("Check the facts of this draft: # Cats in cities")
+    assert subs["factcheck#1"]["completed_at"] <= subs["review#1"]["started_at"]
+    assert "Notes from factcheck (a role the user added):" in review["description"]
 
 
 @pytest.mark.parametrize("revisions", [1, 0])

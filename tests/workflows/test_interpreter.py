@@ -17,6 +17,7 @@ from shoal.engine.step import Context
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.workflows import Insert, with_inserted
 from shoal.workflows.blackboard import blackboard
 from shoal.workflows.document import load_document
 from shoal.workflows.interpreter import DocumentWorkflow
@@ -217,3 +218,36 @@ def test_only_the_run_that_writes_the_result_also_becomes_its_file() -> None:
     assert (write.key, write.options.output_file) == ("write#1", "report.md")
     run.answer("write#1", "# Report")
     assert run.queued()[0].options.output_file is None  # the review answers in JSON
+
+
+def test_an_inserted_role_runs_after_its_step_and_the_next_steps_see_its_notes() -> None:
+    doc = with_inserted(load_document(PIPELINE), [
+        Insert(after="write", id="factcheck", prompt="Fact-check this draft: {draft}")])
+    run = Run(doc.model_dump_json(by_alias=True))
+    run.answer("plan#1", json.dumps({"sub_questions": ["Why?"]}))
+    run.answer("research#1.1", "Because.")
+    run.answer("write#1", "Cats purr at 25 Hz.")
+    check = run.queued()[0]
+    assert (check.key, check.description) == ("factcheck#1",
+                                              "Fact-check this draft: Cats purr at 25 Hz.")
+    run.answer("factcheck#1", "25 Hz is right.")
+    review = run.queued()[0]
+    assert review.key == "review#1"
+    assert "Notes from factcheck (a role the user added):\n25 Hz is right." in review.description
+    run.answer("review#1", json.dumps({"verdict": "NEEDS_REVISION", "feedback": "Shorter."}))
+    assert run.keys() == ["write#2"]  # the loop still goes back to the writer
+    run.answer("write#2", "Cats purr.")
+    assert run.keys() == ["factcheck#2"]  # and the inserted role checks the new draft
+
+
+@pytest.mark.parametrize(("insert", "field", "words"), [
+    (Insert(after="plan", id="x", prompt="Hi"), "insert.0.after", "the steps that do: write"),
+    (Insert(after="write", id="draft", prompt="Hi"), "insert.0.id", "already"),
+    (Insert(after="write", id="x", prompt="Check {nothing}"), "insert.0.prompt", "{nothing}"),
+])
+def test_a_role_that_cannot_go_where_it_asks_is_refused_naming_the_field(
+        insert: Insert, field: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        with_inserted(load_document(PIPELINE), [insert])
+    assert caught.value.details["field"] == field
+    assert words in caught.value.message

@@ -63,6 +63,16 @@ class CheckpointDeadline(_Strict):
     action: Literal["escalate", "approve", "reject"] = "escalate"
 
 
+class InsertedRole(_Strict):
+    """A role of the user's own, run right after a step of the workflow that allows it; what
+    it says is shown to the steps that came after that one."""
+
+    after: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    prompt: str = Field(min_length=1, max_length=20_000)
+    tools: list[ToolName] = Field(default_factory=list, max_length=9)
+
+
 class TaskCreate(_Strict):
     """`POST /api/v1/tasks`."""
 
@@ -74,6 +84,7 @@ class TaskCreate(_Strict):
     parameters: dict[str, Any] | None = None  # a workflow document's, by name
     skip: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]] | None = Field(
         None, max_length=50)  # a workflow document's optional steps to switch off
+    insert: list[InsertedRole] | None = Field(None, max_length=10)  # roles of the user's own
     requirements: dict[str, Any] | None = None
     plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
     permissions: Permissions | None = None

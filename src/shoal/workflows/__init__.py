@@ -9,7 +9,7 @@ task's own workflow.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,16 @@ from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import Workflow
 from shoal.errors import InvalidInput
 from shoal.workflows.dag import DagWorkflow
-from shoal.workflows.document import DocumentError, WorkflowDocument, load_document
+from shoal.workflows.document import (
+    BUILTIN_FIELDS,
+    DocStepKind,
+    DocumentError,
+    Role,
+    StepDoc,
+    WorkflowDocument,
+    load_document,
+    problems,
+)
 from shoal.workflows.interpreter import DocumentWorkflow
 
 REGISTRY: dict[str, Workflow] = {flow.name: flow for flow in (DagWorkflow(),)}
@@ -116,6 +125,57 @@ def checked_parameters(doc: WorkflowDocument, given: Mapping[str, Any] | None) -
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class Insert:
+    """A role of a user's own to run right after the step `after` (one that `allows_insert`)."""
+
+    after: str
+    id: str
+    prompt: str
+    tools: tuple[str, ...] = ()
+
+
+def with_inserted(doc: WorkflowDocument, inserts: Sequence[Insert]) -> WorkflowDocument:
+    """`doc` with each inserted role run right after its step: the steps that came after that
+    one come after the inserted one, and their prompts end with its notes. `InvalidInput`
+    names `insert.<i>.<field>` when one cannot go where it asks."""
+    for i, ins in enumerate(inserts):
+        steps = {s.id: s for s in doc.steps}
+        target = steps.get(ins.after)
+        if target is None or not target.allows_insert:
+            where = ", ".join(s.id for s in doc.steps if s.allows_insert) or "none"
+            raise InvalidInput(f"step '{ins.after}' takes no inserted role; the steps that do: "
+                               f"{where}", details={"field": f"insert.{i}.after"})
+        taken = {*steps, *doc.roles, *doc.parameters, *(s.entry for s in doc.steps),
+                 *BUILTIN_FIELDS}
+        if ins.id in taken:
+            raise InvalidInput(f"'{ins.id}' names a step, role, entry or parameter of "
+                               f"'{doc.name}' already", details={"field": f"insert.{i}.id"})
+        doc = _inserted(doc, ins)
+        for path, message in problems(doc):
+            field = "prompt" if path[:2] == ("roles", ins.id) else "after"
+            raise InvalidInput(message, details={"field": f"insert.{i}.{field}"})
+    return doc
+
+
+def _inserted(doc: WorkflowDocument, ins: Insert) -> WorkflowDocument:
+    notes = f"\n\nNotes from {ins.id} (a role the user added):\n{{{ins.id}}}"
+    roles = {**doc.roles, ins.id: Role(prompt=ins.prompt, tools=list(ins.tools))}
+    steps: list[StepDoc] = []
+    for step in doc.steps:
+        if ins.after in step.after:
+            step = step.model_copy(update={"after": [ins.id if a == ins.after else a
+                                                     for a in step.after]})
+            if step.role is not None and notes not in roles[step.role].prompt:
+                roles[step.role] = roles[step.role].model_copy(
+                    update={"prompt": roles[step.role].prompt + notes})
+        steps.append(step)
+        if step.id == ins.after:
+            steps.append(StepDoc(id=ins.id, kind=DocStepKind.AGENT, role=ins.id,
+                                 after=[ins.after]))
+    return doc.model_copy(update={"roles": roles, "steps": steps})
+
+
 def checked_skip(doc: WorkflowDocument, skip: Iterable[str] | None) -> frozenset[str]:
     """The steps to switch off, each an optional step of `doc`; `InvalidInput` naming
     `skip.<i>` otherwise."""
@@ -131,5 +191,5 @@ def checked_skip(doc: WorkflowDocument, skip: Iterable[str] | None) -> frozenset
     return frozenset(skip or ())
 
 
-__all__ = ["REGISTRY", "Catalog", "Offered", "checked_parameters", "checked_skip", "decide",
-           "workflow_for"]
+__all__ = ["REGISTRY", "Catalog", "Insert", "Offered", "checked_parameters", "checked_skip",
+           "decide", "with_inserted", "workflow_for"]

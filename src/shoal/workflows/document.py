@@ -138,6 +138,7 @@ class StepDoc(_Strict):
     repeatable: list[Name] = Field(default_factory=list)  # route: may run more than once
     max_hops: Cap = 10  # route: the most decisions before it goes to `finish`
     optional: bool = False  # a user may switch it off (`skip`)
+    allows_insert: bool = False  # a user may insert a role of their own right after it
     question: str | None = None  # human: what the person is asked
     min_score: float | None = Field(default=None, ge=0, le=10)  # gate
     on_fail: Literal["checkpoint", "continue", "fail"] = "checkpoint"  # gate

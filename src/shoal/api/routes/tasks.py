@@ -47,7 +47,7 @@ from shoal.store import queries
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
-from shoal.workflows import checked_parameters, checked_skip
+from shoal.workflows import Insert, checked_parameters, checked_skip, with_inserted
 from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
 
@@ -69,13 +69,16 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         try:
             parameters = checked_parameters(offered.document, body.parameters)
             skip = checked_skip(offered.document, body.skip)
+            doc = with_inserted(offered.document, [
+                Insert(i.after, i.id, i.prompt, tuple(i.tools)) for i in body.insert or ()])
         except InvalidInput as exc:
             raise _invalid(str(exc.details["field"]), exc.message) from None
         meta = replace(meta, parameters=parameters, skip=skip,
-                       workflow=offered.document.model_dump(mode="json", by_alias=True))
-    elif body.parameters or body.skip:
-        raise _invalid("parameters" if body.parameters else "skip",
-                       f"the {offered.name} workflow takes no parameters and skips no step")
+                       workflow=doc.model_dump(mode="json", by_alias=True))
+    elif body.parameters or body.skip or body.insert:
+        field = "parameters" if body.parameters else "skip" if body.skip else "insert"
+        raise _invalid(field, f"the {offered.name} workflow takes no parameters, skips no step "
+                              "and takes no inserted role")
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
