@@ -397,6 +397,19 @@ def test_follow_view_nests_quality_steps_and_shows_scores() -> None:
     assert "Docs" in lines[storage + 2]
 
 
+def test_follow_view_shows_the_models_words_as_they_stream() -> None:
+    """`agent_token` events show the end of what the model is writing, on one line; the next
+    log line takes its place."""
+    view = Progress("t1")
+    view.apply(_event("subtask_update", subtask_id="a", name="Notes", kind="agent",
+                      status="in_progress"))
+    for piece in ("Cats hunt ", "birds\nin ", "city parks"):
+        view.apply({**_event("agent_token", subtask_id="a", text=piece), "seq": 0})
+    assert "… Cats hunt birds in city parks" in _screen(view)
+    view.apply(_event("agent_log", subtask_id="a", message="write_file notes.md (12 bytes)"))
+    assert "write_file notes.md" in _screen(view)
+
+
 async def test_submit_with_quality_off_skips_the_loop(plane: Plane, tmp_path: Path) -> None:
     """`shoal submit --quality off` runs a low-scoring plan straight to completion."""
     plan = tmp_path / "plan.json"

@@ -31,6 +31,7 @@ class EventType(StrEnum):
     NOTICE = "notice"  # something a person should know: planner fallback, rejected files
     STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
     ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)
+    AGENT_TOKEN = "agent_token"  # model text as it streams: live only (`seq` 0, never stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,11 @@ class Event:
             "timestamp": self.timestamp.isoformat().replace("+00:00", "Z"),
             "seq": self.seq,
         }
+
+    @property
+    def live_only(self) -> bool:
+        """Published but never stored (`agent_token`): no sequence number, no replay."""
+        return self.seq == 0
 
     def visible_to(self, user_id: uuid.UUID) -> bool:
         """Whether this user may see the event."""

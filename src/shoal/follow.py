@@ -36,6 +36,7 @@ REASONS = {
 }
 CORRECTION_TYPES = ("wrong_approach", "incomplete", "bug", "style", "missing_feature", "other")
 CheckpointHandler = Callable[[dict[str, Any]], Awaitable[None]]
+STREAM_TAIL = 400  # characters of streamed model text kept per subtask for the view
 
 
 def describe_reason(reason: str) -> str:
@@ -76,6 +77,12 @@ class Progress:
             lines = [ln for ln in data["message"].splitlines()
                      if any(ch.isalnum() for ch in ln)] or [""]
             self.rows.setdefault(data["subtask_id"], {})["log"] = lines[-1].strip()[:120]
+        elif kind == "agent_token" and data.get("subtask_id"):
+            # the model's words as they come: the end of what it is writing, on one line
+            row = self.rows.setdefault(data["subtask_id"], {})
+            streamed = (row.get("streamed", "") + data.get("text", ""))[-STREAM_TAIL:]
+            row["streamed"] = streamed
+            row["log"] = "… " + " ".join(streamed.split())[-120:]
         elif kind in ("evaluation", "review"):
             self.rows.setdefault(data["subtask_id"], {})[kind] = data
         elif kind == "checkpoint_ready":
@@ -205,7 +212,7 @@ async def follow(client: ShoalClient, task_id: str, console: Console, *,
         while view.ending is None:
             try:
                 async for event in client.events(task_id, since=last):
-                    last = event["seq"]
+                    last = event["seq"] or last  # a live-only event (seq 0) keeps the place
                     view.apply(event)
                     live.update(view.render())
                     if event["type"] == "checkpoint_ready" and on_checkpoint is not None:

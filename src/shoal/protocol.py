@@ -1,7 +1,8 @@
 """Worker wire protocol (DESIGN §5): versioned JSON messages over `/ws/worker`.
 
 Every message is a JSON object with `type` and `v`. Worker → control plane: `worker_register`,
-`heartbeat`, `task_accepted`, `agent_log`, `task_result`, `task_results`. Control plane →
+`heartbeat`, `task_accepted`, `agent_log`, `agent_tokens`, `task_result`, `task_results`.
+Control plane →
 worker: `registered`, `execute_task`, `execute_tasks`, `cancel_task`, `ack`, `acks`, `error`.
 `parse_worker_message` / `parse_server_message` turn raw text into the right model or raise
 `pydantic.ValidationError`.
@@ -10,7 +11,8 @@ Additions past the first version are negotiated: a worker lists the ones it unde
 `worker_register.features`, the control plane in `registered.features`, and neither side sends
 the other an addition it did not list. `acks`: acks of several results in one message.
 `batches`: several results (`task_results`) or attempts (`execute_tasks`) that are ready at the
-same moment travel in one frame instead of one frame each (ADR 0024).
+same moment travel in one frame instead of one frame each (ADR 0024). `agent_tokens`: a
+running attempt's model text as it streams, at most one message per 50 ms per attempt.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ PROTOCOL_VERSION = 1
 BATCH_BYTES = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
 WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
-SERVER_FEATURES = ("batches",)  # and its control plane
+SERVER_FEATURES = ("batches", "agent_tokens")  # and its control plane
 
 MAX_TOKENS = 10**12  # per attempt
 MAX_COST_USD = 1e9
@@ -147,6 +149,15 @@ class AgentLog(_Message):
     level: Literal["info", "warning", "error"] = "info"
 
 
+class AgentTokens(_Message):
+    """Model text of a running attempt as it streams (live only: clients see it as
+    `agent_token` events; the attempt's `agent_log` lines keep it, line by line)."""
+
+    type: Literal["agent_tokens"] = "agent_tokens"
+    attempt_id: uuid.UUID
+    text: str = Field(min_length=1, max_length=16_000)
+
+
 class TaskResult(_Message):
     """The end of an attempt: output, files, usage, and a truthful end state."""
 
@@ -172,7 +183,8 @@ class TaskResults(_Message):
 
 
 WorkerMessage = Annotated[
-    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | TaskResult | TaskResults,
+    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | AgentTokens | TaskResult
+    | TaskResults,
     Field(discriminator="type"),
 ]
 

@@ -224,7 +224,8 @@ async def _push(
         since = state["since"] = await streams.current_seq(services)
     async for item in streams.replay_then_live(services, user_id=user_id, task_id=None,
                                                since=since, kind=StreamKind.WEBSOCKET):
-        state["since"] = item["seq"]
+        if item["seq"]:  # a live-only event (seq 0) is outside the order it resumes from
+            state["since"] = item["seq"]
         if sub.wants(item):
             await ws.send_text(json.dumps(item))
 

@@ -48,6 +48,10 @@ async def replay_then_live(
                     last = event.seq
                     yield event.wire()
                 async for event in sub:
+                    if event.live_only:  # streamed text: now or never, outside the order
+                        if _wanted(event, user_id, task_id):
+                            yield event.wire()
+                        continue
                     if event.seq <= last:
                         continue
                     if event.seq > last + 1:

@@ -24,6 +24,7 @@ from shoal.auth.tokens import hash_opaque_token
 from shoal.errors import UnstorableText
 from shoal.protocol import (
     AgentLog,
+    AgentTokens,
     ErrorMessage,
     Heartbeat,
     TaskAccepted,
@@ -147,6 +148,8 @@ def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: A
         runtime.accepted(conn, msg.attempt_id)
     elif isinstance(msg, AgentLog):
         runtime.agent_log(conn, msg)
+    elif isinstance(msg, AgentTokens):
+        runtime.agent_tokens(msg)
     elif isinstance(msg, TaskResult):
         _route_result(runtime, conn, msg, services, tg)
     elif isinstance(msg, TaskResults):  # queued together, so one commit handles them all

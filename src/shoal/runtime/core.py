@@ -41,6 +41,7 @@ from shoal.metrics import Metrics
 from shoal.protocol import (
     BATCH_BYTES,
     AgentLog,
+    AgentTokens,
     Heartbeat,
     TaskResult,
     WorkerRegister,
@@ -74,6 +75,7 @@ from shoal.runtime.jobs import (
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
+from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
 from shoal.store import pg_batch, queries
 from shoal.store import workers as worker_rows
@@ -116,6 +118,7 @@ class Runtime:
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._acks = PendingAcks(settings.ack_linger)
+        self._tokens = TokenRelay(bus)
         self.metrics = metrics or Metrics()
         self.metrics.watch(self.snapshot_counts, self.fleet.by_state)
         workers = WorkerJobs(settings, self.memory, self.fleet, work=self._work,
@@ -209,6 +212,15 @@ class Runtime:
     def agent_log(self, conn: Connection, msg: AgentLog) -> None:
         """A line of live output from an attempt."""
         self._post(Log(conn, msg))
+
+    def agent_tokens(self, msg: AgentTokens) -> None:
+        """Streamed model text of a live attempt: to its task's watchers now, stored nowhere."""
+        tid = self.memory.attempt_task.get(msg.attempt_id)
+        state = self.memory.states.get(tid) if tid else None
+        att = state.attempts.get(msg.attempt_id) if state is not None else None
+        if state is not None and att is not None:
+            self._tokens.offer(msg.attempt_id, msg.text, task_id=state.task.id,
+                               subtask_id=att.subtask_id, user_id=state.task.user_id)
 
     def post_result(
         self, conn: Connection, msg: TaskResult, manifest: list[dict[str, Any]],

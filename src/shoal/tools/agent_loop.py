@@ -117,13 +117,18 @@ class _Tokens:
 
 
 class _LineLog:
-    """Turns streamed text into whole lines for `run.log`."""
+    """Turns streamed text into whole lines for `run.log`, and passes each piece on as it
+    comes to `stream` (the live `agent_token` events), when someone watches."""
 
-    def __init__(self, log: Callable[[str], None]) -> None:
+    def __init__(self, log: Callable[[str], None],
+                 stream: Callable[[str], None] | None = None) -> None:
         self._log = log
+        self._stream = stream
         self._partial = ""
 
     def feed(self, text: str) -> None:
+        if self._stream is not None:
+            self._stream(text)
         *lines, self._partial = (self._partial + text).split("\n")
         for line in lines:
             self._emit(line)
@@ -290,7 +295,7 @@ class AgentLoopTool:
         """Call the model, retrying what can be retried; stream its text to the log."""
         retry = 0
         while True:
-            lines = _LineLog(chat.run.log)
+            lines = _LineLog(chat.run.log, chat.run.stream)
             try:
                 answer = await _request(chat, system, lines)
             except ModelError as exc:

@@ -39,6 +39,7 @@ class ToolRun:
     options: dict[str, Any] = field(default_factory=dict)
     trace: AttemptTrace | None = None  # set when the attempt is traced: spans of model calls
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers the agent may use (its role's)
+    stream: Callable[[str], None] | None = None  # model text as it streams, if anyone watches
 
 
 @dataclass(frozen=True, slots=True)

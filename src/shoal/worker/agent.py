@@ -214,6 +214,7 @@ class Worker:
                  running=len(self._running), buffered=len(self._unacked))
         self._conn = conn
         self._server_features = frozenset(registered.features)
+        self._executor.stream_tokens = "agent_tokens" in self._server_features
         self._connected.set()
         try:
             await self._resend_pending()

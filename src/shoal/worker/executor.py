@@ -24,6 +24,7 @@ from shoal.errors import ShoalError
 from shoal.limits import storable_text
 from shoal.protocol import (
     AgentLog,
+    AgentTokens,
     ExecuteTask,
     FilePayload,
     RejectedFile,
@@ -34,6 +35,7 @@ from shoal.protocol import (
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.worker.batching import Batcher
 from shoal.worker.logstream import LogStream
+from shoal.worker.tokenstream import TokenStream
 from shoal.worker.workspace import (
     collect_files,
     file_away,
@@ -110,6 +112,7 @@ class Executor:
         self._ready_size = ready
         self._refilling = False
         self._used: list[tuple[Path, Path | None]] = []  # used ready folder → where it goes
+        self.stream_tokens = False  # the control plane takes `agent_tokens` (set on register)
 
     async def open(self) -> None:
         """Create the workspaces folder and the folders kept ready."""
@@ -187,8 +190,9 @@ class Executor:
             stream = LogStream()
             for file in skipped:
                 stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
+            tokens = TokenStream() if self.stream_tokens else None
             status, outcome = await self._run_tool(
-                tool, _tool_run(msg, workspace, stream, attempt.trace), stream)
+                tool, _tool_run(msg, workspace, stream, attempt.trace, tokens), stream, tokens)
             if msg.output_file is not None and status == "succeeded" and outcome.output:
                 await asyncio.to_thread(_save_output, workspace, msg.output_file, outcome.output)
             empty = not before and is_bare(workspace)  # the tool wrote nothing
@@ -219,20 +223,31 @@ class Executor:
         self._used.append((folder, target))
 
     async def _run_tool(
-        self, tool: Tool, run: ToolRun, stream: LogStream
+        self, tool: Tool, run: ToolRun, stream: LogStream, tokens: TokenStream | None = None,
     ) -> tuple[ResultStatus, ToolOutcome]:
-        """Run the tool under its time limit while its log lines flow out beside it."""
+        """Run the tool under its time limit while its log lines (and streamed text) flow
+        out beside it."""
         async with asyncio.TaskGroup() as group:
             stream.start_with(lambda: group.create_task(self._forward_logs(run.attempt_id,
                                                                            stream)))
+            if tokens is not None:
+                tokens.start_with(lambda: group.create_task(self._forward_tokens(
+                    run.attempt_id, tokens)))
             try:
                 return await _call_tool(tool, run)
             finally:
                 stream.close()
+                if tokens is not None:
+                    tokens.close()
 
     async def _forward_logs(self, attempt_id: uuid.UUID, stream: LogStream) -> None:
         async for text in stream.batches():
             await self._send(AgentLog(attempt_id=attempt_id, message=storable_text(text)))
+
+    async def _forward_tokens(self, attempt_id: uuid.UUID, tokens: TokenStream) -> None:
+        async for text in tokens.chunks():
+            if clean := storable_text(text):
+                await self._send(AgentTokens(attempt_id=attempt_id, text=clean))
 
     async def _collect(
         self, workspace: Path, before: dict[str, str], outcome: ToolOutcome, *, empty: bool
@@ -334,7 +349,7 @@ async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcom
 
 
 def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
-              trace: AttemptTrace | None) -> ToolRun:
+              trace: AttemptTrace | None, tokens: TokenStream | None = None) -> ToolRun:
     return ToolRun(
         attempt_id=msg.attempt_id,
         task_id=msg.task_id,
@@ -348,6 +363,7 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
         options=dict(msg.options),
         trace=trace,
         mcp_servers=tuple(msg.mcp_servers),
+        stream=tokens.write if tokens is not None else None,
     )
 
 

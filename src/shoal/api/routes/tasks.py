@@ -258,7 +258,10 @@ async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request,
             if item is None:
                 yield ": keep-alive\n\n"
                 continue
-            yield f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
+            # A live-only event (`agent_token`, seq 0) has no id: it must not move
+            # Last-Event-ID back.
+            ident = f"id: {item['seq']}\n" if item["seq"] else ""
+            yield f"{ident}event: {item['type']}\ndata: {json.dumps(item)}\n\n"
 
 
 def _last_event_id(value: str | None) -> int:
