@@ -371,8 +371,10 @@ def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
     if cp["status"] == "pending_review":
         if cp.get("deadline_at"):
             say(f"Deadline: {cp['deadline_at']} (then: {cp['deadline_action']})")
+        if cp.get("question"):
+            say(f"Question: {cp['question']}")
         say("Answer it with one of:")
-        for command in follow.answer_commands(cid):
+        for command in follow.answer_commands(cid, cp["reason"]):
             say(f"  {command}")
     else:
         say(f"Decided: {cp.get('decision')} at {cp.get('decided_at')}"
@@ -383,6 +385,16 @@ def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
 def approve(checkpoint_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Approve a checkpoint: the work so far is accepted and the task continues."""
     r = _checkpoint_call(checkpoint_id, lambda c: c.approve(checkpoint_id), server, token)
+    console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
+
+
+@app.command()
+def answer(checkpoint_id: str, text: Annotated[str, typer.Argument(help="Your answer.")],
+           server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Answer a workflow's question (a `human` step); the task goes on with your answer."""
+    r = _checkpoint_call(checkpoint_id, lambda c: c.request(
+        "POST", f"/api/v1/checkpoints/{checkpoint_id}/answer", json={"answer": text}),
+        server, token)
     console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
 
 

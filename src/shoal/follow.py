@@ -33,6 +33,8 @@ REASONS = {
     "review_escalation": "the peer review asks a person to decide",
     "max_review_cycles": "the peer review did not approve after its last cycle",
     "correction_failed": "a correction failed",
+    "question": "the workflow asks you a question",
+    "gate": "a score is below the workflow's gate",
 }
 CORRECTION_TYPES = ("wrong_approach", "incomplete", "bug", "style", "missing_feature", "other")
 CheckpointHandler = Callable[[dict[str, Any]], Awaitable[None]]
@@ -44,8 +46,13 @@ def describe_reason(reason: str) -> str:
     return REASONS.get(reason, reason.replace("_", " "))
 
 
-def answer_commands(checkpoint_id: str) -> list[str]:
+def answer_commands(checkpoint_id: str, reason: str = "") -> list[str]:
     """The commands that answer a checkpoint, ready to copy."""
+    if reason == "question":
+        return [f'shoal answer {checkpoint_id} "your answer"',
+                f'shoal reject {checkpoint_id} --reason "why"']
+    if reason == "gate":
+        return [f"shoal approve {checkpoint_id}", f'shoal reject {checkpoint_id} --reason "why"']
     return [f"shoal approve {checkpoint_id}",
             f'shoal reject {checkpoint_id} --reason "why"',
             f'shoal correct {checkpoint_id} --type TYPE --guidance "what to change"',
@@ -178,9 +185,12 @@ def quality_text(row: dict[str, Any]) -> Text:
 def checkpoint_block(cp: dict[str, Any]) -> list[Text]:
     """The lines shown under the table while a checkpoint waits: why, scores, how to answer."""
     cid = str(cp["checkpoint_id"])
+    reason = str(cp.get("reason", ""))
     lines = [Text(f"⏸ Checkpoint {cid} is waiting for you", style="bold yellow"),
-             Text(f"  Why: {describe_reason(str(cp.get('reason', '')))}."
+             Text(f"  Why: {describe_reason(reason)}."
                   + (f" {cp['message']}" if cp.get("message") else ""))]
+    if cp.get("question"):
+        lines.append(Text(f"  Question: {cp['question']}", style="bold"))
     facts = []
     if cp.get("overall_score") is not None:
         facts.append(f"score {cp['overall_score']:g}")
@@ -194,7 +204,8 @@ def checkpoint_block(cp: dict[str, Any]) -> list[Text]:
         text = " · ".join(facts)
         lines.append(Text(f"  {text[0].upper()}{text[1:]}"))
     lines.append(Text("  Answer it with one of:"))
-    lines.extend(Text("    " + command, style="bold") for command in answer_commands(cid))
+    lines.extend(Text("    " + command, style="bold")
+                 for command in answer_commands(cid, reason))
     lines.append(Text(f"  Details: shoal checkpoint show {cid}", style="dim"))
     return lines
 

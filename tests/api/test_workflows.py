@@ -447,3 +447,80 @@ async def test_a_bad_document_is_a_422_naming_the_line(
     assert words in detail["message"]
     assert detail["message"].startswith("document:")  # document:<line>: …
     assert (await client.get("/api/v1/workflows")).json()["workflows"][-1]["name"] == "review"
+
+
+INTERVIEW = """\
+name: interview
+version: 1
+description: Ask who it is for, draft, score, and let a gate decide.
+roles:
+  drafter: {prompt: "Draft on {query} for {audience}", tools: [echo]}
+  scorer:
+    prompt: '{"score": 5}'
+    tools: [echo]
+    output: {type: object, required: [score], properties: {score: {type: number}}}
+  editor: {prompt: "Polish: {draft}", tools: [echo]}
+steps:
+  - {id: audience, kind: human, question: "Who is the proposal on {query} for?"}
+  - {id: draft, kind: agent, role: drafter, after: [audience]}
+  - {id: score, kind: agent, role: scorer, after: [draft]}
+  - {id: quality, kind: gate, over: score.score, min_score: 7, after: [score]}
+  - {id: polish, kind: agent, role: editor, after: [quality]}
+"""
+
+
+async def test_a_question_and_a_gate_wait_for_a_person(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """A `human` step's question is a checkpoint answered with `shoal answer` (approving it is
+    a 409); the answer reaches the next prompt; a gate below its threshold waits for an
+    approval; then the task completes."""
+    added = await client.post("/api/v1/workflows", json={"document": INTERVIEW})
+    assert added.status_code == 201, added.text
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
+           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
+           "SHOAL_DATA_DIR": str(tmp_path / "cli"),
+           "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
+
+    def shoal(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(Path(sys.executable).with_name("shoal")), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    async def open_checkpoint(task_id: str) -> dict[str, Any]:
+        await wait_for_status(client, task_id, "checkpoint_pending", "failed")
+        page = (await client.get("/api/v1/checkpoints", params={
+            "status": "pending_review", "task_id": task_id})).json()
+        return dict(page["checkpoints"][0])
+
+    async with echo_worker(server, settings):
+        resp = await client.post("/api/v1/tasks", json={"description": "bike lanes",
+                                                        "workflow": "interview"})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
+        question = await open_checkpoint(task_id)
+        assert question["reason"] == "question"
+        assert question["question"] == "Who is the proposal on bike lanes for?"
+        cid = question["checkpoint_id"]
+        wrong = await client.post(f"/api/v1/checkpoints/{cid}/approve")
+        assert (wrong.status_code, wrong.json()["error"]) == (409, "wrong_decision")
+        shown = await asyncio.to_thread(shoal, "checkpoint", "show", cid)
+        assert "Question: Who is the proposal on bike lanes for?" in shown.stdout
+        assert f'shoal answer {cid} "your answer"' in shown.stdout
+        said = await asyncio.to_thread(shoal, "answer", cid, "The city council")
+        assert said.returncode == 0, said.stderr
+        gate = await open_checkpoint(task_id)
+        assert gate["reason"] == "gate"
+        assert "'score.score' is 5, below 7" in gate["message"]
+        approved = await client.post(f"/api/v1/checkpoints/{gate['checkpoint_id']}/approve")
+        assert approved.status_code == 200, approved.text
+        detail = await wait_for_status(client, task_id, "completed", "failed")
+    assert detail["status"] == "completed", detail
+    subs = {s["key"]: s for s in detail["subtasks"]}
+    assert [subs[k]["kind"] for k in ("audience#1", "quality#1")] == ["human", "gate"]
+    draft = (await client.get(f"/api/v1/subtasks/{subs['draft#1']['subtask_id']}")).json()
+    assert draft["description"] == "Draft on bike lanes for The city council"
+    answered = (await client.get(f"/api/v1/checkpoints/{cid}")).json()
+    assert (answered["status"], answered["decision"], answered["notes"]) == (
+        "answered", "answer", "The city council")
+    state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()["entries"]
+    assert state["audience"][0]["value"] == "The city council"

@@ -130,9 +130,8 @@ def test_a_repaired_answer_is_taken() -> None:
 
 def test_kinds_not_run_yet_are_refused_up_front() -> None:
     doc = load_document(TRANSLATE.replace("    kind: agent\n    role: critic",
-                                          "    kind: human\n    question: Is it good?\n"
-                                          "    role: critic", 1))
-    with pytest.raises(InvalidInput, match="human"):
+                                          "    kind: expand\n    role: critic", 1))
+    with pytest.raises(InvalidInput, match="expand"):
         DocumentWorkflow(doc)
 
 

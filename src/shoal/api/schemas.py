@@ -365,6 +365,7 @@ class CheckpointOut(BaseModel):
     notes: str | None
     corrections: list[dict[str, Any]] = Field(default_factory=list)
     audit: list[dict[str, Any]] = Field(default_factory=list)  # who decided what, when
+    question: str | None = None  # a workflow's `human` step: what the person is asked
 
 
 class CheckpointPage(BaseModel):
@@ -382,6 +383,12 @@ class CheckpointDecided(BaseModel):
     checkpoint_id: uuid.UUID
     status: str
     message: str
+
+
+class AnswerBody(_Strict):
+    """`POST /api/v1/checkpoints/{id}/answer`: the answer to a workflow's question."""
+
+    answer: str = Field(min_length=1, max_length=20_000)
 
 
 class RejectBody(_Strict):

@@ -218,11 +218,17 @@ def pause(step: Step) -> None:
 
 def resume_if_clear(flow: Workflow, step: Step) -> None:
     """Resume a paused task once no checkpoint is open (and end it, if nothing is left)."""
+    if resume(step):
+        complete_task_if_done(flow, step)
+
+
+def resume(step: Step) -> bool:
+    """Resume a paused task if no checkpoint is open; whether it did."""
     if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
-        return
+        return False
     step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
     emit_task_update(step)
-    complete_task_if_done(flow, step)
+    return True
 
 
 def close_checkpoints(step: Step, why: str) -> None:

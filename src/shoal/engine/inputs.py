@@ -79,9 +79,10 @@ class CheckpointDecision:
     """A person decided a checkpoint: approve, reject, or correct a subtask with guidance."""
 
     checkpoint_id: uuid.UUID
-    action: Literal["approve", "reject", "correct"]
+    action: Literal["approve", "reject", "correct", "answer"]
     user_id: uuid.UUID | None
     reason: str = ""
+    answer: str = ""  # `answer`: what the person said to a workflow's question
     subtask_id: uuid.UUID | None = None
     correction_type: str = "other"
     guidance: str = ""

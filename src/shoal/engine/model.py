@@ -25,6 +25,8 @@ class StepKind(StrEnum):
     JUDGE = "judge"  # quality: a model scores a work subtask
     REVIEW = "review"  # quality: a peer reviews a work subtask
     CORRECT = "correct"  # quality: the author fixes a work subtask
+    HUMAN = "human"  # a person answers a workflow's question (no worker runs it)
+    GATE = "gate"  # a workflow compares a score with its threshold (no worker runs it)
 
 
 QUALITY_KINDS = frozenset({StepKind.EVALUATE, StepKind.JUDGE, StepKind.REVIEW})

@@ -442,6 +442,9 @@ class QualityLoop:
 
     def decide_checkpoint(self, step: Step, inp: CheckpointDecision) -> None:
         cp = _pending(step, inp.checkpoint_id)
+        if inp.action == "answer":
+            raise Conflict("This checkpoint asks no question: approve, reject or correct it.",
+                           code="wrong_decision", details={"checkpoint_id": str(cp.id)})
         target_id = inp.subtask_id or cp.subtask_id
         target = step.subtasks.get(target_id) if target_id else None
         if inp.action == "correct":

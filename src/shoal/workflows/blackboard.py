@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import jsonschema
+
+from shoal.engine import answers
 from shoal.engine.model import SubtaskRecord
 from shoal.states import SubtaskStatus
 from shoal.workflows.document import DocStepKind, StepDoc, WorkflowDocument
@@ -96,3 +99,20 @@ def state_view(doc: WorkflowDocument, query: str,
         "summary": latest.get(steps[route.finish].entry) if route.finish else None,
     }
     return view
+
+
+def contract_problem(text: str, contract: Mapping[str, Any]) -> str | None:
+    """Why `text` is not an answer that keeps `contract` (a JSON Schema), or None."""
+    found = answers.find_json(text)
+    if not found.found:
+        return "the answer holds no JSON" + (f" ({found.error})" if found.error else "")
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(contract).iter_errors(found.value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where or 'the answer'}: {error.message}"[:500]
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {"value": value}

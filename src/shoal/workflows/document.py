@@ -244,6 +244,9 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
             found.append((("steps", i, "over"), "a map step needs `over` (entry.field)"))
         if step.kind is DocStepKind.GATE and step.min_score is None:
             found.append((("steps", i, "min_score"), "a gate step needs min_score"))
+        if step.kind is DocStepKind.GATE and step.over is None:
+            found.append((("steps", i, "over"), "a gate step needs `over`: the entry.field "
+                                                "holding the score"))
         if step.kind is DocStepKind.HUMAN and not step.question:
             found.append((("steps", i, "question"), "a human step needs a question"))
     if found:
@@ -271,12 +274,16 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
     if doc.result is not None and doc.result not in writers:
         found.append((("result",), f"no step writes '{doc.result}'"))
     known = set(doc.parameters) | set(writers) | BUILTIN_FIELDS
-    for name, role in doc.roles.items():
-        for field in _PLACEHOLDER.findall(role.prompt):
+    texts: list[tuple[Path, str]] = [(("roles", name, "prompt"), role.prompt)
+                                     for name, role in doc.roles.items()]
+    texts += [(("steps", i, "question"), s.question) for i, s in enumerate(doc.steps)
+              if s.question]
+    for path, text in texts:
+        for field in _PLACEHOLDER.findall(text):
             if field not in known:
-                found.append((("roles", name, "prompt"),
-                              f"the prompt names {{{field}}}, which no parameter, step or "
-                              f"built-in ({', '.join(sorted(BUILTIN_FIELDS))}) provides"))
+                found.append((path, f"{path[-1]} names {{{field}}}, which no parameter, step "
+                                    f"or built-in ({', '.join(sorted(BUILTIN_FIELDS))}) "
+                                    "provides"))
     return found
 
 
@@ -335,6 +342,10 @@ def _route_problems(doc: WorkflowDocument, index: Mapping[str, int]) -> list[tup
             found.append((("steps", i, "choices"), "a route picks other steps than itself "
                                                    "and its finish"))
         for name in (*step.choices, step.finish):
+            picked = doc.steps[index[name]] if name in index else None
+            if picked is not None and picked.kind not in (DocStepKind.AGENT, DocStepKind.MAP):
+                found.append((("steps", i, "choices"), f"'{name}' is a {picked.kind.value} "
+                                                       "step; a route picks agent or map steps"))
             if name in owner:
                 found.append((("steps", i, "choices"), f"'{name}' is picked by route "
                                                        f"'{owner[name]}' already"))
@@ -362,11 +373,15 @@ def _route_problems(doc: WorkflowDocument, index: Mapping[str, int]) -> list[tup
                 found.append((("steps", i, "after", j), f"'{dep}' runs only if picked: come "
                                                         f"after '{route.finish}' instead"))
     routes = {s.id for s in doc.steps if s.kind is DocStepKind.ROUTE}
+    people = {s.id for s in doc.steps if s.kind in (DocStepKind.HUMAN, DocStepKind.GATE)}
     for i, loop in enumerate(doc.loops):
         for field, name in (("from", loop.source), ("to", loop.to)):
             if name in owner or name in routes:
                 found.append((("loops", i, field), f"'{name}' is routed: the route decides "
                                                    "what runs again (repeatable)"))
+        if loop.source in people:
+            found.append((("loops", i, "from"), f"'{loop.source}' is decided by a person or a "
+                                                "gate; loop from the step it judges"))
     return found
 
 

@@ -31,10 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import jsonschema
-
 from shoal.engine import answers, graph
-from shoal.engine.inputs import Finished, Start
+from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     FileRef,
     McpServerSpec,
@@ -49,13 +47,23 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import routing
-from shoal.workflows.blackboard import entry_value, item_order, round_seq, rounds_in, whole
+from shoal.workflows import people, routing
+from shoal.workflows.blackboard import (
+    as_mapping,
+    contract_problem,
+    entry_value,
+    item_order,
+    round_seq,
+    rounds_in,
+    whole,
+)
 from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
 from shoal.workflows.routing import DecidedBy, Decision, RouteState
 
 _RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value,
-                        DocStepKind.ROUTE.value})
+                        DocStepKind.ROUTE.value, DocStepKind.HUMAN.value,
+                        DocStepKind.GATE.value})
+_PEOPLE = {DocStepKind.HUMAN: StepKind.HUMAN, DocStepKind.GATE: StepKind.GATE}
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
@@ -113,12 +121,7 @@ class DocumentWorkflow:
         sub = graph.complete(step, sub, output)
         if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
             return  # a map step's round is whole once every item is done
-        runs = self._round(step, sub)
-        value = self._entry(step, doc_step.entry, "")
-        step.emit(EventType.STATE_UPDATE, entry=doc_step.entry, step=doc_step.id,
-                  revision=self._revision(step, doc_step),
-                  subtask_ids=[str(r.id) for r in sorted(runs, key=item_order)],
-                  preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
+        self._state_update(step, doc_step, sub)
         if decision is not None:
             self._take(step, doc_step, decision, sub)
         elif doc_step.id in self._route_of:
@@ -137,7 +140,31 @@ class DocumentWorkflow:
         self._move_on(step)  # no quality policy is attached yet
 
     def handle(self, step: Step, inp: Decided) -> None:
-        raise Conflict("This workflow has no checkpoint to decide.", code="no_checkpoint")
+        """A person decided a question or a gate (or its deadline passed)."""
+        if isinstance(inp, CheckpointExpired):
+            cp = step.checkpoints.get(inp.checkpoint_id)
+            action = cp.deadline_action if cp is not None else None
+            if cp is None or action not in ("approve", "reject"):
+                raise Conflict("This checkpoint waits for a person; its deadline escalates "
+                               "nothing here.", code="not_expired")
+            inp = CheckpointDecision(cp.id, "reject" if action == "reject" else
+                                     "answer" if cp.reason == people.QUESTION else "approve",
+                                     None, reason="Its deadline passed.")
+        if not isinstance(inp, CheckpointDecision):
+            raise Conflict("This workflow has no step a worker cannot take.",
+                           code="no_checkpoint")
+        cp = people.decided(step, inp)
+        if inp.action == "reject":
+            graph.cancel(step, f"Rejected at a {cp.reason}" + (f": {inp.reason}"
+                                                               if inp.reason else "."))
+            return
+        sub = step.subtasks[cp.subtask_id] if cp.subtask_id else None
+        if sub is not None and sub.status is SubtaskStatus.IN_PROGRESS:
+            said = inp.answer if inp.action == "answer" else \
+                f"A person let the task go on: {cp.data.get('message', '')}"
+            self._person_done(step, sub, said)
+        graph.resume(step)
+        self._move_on(step)
 
     def completion(self, step: Step) -> Mapping[str, Any]:
         return {"state": {entry: self._revision(step, s) for entry, s in self._writer.items()
@@ -202,14 +229,19 @@ class DocumentWorkflow:
             graph.emit_task_update(step)
 
     def _start_ready(self, step: Step) -> None:
-        """Create a round of every step that may start now (none once the task has ended)."""
-        for doc_step in self.doc.steps:
-            if step.task.status in TERMINAL_TASK:
+        """Create a round of every step that may start now (none once the task has ended),
+        again while a step that ends at once (a passing gate) lets more start."""
+        while step.task.status not in TERMINAL_TASK:
+            before = len(step.subtasks)
+            for doc_step in self.doc.steps:
+                if step.task.status in TERMINAL_TASK:
+                    return
+                if self._ready(step, doc_step) and doc_step.kind is DocStepKind.ROUTE:
+                    self._hop(step, doc_step, self._deps(step, doc_step))
+                elif self._ready(step, doc_step):
+                    self._run(step, doc_step, feedback=None)
+            if len(step.subtasks) == before:
                 return
-            if self._ready(step, doc_step) and doc_step.kind is DocStepKind.ROUTE:
-                self._hop(step, doc_step, self._deps(step, doc_step))
-            elif self._ready(step, doc_step):
-                self._run(step, doc_step, feedback=None)
 
     def _after(self, step: Step, doc_step: StepDoc) -> list[str]:
         """The steps `doc_step` waits for: its `after`, a step the user skipped replaced by
@@ -257,6 +289,9 @@ class DocumentWorkflow:
         seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
         if deps is None:
             deps = self._deps(step, doc_step)
+        if doc_step.kind in _PEOPLE:
+            self._person_step(step, doc_step, number, seq, deps)
+            return
         if doc_step.kind is not DocStepKind.MAP:
             self._add(step, doc_step, number, None, seq, deps, feedback or "", "")
             return
@@ -303,6 +338,61 @@ class DocumentWorkflow:
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
+
+    # ---- steps a person decides (`people`) -------------------------------------------------
+
+    def _person_step(self, step: Step, doc_step: StepDoc, number: int, seq: int,
+                     deps: tuple[uuid.UUID, ...]) -> None:
+        """A `human` step asks its question; a `gate` compares now and asks only if it must.
+        Neither goes to a worker: the subtask is in progress until decided."""
+        question = self._render(step, doc_step, doc_step.question or "", "", "")
+        sub = SubtaskRecord(
+            id=step.ctx.new_id(), task_id=step.task.id, key=f"{doc_step.id}#{number}",
+            role=doc_step.kind.value, kind=_PEOPLE[doc_step.kind],
+            name=doc_step.id + (f" (round {number})" if number > 1 else ""),
+            description=question or f"Gate: {doc_step.over} at least {doc_step.min_score:g}",
+            status=SubtaskStatus.IN_PROGRESS, created_at=step.ctx.now,
+            started_at=step.ctx.now, dependencies=deps, options=StepOptions(seq=seq))
+        step.add_subtask(sub)
+        graph.emit_subtask(step, sub)
+        if doc_step.kind is DocStepKind.HUMAN:
+            people.ask(step, sub, people.QUESTION, f"Step '{doc_step.id}' asks: {question}",
+                       question)
+            return
+        assert doc_step.over is not None  # the document check says so
+        assert doc_step.min_score is not None
+        entry, _, path = doc_step.over.partition(".")
+        score = self._value(step, entry, path)
+        if not isinstance(score, int | float) or isinstance(score, bool):
+            graph.fail_task(step, f"Gate '{doc_step.id}' reads '{doc_step.over}', which holds "
+                                  f"no number ({json.dumps(score)[:100]}).")
+            return
+        verdict = f"'{doc_step.over}' is {score:g}, " + (
+            f"at least {doc_step.min_score:g}" if score >= doc_step.min_score
+            else f"below {doc_step.min_score:g}")
+        if score >= doc_step.min_score or doc_step.on_fail == "continue":
+            if score < doc_step.min_score:
+                step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                          message=f"Gate '{doc_step.id}': {verdict}; going on (on_fail: "
+                                  "continue).")
+            self._person_done(step, sub, verdict)
+        elif doc_step.on_fail == "fail":
+            graph.fail_task(step, f"Gate '{doc_step.id}': {verdict}.")
+        else:
+            people.ask(step, sub, people.GATE, f"Gate '{doc_step.id}': {verdict}.",
+                       "Approve to let the task go on; reject to stop it.")
+
+    def _person_done(self, step: Step, sub: SubtaskRecord, text: str) -> None:
+        sub = graph.complete(step, sub, StepOutput(text=text))
+        self._state_update(step, self._step_of(sub), sub)
+
+    def _state_update(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
+        runs = self._round(step, sub)
+        value = self._entry(step, doc_step.entry, "")
+        step.emit(EventType.STATE_UPDATE, entry=doc_step.entry, step=doc_step.id,
+                  revision=self._revision(step, doc_step),
+                  subtask_ids=[str(r.id) for r in sorted(runs, key=item_order)],
+                  preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
 
     def _output_file(self, doc_step: StepDoc) -> str | None:
         """The file a run's answer also becomes: the document's result, when it is text (an
@@ -484,10 +574,10 @@ class DocumentWorkflow:
                         contract: Mapping[str, Any], output: StepOutput) -> StepOutput | None:
         """`output` with the answer checked against the role's contract; None when the step
         was sent back to repair it, or failed."""
-        problem = _contract_problem(text, contract)
+        problem = contract_problem(text, contract)
         if problem is None:
             return replace(output, answers=True,
-                           parsed=_as_mapping(answers.extract_json(text)))
+                           parsed=as_mapping(answers.extract_json(text)))
         if not sub.options.repair:
             sub = step.set_subtask(
                 sub, status=transition(sub.status, SubtaskStatus.QUEUED),
@@ -502,19 +592,3 @@ class DocumentWorkflow:
         self._failed(step, sub, f"Step '{sub.name}' answered twice without matching its "
                                 f"contract: {problem}")
         return None
-
-
-def _contract_problem(text: str, contract: Mapping[str, Any]) -> str | None:
-    found = answers.find_json(text)
-    if not found.found:
-        return "the answer holds no JSON" + (f" ({found.error})" if found.error else "")
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(contract).iter_errors(found.value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where or 'the answer'}: {error.message}"[:500]
-
-
-def _as_mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {"value": value}

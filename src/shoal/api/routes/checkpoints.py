@@ -1,6 +1,7 @@
 """Checkpoints: list, read, and decide — approve, reject (cancels the task), or correct a
-subtask with guidance (seed 004 §4.1.3). Deciding a decided checkpoint is 409; another user's
-checkpoint is 404."""
+subtask with guidance (seed 004 §4.1.3), or answer a workflow's question. Deciding a decided
+checkpoint, or deciding one in a way that does not fit it, is 409; another user's checkpoint
+is 404."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi import APIRouter, Query
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.api.schemas import (
+    AnswerBody,
     CheckpointDecided,
     CheckpointOut,
     CheckpointPage,
@@ -31,7 +33,7 @@ router = APIRouter(prefix="/api/v1/checkpoints", tags=["checkpoints"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
 
 CheckpointStatus = Annotated[str | None, Query(pattern="^(pending_review|approved|rejected|"
-                                                       "corrected)$")]
+                                                       "corrected|answered)$")]
 
 
 @router.get("", response_model=CheckpointPage)
@@ -69,6 +71,17 @@ async def approve(checkpoint_id: str, user: UserDep, services: ServicesDep) -> C
         row.task_id, user.user_id, CheckpointDecision(row.id, "approve", user.user_id))
     return CheckpointDecided(checkpoint_id=row.id, status="approved",
                              message="Checkpoint approved. Continuing to next subtasks...")
+
+
+@router.post("/{checkpoint_id}/answer", response_model=CheckpointDecided)
+async def answer(checkpoint_id: str, body: AnswerBody, user: UserDep,
+                 services: ServicesDep) -> CheckpointDecided:
+    """Answer a workflow's question (a `human` step): the answer is the step's output."""
+    row = await _pending(services, checkpoint_id, user.user_id)
+    await services.runtime.decide_checkpoint(row.task_id, user.user_id, CheckpointDecision(
+        row.id, "answer", user.user_id, answer=body.answer.strip()))
+    return CheckpointDecided(checkpoint_id=row.id, status="answered",
+                             message="Answered. The task goes on.")
 
 
 @router.post("/{checkpoint_id}/reject", response_model=CheckpointDecided)
@@ -133,6 +146,7 @@ def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = Non
         next_subtasks=list(data.get("next_subtasks") or []), deadline_at=row.deadline_at,
         deadline_action=row.deadline_action, decision=row.decision,
         decided_by=row.decided_by, decided_at=row.decided_at, notes=row.notes,
+        question=data.get("question"),
         corrections=[{"correction_id": str(c.id), "subtask_id": str(c.subtask_id),
                       "correction_subtask_id": str(c.correction_subtask_id),
                       "correction_type": c.correction_type, "guidance": c.guidance,

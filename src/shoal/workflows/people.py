@@ -1,0 +1,58 @@
+"""The steps of a document a person decides: `human` asks a question and takes the answer as
+the step's output; a `gate` that finds a score below its threshold may ask a person to let
+the task go on. Both pause the task at a checkpoint (`reason` "question" or "gate") and resume
+it once decided; rejecting either cancels the task."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from shoal.engine import graph
+from shoal.engine.inputs import CheckpointDecision
+from shoal.engine.model import CheckpointRecord, SubtaskRecord
+from shoal.engine.quality import PENDING_REVIEW
+from shoal.engine.quality_loop import checkpoint_summary
+from shoal.engine.step import Step
+from shoal.errors import Conflict
+from shoal.events import EventType
+
+QUESTION = "question"
+GATE = "gate"
+DECIDED = {"answer": "answered", "approve": "approved", "reject": "rejected"}
+
+
+def ask(step: Step, sub: SubtaskRecord, reason: str, message: str, question: str) -> None:
+    """Pause the task until a person decides about `sub` (its checkpoint says why)."""
+    deadline = step.task.meta.checkpoint_deadline
+    cp = CheckpointRecord(
+        id=step.ctx.new_id(), task_id=step.task.id, reason=reason, status=PENDING_REVIEW,
+        created_at=step.ctx.now, subtask_id=sub.id,
+        data={"message": message, "question": question, "step": sub.key.split("#")[0]},
+        deadline_at=step.ctx.now + timedelta(seconds=deadline.seconds) if deadline else None,
+        deadline_action=deadline.action if deadline else None)
+    step.add_checkpoint(cp)
+    graph.pause(step)
+    step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
+               subtask_id=str(sub.id))
+    step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp), question=question)
+
+
+def decided(step: Step, inp: CheckpointDecision) -> CheckpointRecord:
+    """Record a person's decision on a question or a gate; 409 for one that does not fit."""
+    cp = step.checkpoints.get(inp.checkpoint_id)
+    if cp is None:
+        raise Conflict("This checkpoint has already been decided.", code="checkpoint_decided",
+                       details={"checkpoint_id": str(inp.checkpoint_id)})
+    fits = {QUESTION: ("answer", "reject"), GATE: ("approve", "reject")}.get(cp.reason, ())
+    if inp.action not in fits:
+        how = " or ".join(fits) or "nothing"
+        raise Conflict(f"This checkpoint is a {cp.reason}: {how} it.", code="wrong_decision",
+                       details={"checkpoint_id": str(cp.id), "allowed": list(fits)})
+    status = DECIDED[inp.action]
+    step.set_checkpoint(cp, status=status, decision=inp.action, decided_by=inp.user_id,
+                        decided_at=step.ctx.now, notes=(inp.answer or inp.reason or None))
+    step.audit(inp.user_id, f"checkpoint_{inp.action}", "checkpoint", cp.id,
+               reason=inp.reason or None, subtask_id=str(cp.subtask_id))
+    step.emit(EventType.CHECKPOINT_DECIDED, checkpoint_id=str(cp.id), decision=inp.action,
+              status=status, reason=None if inp.action == "answer" else inp.reason or None)
+    return cp
