@@ -524,3 +524,37 @@ async def test_a_question_and_a_gate_wait_for_a_person(
         "answered", "answer", "The city council")
     state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()["entries"]
     assert state["audience"][0]["value"] == "The city council"
+
+
+BUILD = """\
+name: build
+version: 1
+description: Plan parts, build each after those it needs, sum up.
+roles:
+  planner:
+    prompt: '{"subtasks": [{"name": "Model", "description": "the model"}, {"name": "API", "description": "the API", "dependencies": ["Model"]}]}'
+    tools: [echo]
+  coder: {prompt: "Build {item}", tools: [echo]}
+  writer: {prompt: "Sum up {parts}", tools: [echo]}
+steps:
+  - {id: parts, kind: expand, role: planner, each: coder}
+  - {id: summary, kind: agent, role: writer, after: [parts]}
+"""
+
+
+async def test_an_expand_step_runs_its_plan_on_a_worker_in_dependency_order(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    assert (await client.post("/api/v1/workflows", json={"document": BUILD})).status_code == 201
+    async with echo_worker(server, settings):
+        resp = await client.post("/api/v1/tasks", json={"description": "A shop",
+                                                        "workflow": "build"})
+        assert resp.status_code == 201, resp.text
+        detail = await wait_for_status(client, resp.json()["task_id"], "completed", "failed")
+    assert detail["status"] == "completed", detail
+    subs = {s["key"]: s for s in detail["subtasks"]}
+    assert sorted(subs) == ["parts#1", "parts#1.1", "parts#1.2", "summary#1"]
+    assert subs["parts#1.2"]["name"] == "API"
+    assert subs["parts#1.1"]["completed_at"] <= subs["parts#1.2"]["started_at"]
+    summary = (await client.get(f"/api/v1/subtasks/{subs['summary#1']['subtask_id']}")).json()
+    assert summary["description"].startswith('Sum up ["Build Model: the model"')

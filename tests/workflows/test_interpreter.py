@@ -128,13 +128,6 @@ def test_a_repaired_answer_is_taken() -> None:
     assert run.keys() == ["polish#1"]
 
 
-def test_kinds_not_run_yet_are_refused_up_front() -> None:
-    doc = load_document(TRANSLATE.replace("    kind: agent\n    role: critic",
-                                          "    kind: expand\n    role: critic", 1))
-    with pytest.raises(InvalidInput, match="expand"):
-        DocumentWorkflow(doc)
-
-
 def test_progress_follows_the_steps_done_and_never_goes_back() -> None:
     run = Run(max_rounds=1)
     seen = [run.state.task.progress]

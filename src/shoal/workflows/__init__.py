@@ -89,7 +89,7 @@ class Catalog:
         for source, text in texts:
             try:
                 doc = load_document(text, source=source)
-                DocumentWorkflow(doc)  # refuses what the interpreter cannot run yet
+                DocumentWorkflow(doc)
             except (DocumentError, InvalidInput) as exc:
                 problems.append(exc.message)
                 continue

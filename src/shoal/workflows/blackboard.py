@@ -46,6 +46,10 @@ def rounds_in(subtasks: Iterable[SubtaskRecord], step_id: str) -> list[list[Subt
 
 
 def entry_value(doc_step: StepDoc, runs: list[SubtaskRecord]) -> Any:
+    """A round's value: its answer; for a map step, its items' answers in order; for an
+    expand step, its planned subtasks' answers in plan order (not the plan)."""
+    if doc_step.kind is DocStepKind.EXPAND:
+        return [answer_of(s) for s in runs if "." in s.key]
     values = [answer_of(s) for s in runs]
     return values if doc_step.kind is DocStepKind.MAP else values[0]
 

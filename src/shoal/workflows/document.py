@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shoal.engine import dag
+from shoal.engine.model import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -106,6 +107,11 @@ class Role(_Strict):
     tools: list[str] = Field(default_factory=list)  # preferred tools, in order
     mcp_servers: list[McpServer] = Field(default_factory=list)
 
+    def mcp_specs(self) -> tuple[McpServerSpec, ...]:
+        """Its MCP servers as a step's options carry them to the worker."""
+        return tuple(McpServerSpec(name=m.name, command=m.command, args=tuple(m.args),
+                                   url=m.url, env=dict(m.env)) for m in self.mcp_servers)
+
 
 class DocStepKind(StrEnum):
     """The step kinds a document may use."""
@@ -137,6 +143,7 @@ class StepDoc(_Strict):
     requires: dict[Name, list[Name]] = Field(default_factory=dict)  # route: X after these
     repeatable: list[Name] = Field(default_factory=list)  # route: may run more than once
     max_hops: Cap = 10  # route: the most decisions before it goes to `finish`
+    each: Name | None = None  # expand: the role that runs each planned subtask
     optional: bool = False  # a user may switch it off (`skip`)
     allows_insert: bool = False  # a user may insert a role of their own right after it
     question: str | None = None  # human: what the person is asked
@@ -244,6 +251,11 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
             found.append((("steps", i, "over"), "a map step needs `over` (entry.field)"))
         if step.kind is DocStepKind.GATE and step.min_score is None:
             found.append((("steps", i, "min_score"), "a gate step needs min_score"))
+        if step.kind is DocStepKind.EXPAND and step.each not in doc.roles:
+            found.append((("steps", i, "each"), "an expand step needs `each`: the role that "
+                                                "runs every planned subtask"))
+        if step.each is not None and step.kind is not DocStepKind.EXPAND:
+            found.append((("steps", i, "each"), "only an expand step takes `each`"))
         if step.kind is DocStepKind.GATE and step.over is None:
             found.append((("steps", i, "over"), "a gate step needs `over`: the entry.field "
                                                 "holding the score"))

@@ -18,8 +18,8 @@ item order, once every item is done.
 
 A `route` step's runs ask its router which of its `choices` runs next, after each one it
 picked; `routing` holds the answer to the document's rules. The steps it picks run only when
-picked, and after its `finish` it decides no more. This interpreter runs `agent`, `map` and
-`route` steps; documents with other kinds are checked but not run yet.
+picked, and after its `finish` it decides no more. `expand` steps (`expansion`) run the
+subtasks their role plans; `human` and `gate` steps (`people`) wait for a person, if need be.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from shoal.engine import answers, graph
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     FileRef,
-    McpServerSpec,
     StepKind,
     StepOptions,
     StepOutput,
@@ -44,10 +43,10 @@ from shoal.engine.model import (
 )
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
-from shoal.errors import Conflict, InvalidInput
+from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import people, routing
+from shoal.workflows import expansion, people, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -57,12 +56,9 @@ from shoal.workflows.blackboard import (
     rounds_in,
     whole,
 )
-from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
+from shoal.workflows.document import DocStepKind, Loop, Role, StepDoc, WorkflowDocument
 from shoal.workflows.routing import DecidedBy, Decision, RouteState
 
-_RUN_KINDS = frozenset({DocStepKind.AGENT.value, DocStepKind.MAP.value,
-                        DocStepKind.ROUTE.value, DocStepKind.HUMAN.value,
-                        DocStepKind.GATE.value})
 _PEOPLE = {DocStepKind.HUMAN: StepKind.HUMAN, DocStepKind.GATE: StepKind.GATE}
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
@@ -74,10 +70,6 @@ class DocumentWorkflow:
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
-        unsupported = sorted({s.kind.value for s in doc.steps} - _RUN_KINDS)
-        if unsupported:
-            raise InvalidInput(f"Workflow '{doc.name}' uses step kinds not run yet: "
-                               f"{', '.join(unsupported)}.", details={"field": "steps"})
         self.doc = doc
         self.name = doc.name
         self.description = doc.description
@@ -107,7 +99,8 @@ class DocumentWorkflow:
                             files=tuple(FileRef.from_json(f) for f in result.files),
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
                             usage=dict(result.usage))
-        contract = self.doc.roles[doc_step.role].output if doc_step.role else None
+        role = self.doc.roles.get(sub.role)  # an expand step's planned runs: its `each` role
+        contract = role.output if role is not None else None
         decision = None
         if doc_step.kind is DocStepKind.ROUTE:
             decision = routing.decide(doc_step, self._route_state(step, doc_step),
@@ -119,8 +112,15 @@ class DocumentWorkflow:
                 return
             output = checked
         sub = graph.complete(step, sub, output)
+        if doc_step.kind is DocStepKind.EXPAND and "." not in sub.key:  # the plan
+            each = self.doc.roles[doc_step.each or ""]
+            expansion.add_planned(step, self.doc, doc_step, sub, result.output,
+                                  lambda item: self._prompt(step, doc_step, each, "", item))
+            self._move_on(step)
+            return
+        graph.queue_ready_dependents(step, sub)  # an expand step's planned runs wait on others
         if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
-            return  # a map step's round is whole once every item is done
+            return  # a map or expand step's round is whole once every run is done
         self._state_update(step, doc_step, sub)
         if decision is not None:
             self._take(step, doc_step, decision, sub)
@@ -318,21 +318,20 @@ class DocumentWorkflow:
         name = doc_step.id + (f" {index}" if index is not None else "") + (
             f" (round {number})" if number > 1 else "")
         role = self.doc.roles[doc_step.role] if doc_step.role else None
-        prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
+        prompt = self._prompt(step, doc_step, role, feedback, item)
         if doc_step.kind is DocStepKind.ROUTE:
             options = ", ".join(self._allowed(step, doc_step))
             prompt += ("\n\nAnswer with only this JSON, naming one of " + options + ':\n'
                        '{"next": "<step>", "reason": "<why, in a sentence>"}')
-        elif role is not None and role.output is not None:
-            prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
-                       + json.dumps(role.output, indent=1))
+        elif doc_step.kind is DocStepKind.EXPAND:
+            prompt += expansion.PLAN_FORMAT.format(
+                most=min(step.ctx.max_subtasks, expansion.MAX_PLANNED))
         sub = SubtaskRecord(
             id=step.ctx.new_id(), task_id=step.task.id, key=key,
             role=doc_step.role or doc_step.id, kind=StepKind.AGENT, name=name,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
-            dependencies=deps, options=StepOptions(seq=seq, mcp_servers=tuple(
-                McpServerSpec(name=m.name, command=m.command, args=tuple(m.args), url=m.url,
-                              env=dict(m.env)) for m in (role.mcp_servers if role else ())),
+            dependencies=deps, options=StepOptions(
+                seq=seq, mcp_servers=role.mcp_specs() if role else (),
                 output_file=self._output_file(doc_step)),
             recommended_tool=role.tools[0] if role and role.tools else None,
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
@@ -360,27 +359,10 @@ class DocumentWorkflow:
                        question)
             return
         assert doc_step.over is not None  # the document check says so
-        assert doc_step.min_score is not None
         entry, _, path = doc_step.over.partition(".")
-        score = self._value(step, entry, path)
-        if not isinstance(score, int | float) or isinstance(score, bool):
-            graph.fail_task(step, f"Gate '{doc_step.id}' reads '{doc_step.over}', which holds "
-                                  f"no number ({json.dumps(score)[:100]}).")
-            return
-        verdict = f"'{doc_step.over}' is {score:g}, " + (
-            f"at least {doc_step.min_score:g}" if score >= doc_step.min_score
-            else f"below {doc_step.min_score:g}")
-        if score >= doc_step.min_score or doc_step.on_fail == "continue":
-            if score < doc_step.min_score:
-                step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-                          message=f"Gate '{doc_step.id}': {verdict}; going on (on_fail: "
-                                  "continue).")
+        passed, verdict = people.judged(step, doc_step, sub, self._value(step, entry, path))
+        if passed:
             self._person_done(step, sub, verdict)
-        elif doc_step.on_fail == "fail":
-            graph.fail_task(step, f"Gate '{doc_step.id}': {verdict}.")
-        else:
-            people.ask(step, sub, people.GATE, f"Gate '{doc_step.id}': {verdict}.",
-                       "Approve to let the task go on; reject to stop it.")
 
     def _person_done(self, step: Step, sub: SubtaskRecord, text: str) -> None:
         sub = graph.complete(step, sub, StepOutput(text=text))
@@ -393,6 +375,17 @@ class DocumentWorkflow:
                   revision=self._revision(step, doc_step),
                   subtask_ids=[str(r.id) for r in sorted(runs, key=item_order)],
                   preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
+
+    def _prompt(self, step: Step, doc_step: StepDoc, role: Role | None, feedback: str,
+                item: str) -> str:
+        """A run's prompt: its role's, rendered, and the answer's contract when it has one
+        (not for a route, whose router answers `{"next": …}`)."""
+        prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
+        if role is not None and role.output is not None and doc_step.kind is not \
+                DocStepKind.ROUTE:
+            prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
+                       + json.dumps(role.output, indent=1))
+        return prompt
 
     def _output_file(self, doc_step: StepDoc) -> str | None:
         """The file a run's answer also becomes: the document's result, when it is text (an

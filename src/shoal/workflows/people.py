@@ -5,7 +5,9 @@ it once decided; rejecting either cancels the task."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from typing import Any
 
 from shoal.engine import graph
 from shoal.engine.inputs import CheckpointDecision
@@ -15,6 +17,7 @@ from shoal.engine.quality_loop import checkpoint_summary
 from shoal.engine.step import Step
 from shoal.errors import Conflict
 from shoal.events import EventType
+from shoal.workflows.document import StepDoc
 
 QUESTION = "question"
 GATE = "gate"
@@ -35,6 +38,30 @@ def ask(step: Step, sub: SubtaskRecord, reason: str, message: str, question: str
     step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
                subtask_id=str(sub.id))
     step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp), question=question)
+
+
+def judged(step: Step, doc_step: StepDoc, sub: SubtaskRecord, score: Any) -> tuple[bool, str]:
+    """A gate's verdict on `score`: whether it passes now, and what it found. Below the
+    threshold it goes on with a notice, fails the task, or asks a person (`on_fail`)."""
+    assert doc_step.min_score is not None  # the document check says so
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        graph.fail_task(step, f"Gate '{doc_step.id}' reads '{doc_step.over}', which holds no "
+                              f"number ({json.dumps(score)[:100]}).")
+        return False, ""
+    low = score < doc_step.min_score
+    verdict = f"'{doc_step.over}' is {score:g}, " + (
+        f"below {doc_step.min_score:g}" if low else f"at least {doc_step.min_score:g}")
+    if low and doc_step.on_fail == "continue":
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                  message=f"Gate '{doc_step.id}': {verdict}; going on (on_fail: continue).")
+    elif low and doc_step.on_fail == "fail":
+        graph.fail_task(step, f"Gate '{doc_step.id}': {verdict}.")
+        return False, verdict
+    elif low:
+        ask(step, sub, GATE, f"Gate '{doc_step.id}': {verdict}.",
+            "Approve to let the task go on; reject to stop it.")
+        return False, verdict
+    return True, verdict
 
 
 def decided(step: Step, inp: CheckpointDecision) -> CheckpointRecord:

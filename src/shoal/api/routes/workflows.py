@@ -71,7 +71,7 @@ async def add_workflow(body: WorkflowCreate, user: UserDep,
     running task."""
     try:
         doc = load_document(body.document, source="document")
-        DocumentWorkflow(doc)  # refuses what the interpreter cannot run yet
+        DocumentWorkflow(doc)
     except InvalidInput as exc:
         raise RequestValidationError([{"loc": ("body", "document"), "msg": exc.message,
                                        "type": "value_error"}]) from None

@@ -1,0 +1,52 @@
+"""An `expand` step: its role plans subtasks with dependencies, and the step's `each` role runs
+every one of them (seed 004's planner, for any document).
+
+The plan is read as the `dag` workflow reads its planner (`engine.planning.decompose`: the JSON,
+else a template, else a split of the request, with a notice saying why). Each planned subtask
+is a run `step#n.i` of the same round as the plan, after the plan and the subtasks it depends
+on; the step's entry is their answers in plan order once all are done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shoal.engine import graph, planning
+from shoal.engine.model import StepKind, StepOptions, SubtaskRecord
+from shoal.engine.step import Step
+from shoal.events import EventType
+from shoal.states import SubtaskStatus
+from shoal.workflows.document import StepDoc, WorkflowDocument
+
+MAX_PLANNED = 50  # subtasks one expand step may plan
+PLAN_FORMAT = (
+    "\n\nAnswer with only a JSON object listing at most {most} subtasks, each depending only on "
+    'earlier ones: {{"subtasks": [{{"name": "…", "description": "…", "dependencies": '
+    '["name of an earlier subtask"]}}]}}')
+
+
+def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: SubtaskRecord,
+                answer: str, prompt: Callable[[str], str]) -> None:
+    """The runs of the planned subtasks; `prompt` renders the `each` role's prompt for one
+    (`{item}` is its name and description)."""
+    most = min(step.ctx.max_subtasks, MAX_PLANNED)
+    plan = planning.decompose(answer, step.task.description, max_subtasks=most)
+    for note in plan.notes:
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(planner.id),
+                  message=f"Step '{doc_step.id}': {note}")
+    assert doc_step.each is not None  # the document check says so
+    role = doc.roles[doc_step.each]
+    ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
+    for i, planned in enumerate(plan.subtasks, start=1):
+        deps = (planner.id, *(ids[d] for d in planned.dependencies))
+        sub = SubtaskRecord(
+            id=ids[planned.key], task_id=step.task.id, key=f"{planner.key}.{i}",
+            role=doc_step.each, kind=StepKind.AGENT, name=planned.name,
+            description=prompt(f"{planned.name}: {planned.description}"),
+            status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
+            created_at=step.ctx.now, dependencies=deps,
+            options=StepOptions(seq=planner.options.seq, mcp_servers=role.mcp_specs()),
+            recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
+            priority=float(len(plan.subtasks) - i))
+        step.add_subtask(sub)
+        graph.emit_subtask(step, sub)
