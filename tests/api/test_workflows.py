@@ -532,7 +532,9 @@ version: 1
 description: Plan parts, build each after those it needs, sum up.
 roles:
   planner:
-    prompt: '{"subtasks": [{"name": "Model", "description": "the model"}, {"name": "API", "description": "the API", "dependencies": ["Model"]}]}'
+    prompt: >-
+      {"subtasks": [{"name": "Model", "description": "the model"},
+      {"name": "API", "description": "the API", "dependencies": ["Model"]}]}
     tools: [echo]
   coder: {prompt: "Build {item}", tools: [echo]}
   writer: {prompt: "Sum up {parts}", tools: [echo]}
