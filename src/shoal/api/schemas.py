@@ -134,7 +134,7 @@ class SubtaskSummary(BaseModel):
     error: str | None
     started_at: datetime | None
     completed_at: datetime | None
-    kind: str = "agent"  # agent | expand | evaluate | judge | review | correct
+    kind: str = "agent"  # agent | expand | evaluate | judge | review | correct | human | gate
     target_id: uuid.UUID | None = None  # quality steps: the subtask they serve
     evaluation: dict[str, Any] | None = None
     review: dict[str, Any] | None = None

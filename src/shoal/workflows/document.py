@@ -145,6 +145,7 @@ class StepDoc(_Strict):
     max_hops: Cap = 10  # route: the most decisions before it goes to `finish`
     each: Name | None = None  # expand: the role that runs each planned subtask
     optional: bool = False  # a user may switch it off (`skip`)
+    quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it
     question: str | None = None  # human: what the person is asked
     min_score: float | None = Field(default=None, ge=0, le=10)  # gate

@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from shoal.engine import answers, graph
+from shoal.engine import answers, graph, quality_loop
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
+    SERVING_KINDS,
     FileRef,
     StepKind,
     StepOptions,
@@ -46,7 +47,7 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import expansion, people, routing
+from shoal.workflows import dag_roles, expansion, people, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -71,6 +72,7 @@ class DocumentWorkflow(RouteRuns):
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
+        self.quality = quality_loop.QualityLoop(self)  # for `quality` steps
         self.doc = doc
         self.name = doc.name
         self.description = doc.description
@@ -95,11 +97,14 @@ class DocumentWorkflow(RouteRuns):
         self._progress(step)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
-        doc_step = self._step_of(sub)
         output = StepOutput(text=result.output,
                             files=tuple(FileRef.from_json(f) for f in result.files),
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
                             usage=dict(result.usage))
+        if sub.kind in SERVING_KINDS:  # a quality step of a run (`quality: true`)
+            self._serving_done(step, sub, result, output)
+            return
+        doc_step = self._step_of(sub)
         role = self.doc.roles.get(sub.role)  # an expand step's planned runs: its `each` role
         contract = role.output if role is not None else None
         decision = None
@@ -112,6 +117,14 @@ class DocumentWorkflow(RouteRuns):
             if checked is None:
                 return
             output = checked
+        planning = doc_step.kind is DocStepKind.EXPAND and "." not in sub.key
+        if doc_step.quality and not planning and decision is None and quality_loop.quality_on(
+                step.task, sub):
+            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
+                                   output=output, progress=90, error=None)
+            graph.emit_subtask(step, sub)
+            quality_loop.verify(step, sub)  # `accepted` goes on once the loop accepts it
+            return
         sub = graph.complete(step, sub, output)
         if doc_step.kind is DocStepKind.EXPAND and "." not in sub.key:  # the plan
             each = self.doc.roles[doc_step.each or ""]
@@ -119,8 +132,15 @@ class DocumentWorkflow(RouteRuns):
                                   lambda item: self._prompt(step, doc_step, each, "", item))
             self._move_on(step)
             return
+        self._done(step, doc_step, sub, decision)
+
+    def _done(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
+              decision: Decision | None = None) -> None:
+        """A run completed (and, with `quality`, was accepted): its round may be whole, and
+        what comes after may start."""
         graph.queue_ready_dependents(step, sub)  # an expand step's planned runs wait on others
         if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
+            self._move_on(step)
             return  # a map or expand step's round is whole once every run is done
         self._state_update(step, doc_step, sub)
         if decision is not None:
@@ -130,30 +150,60 @@ class DocumentWorkflow(RouteRuns):
         self._maybe_loop(step, doc_step, sub)
         self._move_on(step)
 
+    def _serving_done(self, step: Step, sub: SubtaskRecord, result: Finished,
+                      output: StepOutput) -> None:
+        """A quality step ended: its answer read as the `dag` workflow reads it; the loop
+        decides what its target does next."""
+        if sub.kind in (StepKind.JUDGE, StepKind.REVIEW):
+            answered = quality_loop.parsed_answer(step, sub, result.output, output)
+            if answered is None:
+                return  # requeued once to repair an answer that was not valid JSON
+            output = answered
+        elif sub.kind is StepKind.EVALUATE:
+            output = replace(output, answers=True,
+                             parsed=quality_loop.evaluator_answer(result.output))
+        self.quality.step_done(step, graph.complete(step, sub, output))
+
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
         return False
 
     def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
+        if sub.kind in SERVING_KINDS:  # its target goes on without it, as in `dag`
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                      message=f"'{sub.name}' failed after {sub.attempts} attempt(s): {error}")
+            self.quality.step_done(step, sub)
+            return
         self._failed(step, sub, f"Step '{sub.name}' failed after {sub.attempts} attempt(s): "
                                 f"{error}")
 
     def accepted(self, step: Step, sub: SubtaskRecord, *, first_time: bool) -> None:
-        self._move_on(step)  # no quality policy is attached yet
+        """The quality loop accepted a run of a `quality` step (again, after a person's
+        correction: its entry's value changed, not its revision)."""
+        if first_time:
+            self._done(step, self._step_of(sub), sub)
+        else:
+            self._state_update(step, self._step_of(sub), sub)
+            graph.resume(step)
+            self._move_on(step)
 
     def handle(self, step: Step, inp: Decided) -> None:
-        """A person decided a question or a gate (or its deadline passed)."""
+        """A person decided a question or a gate (or its deadline passed); anything else is
+        the quality loop's (its checkpoints, and quality steps no worker can take)."""
+        open_cp = (step.checkpoints.get(inp.checkpoint_id)
+                   if isinstance(inp, CheckpointDecision | CheckpointExpired) else None)
+        if open_cp is None or open_cp.reason not in (people.QUESTION, people.GATE):
+            self.quality.handle(step, inp)
+            self._move_on(step)
+            return
         if isinstance(inp, CheckpointExpired):
-            cp = step.checkpoints.get(inp.checkpoint_id)
-            action = cp.deadline_action if cp is not None else None
-            if cp is None or action not in ("approve", "reject"):
+            action = open_cp.deadline_action
+            if action not in ("approve", "reject"):
                 raise Conflict("This checkpoint waits for a person; its deadline escalates "
                                "nothing here.", code="not_expired")
-            inp = CheckpointDecision(cp.id, "reject" if action == "reject" else
-                                     "answer" if cp.reason == people.QUESTION else "approve",
+            inp = CheckpointDecision(open_cp.id, "reject" if action == "reject" else "answer"
+                                     if open_cp.reason == people.QUESTION else "approve",
                                      None, reason="Its deadline passed.")
-        if not isinstance(inp, CheckpointDecision):
-            raise Conflict("This workflow has no step a worker cannot take.",
-                           code="no_checkpoint")
+        assert isinstance(inp, CheckpointDecision)
         cp = people.decided(step, inp)
         if inp.action == "reject":
             graph.cancel(step, f"Rejected at a {cp.reason}" + (f": {inp.reason}"
@@ -176,6 +226,9 @@ class DocumentWorkflow(RouteRuns):
         target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
         guidance: Sequence[str] = (),
     ) -> str:
+        if sub.kind in SERVING_KINDS:  # the quality loop's steps speak as in `dag`
+            return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
+                                              guidance=guidance)
         text = sub.description
         if sub.options.repair:
             text += ("\n\nYour previous answer did not match the required JSON: "
