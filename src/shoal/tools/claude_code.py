@@ -240,6 +240,8 @@ class _Session:
         for block in _blocks(message):
             if block.get("type") == "text" and str(block.get("text", "")).strip():
                 self._run.log(f"assistant: {str(block['text']).strip()[:_LOGGED]}")
+                if self._run.stream is not None:  # each assistant message, as it comes
+                    self._run.stream(str(block["text"]))
             elif block.get("type") == "tool_use":
                 self._run.log(f"tool: {block.get('name')} "
                               f"{_describe(block.get('input'), self._workspace)}".rstrip())

@@ -61,7 +61,7 @@ class CodexTool:
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Run `codex exec` on the instructions; raise TimeoutError past `run.timeout`."""
         policy = PermissionPolicy.from_options(run.options)
-        progress = Progress(run.log)
+        progress = Progress(run.log, stream=run.stream)
         servers, refused = mcp_config.allowed(run, policy)
         with private_home("codex") as home:
             codex_home = home / ".codex"
@@ -138,6 +138,7 @@ class Progress:
     completed: bool = False
     failure: str | None = None
     last_error: str | None = None
+    stream: Callable[[str], None] | None = None  # each agent message, as it comes
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = str(event.get("type", ""))
@@ -174,6 +175,8 @@ class Progress:
             case "agent_message", "item.completed":
                 self.answer = str(item.get("text", ""))
                 self.log(f"codex: {self.answer[:_SHOWN]}")
+                if self.stream is not None:
+                    self.stream(self.answer)
             case "file_change", "item.completed":
                 for change in item.get("changes") or []:
                     if isinstance(change, dict):

@@ -77,7 +77,7 @@ class GeminiCliTool:
             policy = PermissionPolicy.from_options(run.options)
         except ShoalError as exc:
             return ToolOutcome(status="failed", error=exc.message)
-        progress = Progress(run.log)
+        progress = Progress(run.log, stream=run.stream)
         servers, refused = mcp_config.allowed(run, policy)
         with private_home("gemini") as home:
             await asyncio.to_thread(write_config, home, self._settings, policy,
@@ -182,6 +182,7 @@ class Progress:
     failure: str | None = None
     last_error: str | None = None
     denials: list[Denial] = field(default_factory=list)
+    stream: Callable[[str], None] | None = None  # the assistant's text as it streams
     _calls: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (tool, target)
     _pending: list[str] = field(default_factory=list)  # streamed text not yet logged
 
@@ -192,6 +193,8 @@ class Progress:
                 text = str(event.get("content") or "")
                 self.answer.append(text)
                 self._pending.append(text)
+                if self.stream is not None and text:
+                    self.stream(text)
             return
         self._flush()
         if kind == "tool_use":
