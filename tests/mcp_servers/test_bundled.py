@@ -103,3 +103,31 @@ async def test_a_server_that_cannot_start_fails_the_attempt_saying_which(
     outcome = await tool.run(run)
     assert outcome.status == "failed"
     assert "The MCP server(s) gone could not be used" in (outcome.error or "")
+
+
+async def test_a_server_reached_by_url_serves_the_agent_loop_too(tmp_path: Path) -> None:
+    """A role's MCP server named by `url` (Streamable HTTP), as the agent loop reaches it."""
+    import asyncio
+
+    import uvicorn
+
+    from shoal.demo.fake.server import bind
+    from shoal.mcp_servers.places import server
+    from shoal.tools.mcp_config import connected as agent_tools
+    from tests.runtime.harness import wait_until
+
+    with bind("127.0.0.1", 0) as sock:
+        web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), lifespan="on",
+                                            log_level="warning", log_config=None))
+        serving = asyncio.create_task(web.serve(sockets=[sock]))
+        try:
+            await wait_until(lambda: web.started or serving.done(), what="the MCP server")
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            async with agent_tools([McpServer(name="places", url=url)], tmp_path) as tools:
+                assert [d.name for d in tools.defs] == ["places__search_places"]
+                found = json.loads(await tools.call(
+                    "places__search_places", {"query": "Indian restaurant", "near": "Xinyi"}))
+        finally:
+            web.should_exit = True
+            await serving
+    assert found[0]["name"] == "Saffron 46"
