@@ -153,3 +153,14 @@ def test_people_steps_that_cannot_work_are_refused(change: tuple[str, str], word
     assert change[0] in INTERVIEW
     with pytest.raises(DocumentError, match=words.replace("{", r"\{").replace("}", r"\}")):
         load_document(INTERVIEW.replace(*change))
+
+
+def test_a_deadline_that_escalates_keeps_the_question_waiting_flagged() -> None:
+    run = started()
+    cp = next(iter(run.state.checkpoints.values()))
+    run.state.checkpoints[cp.id] = replace(cp, deadline_at=NOW - timedelta(seconds=1),
+                                           deadline_action="escalate")
+    run.decide(CheckpointExpired(cp.id))
+    waiting = run.state.checkpoints[cp.id]
+    assert (waiting.deadline_at, waiting.data["escalated"]) == (None, True)
+    assert run.state.task.status is TaskStatus.CHECKPOINT

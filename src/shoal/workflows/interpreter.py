@@ -197,9 +197,13 @@ class DocumentWorkflow(RouteRuns):
             return
         if isinstance(inp, CheckpointExpired):
             action = open_cp.deadline_action
-            if action not in ("approve", "reject"):
-                raise Conflict("This checkpoint waits for a person; its deadline escalates "
-                               "nothing here.", code="not_expired")
+            if action not in ("approve", "reject"):  # escalate: it keeps waiting, flagged
+                step.set_checkpoint(open_cp, deadline_at=None,
+                                    data={**open_cp.data, "escalated": True})
+                step.emit(EventType.NOTICE, level="warning", message=(
+                    f"A {open_cp.reason} waited past its deadline and was escalated: it still "
+                    "waits for a person."))
+                return
             inp = CheckpointDecision(open_cp.id, "reject" if action == "reject" else "answer"
                                      if open_cp.reason == people.QUESTION else "approve",
                                      None, reason="Its deadline passed.")
