@@ -121,3 +121,46 @@ async def test_a_worker_killed_mid_loop_loses_nothing_and_the_loop_goes_on(
         history = (await client.get(f"/api/v1/subtasks/{rewrite['subtask_id']}")).json()
         assert [h["status"] for h in history["attempt_history"]] == ["expired", "succeeded"]
         assert "Add a one-paragraph summary" in history["description"]  # the feedback, kept
+
+
+QUESTION = """\
+name: asking
+version: 1
+description: Ask a person, then write for them.
+roles:
+  writer: {prompt: "Write notes.md: notes on {query} for {reader}"}
+steps:
+  - {id: reader, kind: human, question: "Who will read the notes on {query}?"}
+  - {id: notes, kind: agent, role: writer, after: [reader]}
+"""
+
+
+async def test_a_question_survives_the_control_plane_being_killed_while_it_waits(
+    stack: Cluster,
+) -> None:
+    url, server, workers = await _start(stack, ("w1",))
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, set(workers), [server, *workers.values()])
+        added = await client.post("/api/v1/workflows", json={"document": QUESTION})
+        assert added.status_code == 201, added.text
+        task_id = await submit(client, {"workflow": "asking", "description": "city cats"})
+        await wait_task(client, task_id, within=30, what="the question",
+                        procs=[server, *workers.values()],
+                        until=lambda d: d["status"] == "checkpoint_pending")
+        await server.kill()
+
+        restarted = stack.start_server(int(url.rsplit(":", 1)[1]), name="server-restarted")
+        await wait_healthy(url, restarted)
+        page = (await client.get("/api/v1/checkpoints", params={
+            "task_id": task_id, "status": "pending_review"})).json()
+        [question] = page["checkpoints"]
+        assert question["question"] == "Who will read the notes on city cats?"
+        answered = await client.post(
+            f"/api/v1/checkpoints/{question['checkpoint_id']}/answer",
+            json={"answer": "the neighbours"})
+        assert answered.status_code == 200, answered.text
+        detail = await wait_task(client, task_id, within=60, what="the task to finish",
+                                 procs=[restarted, *workers.values()],
+                                 until=lambda d: d["status"] in ("completed", "failed"))
+    assert detail["status"] == "completed", detail
+    assert sorted(s["key"] for s in detail["subtasks"]) == ["notes#1", "reader#1"]
