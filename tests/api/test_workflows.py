@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,21 @@ async def client(server: RunningServer, settings: Settings) -> AsyncIterator[htt
         yield signed_in
     finally:
         await signed_in.aclose()
+
+
+def cli(server: RunningServer, client: httpx.AsyncClient,
+        tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`shoal …` as a user signed in to `server` runs it (its own data folder)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
+           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
+           "SHOAL_DATA_DIR": str(tmp_path / "cli"),
+           "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
+
+    def shoal(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(Path(sys.executable).with_name("shoal")), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    return shoal
 
 
 async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
@@ -158,14 +173,7 @@ async def test_a_document_workflow_runs_its_loop_to_the_cap_on_a_worker(
 async def test_the_cli_lists_shows_and_submits_a_document_workflow(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
-           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
-           "SHOAL_DATA_DIR": str(tmp_path / "cli"),
-           "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
-
-    def shoal(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(Path(sys.executable).with_name("shoal")), *args], env=env,
-                              capture_output=True, text=True, timeout=120)
+    shoal = cli(server, client, tmp_path)
 
     listed = await asyncio.to_thread(shoal, "workflows", "list")
     assert listed.returncode == 0, listed.stderr
@@ -477,14 +485,7 @@ async def test_a_question_and_a_gate_wait_for_a_person(
     approval; then the task completes."""
     added = await client.post("/api/v1/workflows", json={"document": INTERVIEW})
     assert added.status_code == 201, added.text
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
-           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
-           "SHOAL_DATA_DIR": str(tmp_path / "cli"),
-           "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
-
-    def shoal(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(Path(sys.executable).with_name("shoal")), *args], env=env,
-                              capture_output=True, text=True, timeout=120)
+    shoal = cli(server, client, tmp_path)
 
     async def open_checkpoint(task_id: str) -> dict[str, Any]:
         await wait_for_status(client, task_id, "checkpoint_pending", "failed")

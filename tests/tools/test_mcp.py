@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,6 @@ import pytest
 from starlette.applications import Starlette
 
 from shoal.demo.fake.exchange import request_log
-from shoal.demo.fake.server import running_fake_server
-from shoal.demo.model import create_demo_model_app
 from shoal.protocol import McpServer
 from shoal.tools import mcp_config
 from shoal.tools.agent_loop import OpenAICompatTool
@@ -43,17 +40,6 @@ PROMPTS = {
 }
 SERVERS = {"calendar": CALENDAR, "telephone": TELEPHONE}
 TOOLS = ["claude_code", "codex", "gemini_cli", "openai_compat"]
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_demo_model_app()
-
-
-@pytest.fixture
-async def root(app: Starlette) -> AsyncIterator[str]:
-    async with running_fake_server(app) as url:
-        yield url
 
 
 def make_tool(name: str, tmp_path: Path, root: str) -> Tool:

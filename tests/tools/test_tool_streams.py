@@ -4,29 +4,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from starlette.applications import Starlette
 
-from shoal.demo.fake.server import running_fake_server
-from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import ToolRun
 from tests.tools.test_mcp import TOOLS, make_tool
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_demo_model_app()
-
-
-@pytest.fixture
-async def root(app: Starlette) -> AsyncIterator[str]:
-    async with running_fake_server(app) as url:
-        yield url
 
 
 @pytest.mark.parametrize("tool_name", TOOLS)

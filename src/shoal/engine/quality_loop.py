@@ -88,6 +88,17 @@ def _review_dict(result: answers.ReviewResult) -> dict[str, Any]:
                        for i in result.issues]}
 
 
+def quality_output(step: Step, sub: SubtaskRecord, text: str,
+                   output: StepOutput) -> StepOutput | None:
+    """A quality step's output with its answer read (a judge's or reviewer's JSON, the
+    evaluator's report); None when a judge or reviewer was asked once more to repair it."""
+    if sub.kind in (StepKind.JUDGE, StepKind.REVIEW):
+        return parsed_answer(step, sub, text, output)
+    if sub.kind is StepKind.EVALUATE:
+        return replace(output, answers=True, parsed=evaluator_answer(text))
+    return output
+
+
 def evaluator_answer(text: str) -> dict[str, Any] | None:
     value = answers.extract_json(text)
     if isinstance(value, dict) and isinstance(value.get("dimensions"), dict):

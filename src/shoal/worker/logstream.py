@@ -11,7 +11,41 @@ MAX_LOG_LINE = 8000  # characters; longer lines are clipped
 MAX_LOG_MESSAGE = 64_000  # characters per `agent_log` (the protocol's limit)
 
 
-class LogStream:
+class Outgoing:
+    """What an attempt sends as it runs, buffered: `write` wakes a forwarder, started with the
+    first write (`start_with`), which reads until `close`. Subclasses keep the buffer."""
+
+    def __init__(self) -> None:
+        self._closed = False
+        self._ready = asyncio.Event()
+        self._starter: Callable[[], object] | None = None
+
+    def _waiting(self) -> bool:
+        """Whether something is buffered."""
+        raise NotImplementedError
+
+    def start_with(self, starter: Callable[[], object]) -> None:
+        """Call `starter` (which begins forwarding) now if something waits, else on the first
+        `write`: an attempt that sends nothing costs no forwarding task."""
+        if self._waiting():
+            starter()
+        else:
+            self._starter = starter
+
+    def _written(self) -> None:
+        self._ready.set()
+        if self._starter is not None:
+            starter, self._starter = self._starter, None
+            starter()
+
+    def close(self) -> None:
+        """Nothing more will come; reading ends once the buffer is empty."""
+        self._closed = True
+        self._starter = None
+        self._ready.set()
+
+
+class LogStream(Outgoing):
     """One attempt's log lines on their way to the control plane, in a bounded buffer.
 
     The tool calls `write` (from the event loop's thread); a forwarder, started with the first
@@ -21,20 +55,13 @@ class LogStream:
     """
 
     def __init__(self, limit: int = LOG_BUFFER_LINES) -> None:
+        super().__init__()
         self._lines: deque[str] = deque()
         self._limit = limit
         self._dropped = 0
-        self._closed = False
-        self._ready = asyncio.Event()
-        self._starter: Callable[[], object] | None = None
 
-    def start_with(self, starter: Callable[[], object]) -> None:
-        """Call `starter` (which begins forwarding) now if lines are waiting, else on the
-        first `write`: an attempt that logs nothing costs no forwarding task."""
-        if self._lines or self._dropped:
-            starter()
-        else:
-            self._starter = starter
+    def _waiting(self) -> bool:
+        return bool(self._lines or self._dropped)
 
     def write(self, line: str) -> None:
         """Queue one line (clipped if very long); never blocks."""
@@ -45,16 +72,7 @@ class LogStream:
         else:
             clipped = line if len(line) <= MAX_LOG_LINE else line[:MAX_LOG_LINE] + " …[clipped]"
             self._lines.append(clipped)
-        self._ready.set()
-        if self._starter is not None:
-            starter, self._starter = self._starter, None
-            starter()
-
-    def close(self) -> None:
-        """No more lines will come; `batches()` ends once the buffer is empty."""
-        self._closed = True
-        self._starter = None
-        self._ready.set()
+        self._written()
 
     async def batches(self) -> AsyncIterator[str]:
         """Coalesced chunks of text, each small enough for one `agent_log` message."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from shoal.worker.logstream import Outgoing
+
 TOKEN_INTERVAL = 0.05  # seconds: at most one `agent_tokens` message per interval
 MAX_TOKEN_MESSAGE = 16_000  # characters per message (the protocol's limit)
 MAX_BUFFERED = 64_000  # characters held while the socket is slow; older text is dropped
 
 
-class TokenStream:
+class TokenStream(Outgoing):
     """The tool calls `write` with each piece of text as the model streams it; `chunks()`
     yields what piled up, then pauses `interval` before the next, so a model streaming word
     by word costs at most one message per interval. Text past `MAX_BUFFERED` is dropped from
@@ -18,36 +20,20 @@ class TokenStream:
 
     def __init__(self, interval: float = TOKEN_INTERVAL,
                  pause: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+        super().__init__()
         self._interval = interval
         self._pause = pause
         self._text = ""
-        self._closed = False
-        self._ready = asyncio.Event()
-        self._starter: Callable[[], object] | None = None
 
-    def start_with(self, starter: Callable[[], object]) -> None:
-        """Call `starter` (which begins forwarding) on the first `write`: an attempt that
-        streams nothing costs no forwarding task."""
-        if self._text:
-            starter()
-        else:
-            self._starter = starter
+    def _waiting(self) -> bool:
+        return bool(self._text)
 
     def write(self, text: str) -> None:
         """Queue streamed text; never blocks."""
         if self._closed or not text:
             return
         self._text = (self._text + text)[-MAX_BUFFERED:]
-        self._ready.set()
-        if self._starter is not None:
-            starter, self._starter = self._starter, None
-            starter()
-
-    def close(self) -> None:
-        """No more text will come; `chunks()` ends once what is queued has gone."""
-        self._closed = True
-        self._starter = None
-        self._ready.set()
+        self._written()
 
     async def chunks(self) -> AsyncIterator[str]:
         """What piled up since the last chunk, at most one chunk per interval."""

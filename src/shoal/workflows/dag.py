@@ -83,13 +83,10 @@ class DagWorkflow:
             text=result.output, files=tuple(FileRef.from_json(f) for f in result.files),
             rejected_files=tuple(dict(r) for r in result.rejected_files),
             usage=dict(result.usage), approval_requests=asked)
-        if sub.kind in (StepKind.JUDGE, StepKind.REVIEW):
-            answered = loop.parsed_answer(step, sub, result.output, output)
-            if answered is None:
-                return  # requeued once to repair an answer that was not valid JSON
-            output = answered
-        elif sub.kind is StepKind.EVALUATE:
-            output = replace(output, answers=True, parsed=loop.evaluator_answer(result.output))
+        answered = loop.quality_output(step, sub, result.output, output)
+        if answered is None:
+            return  # requeued once to repair an answer that was not valid JSON
+        output = answered
         if sub.kind in (StepKind.AGENT, StepKind.CORRECT) and asked:
             loop.approval_request(step, sub, output)
             return

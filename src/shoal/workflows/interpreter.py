@@ -154,15 +154,10 @@ class DocumentWorkflow(RouteRuns):
                       output: StepOutput) -> None:
         """A quality step ended: its answer read as the `dag` workflow reads it; the loop
         decides what its target does next."""
-        if sub.kind in (StepKind.JUDGE, StepKind.REVIEW):
-            answered = quality_loop.parsed_answer(step, sub, result.output, output)
-            if answered is None:
-                return  # requeued once to repair an answer that was not valid JSON
-            output = answered
-        elif sub.kind is StepKind.EVALUATE:
-            output = replace(output, answers=True,
-                             parsed=quality_loop.evaluator_answer(result.output))
-        self.quality.step_done(step, graph.complete(step, sub, output))
+        answered = quality_loop.quality_output(step, sub, result.output, output)
+        if answered is None:
+            return  # requeued once to repair an answer that was not valid JSON
+        self.quality.step_done(step, graph.complete(step, sub, answered))
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
         return False
