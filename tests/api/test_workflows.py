@@ -22,10 +22,14 @@ import pytest
 
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.demo.model import running_demo_model
-from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.workflows.document import DocStepKind
-from tests.runtime.harness import echo_worker, login, sse_events, wait_for_status, wait_until
+from tests.runtime.harness import (
+    demo_plane,
+    echo_worker,
+    login,
+    sse_events,
+    wait_for_status,
+)
 
 REVIEW = """\
 name: review
@@ -221,20 +225,14 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
 async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
     settings: Settings,
 ) -> None:
-    async with running_demo_model() as model_url, running_server(settings) as srv:
-        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
-            client = await login(srv, settings)
-            try:
-                resp = await client.post("/api/v1/tasks", json={
-                    "description": "Cats in cities", "workflow": "pipeline",
-                    "skip": ["review"]})
-                assert resp.status_code == 201, resp.text
-                task_id = resp.json()["task_id"]
+    async with demo_plane(settings) as (_srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Cats in cities", "workflow": "pipeline",
+            "skip": ["review"]})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
 
-                detail = await wait_for_status(client, task_id, "completed", "failed")
-            finally:
-                await client.aclose()
+        detail = await wait_for_status(client, task_id, "completed", "failed")
     assert detail["status"] == "completed", detail
     assert sorted(s["key"] for s in detail["subtasks"]) == [
         "plan#1", "research#1.1", "research#1.2", "research#1.3", "write#1"]
@@ -242,26 +240,20 @@ async def test_the_pipeline_without_its_review_ends_with_the_first_draft(
 
 async def test_a_role_of_ones_own_runs_where_the_pipeline_allows_it(settings: Settings) -> None:
     """`insert`: a fact-checker after the writer, on a real worker; the reviewer sees it."""
-    async with running_demo_model() as model_url, running_server(settings) as srv:
-        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
-            client = await login(srv, settings)
-            try:
-                resp = await client.post("/api/v1/tasks", json={
-                    "description": "Cats in cities", "workflow": "pipeline",
-                    "parameters": {"max_revisions": 0},
-                    "insert": [{"after": "write", "id": "factcheck",
-                                "prompt": "Check the facts of this draft: {draft}"}]})
-                assert resp.status_code == 201, resp.text
-                detail = await wait_for_status(client, resp.json()["task_id"], "completed",
-                                               "failed")
-                subs = {s["key"]: s for s in detail["subtasks"]}
-                review = (await client.get(
-                    f"/api/v1/subtasks/{subs['review#1']['subtask_id']}")).json()
-                check = (await client.get(
-                    f"/api/v1/subtasks/{subs['factcheck#1']['subtask_id']}")).json()
-            finally:
-                await client.aclose()
+    async with demo_plane(settings) as (_srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Cats in cities", "workflow": "pipeline",
+            "parameters": {"max_revisions": 0},
+            "insert": [{"after": "write", "id": "factcheck",
+                        "prompt": "Check the facts of this draft: {draft}"}]})
+        assert resp.status_code == 201, resp.text
+        detail = await wait_for_status(client, resp.json()["task_id"], "completed",
+                                       "failed")
+        subs = {s["key"]: s for s in detail["subtasks"]}
+        review = (await client.get(
+            f"/api/v1/subtasks/{subs['review#1']['subtask_id']}")).json()
+        check = (await client.get(
+            f"/api/v1/subtasks/{subs['factcheck#1']['subtask_id']}")).json()
     assert detail["status"] == "completed", detail
     assert check["description"].startswith("Check the facts of this draft: # Cats in cities")
     assert subs["factcheck#1"]["completed_at"] <= subs["review#1"]["started_at"]
@@ -275,36 +267,25 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
     """Seed 000 on the demo model and two one-slot workers: researchers overlap on both; the
     reviewer sends the first draft back, with its feedback in the writer's second prompt;
     with max_revisions=0 the first review is the last."""
-    async with running_demo_model() as model_url, running_server(settings) as srv:
-        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with (echo_worker(srv, settings, name="w1", slots=1,
-                                tools={"openai_compat": tool}),
-                    echo_worker(srv, settings, name="w2", slots=1,
-                                tools={"openai_compat": tool})):
-            await wait_until(lambda: len(srv.services.runtime.fleet) == 2,
-                             what="both workers to connect")
-            client = await login(srv, settings)
-            try:
-                resp = await client.post("/api/v1/tasks", json={
-                    "description": "Cats in cities", "workflow": "pipeline",
-                    "parameters": {"max_revisions": revisions}})
-                assert resp.status_code == 201, resp.text
-                task_id = resp.json()["task_id"]
+    async with demo_plane(settings, workers=("w1", "w2"), slots=1) as (srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Cats in cities", "workflow": "pipeline",
+            "parameters": {"max_revisions": revisions}})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
 
-                detail = await wait_for_status(client, task_id, "completed", "failed")
-                subs = {s["key"]: s for s in detail["subtasks"]}
-                state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
-                other = await login(srv, settings, name="bob")
-                try:
-                    hidden = await other.get(f"/api/v1/tasks/{task_id}/state")
-                finally:
-                    await other.aclose()
-                second = (await client.get(
-                    f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
-                    if "write#2" in subs else None
-                archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
-            finally:
-                await client.aclose()
+        detail = await wait_for_status(client, task_id, "completed", "failed")
+        subs = {s["key"]: s for s in detail["subtasks"]}
+        state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
+        other = await login(srv, settings, name="bob")
+        try:
+            hidden = await other.get(f"/api/v1/tasks/{task_id}/state")
+        finally:
+            await other.aclose()
+        second = (await client.get(
+            f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
+            if "write#2" in subs else None
+        archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
     assert detail["status"] == "completed", detail
     research = [subs[f"research#1.{i}"] for i in (1, 2, 3)]
     assert len({r["assigned_worker_id"] for r in research}) == 2
@@ -343,23 +324,17 @@ async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
     """Seed 001 on the demo model and a real worker: the plan lists telephone first and the
     router names it first; the engine runs maps instead, saying why, then the router's picks
     (calendar, telephone), then summarize; the state has the seed's fields."""
-    async with running_demo_model() as model_url, running_server(settings) as srv:
-        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
-            client = await login(srv, settings)
-            try:
-                resp = await client.post("/api/v1/tasks", json={
-                    "description": "Find an Indian restaurant near Taipei 101 and reserve a "
-                                   "table for tomorrow at 7 PM", "workflow": "supervisor"})
-                assert resp.status_code == 201, resp.text
-                task_id = resp.json()["task_id"]
+    async with demo_plane(settings) as (_srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Find an Indian restaurant near Taipei 101 and reserve a "
+                           "table for tomorrow at 7 PM", "workflow": "supervisor"})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
 
-                detail = await wait_for_status(client, task_id, "completed", "failed")
-                state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
-                events = await sse_events(client, task_id, until={"task_complete"})
-                archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
-            finally:
-                await client.aclose()
+        detail = await wait_for_status(client, task_id, "completed", "failed")
+        state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
+        events = await sse_events(client, task_id, until={"task_complete"})
+        archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
     assert detail["status"] == "completed", detail
     view = state["state"]
     assert view["plan"]["agents"] == ["telephone", "googlemap", "calendar"]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 
 from shoal import admin
-from shoal.api.server import RunningServer
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
@@ -110,6 +110,30 @@ async def echo_worker(
     finally:
         worker.stop(grace=0)
         await runner
+
+
+@contextlib.asynccontextmanager
+async def demo_plane(
+    settings: Settings, *, workers: tuple[str, ...] = ("w1",), slots: int = 2,
+) -> AsyncIterator[tuple[RunningServer, httpx.AsyncClient]]:
+    """A control plane, the demo model, and workers whose one tool (`openai_compat`) talks
+    to it; yields the server and a signed-in client (closed at the end)."""
+    from shoal.demo.model import running_demo_model
+    from shoal.tools.agent_loop import OpenAICompatTool
+
+    async with running_demo_model() as model_url, running_server(settings) as srv:
+        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
+        async with contextlib.AsyncExitStack() as stack:
+            for name in workers:
+                await stack.enter_async_context(echo_worker(
+                    srv, settings, name=name, slots=slots, tools={"openai_compat": tool}))
+            await wait_until(lambda: len(srv.services.runtime.fleet) == len(workers),
+                             what="the workers to connect")
+            client = await login(srv, settings)
+            try:
+                yield srv, client
+            finally:
+                await client.aclose()
 
 
 async def submit(

@@ -9,11 +9,8 @@ from typing import Any
 
 import httpx
 
-from shoal.api.server import running_server
 from shoal.config import Settings
-from shoal.demo.model import running_demo_model
-from shoal.tools.agent_loop import OpenAICompatTool
-from tests.runtime.harness import echo_worker, login, sse_events, task_detail
+from tests.runtime.harness import demo_plane, sse_events, task_detail
 
 # A long final answer in 48-character pieces, 60 ms apart: it streams for over a second.
 WRITE = "Write notes.md: what cats do in cities [demo:long=900] [demo:pace=0.06]"
@@ -36,25 +33,19 @@ async def _raw_sse(client: httpx.AsyncClient, task_id: str) -> list[tuple[bool, 
 
 
 async def test_model_text_streams_live_and_is_kept_as_log_lines(settings: Settings) -> None:
-    async with running_demo_model() as model_url, running_server(settings) as srv:
-        tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
-            client = await login(srv, settings)
-            try:
-                resp = await client.post("/api/v1/tasks", json={
-                    "description": "Notes", "quality": "off",
-                    "plan": [{"name": "notes", "tool": "openai_compat",
-                              "description": WRITE}]})
-                assert resp.status_code == 201, resp.text
-                task_id = resp.json()["task_id"]
-                live = await _raw_sse(client, task_id)
-                replayed = await sse_events(client, task_id,
-                                            until={"task_complete", "task_failed"})
-                detail = await task_detail(client, task_id)
-                sub = (await client.get(
-                    f"/api/v1/subtasks/{detail['subtasks'][0]['subtask_id']}")).json()
-            finally:
-                await client.aclose()
+    async with demo_plane(settings) as (_srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Notes", "quality": "off",
+            "plan": [{"name": "notes", "tool": "openai_compat",
+                      "description": WRITE}]})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
+        live = await _raw_sse(client, task_id)
+        replayed = await sse_events(client, task_id,
+                                    until={"task_complete", "task_failed"})
+        detail = await task_detail(client, task_id)
+        sub = (await client.get(
+            f"/api/v1/subtasks/{detail['subtasks'][0]['subtask_id']}")).json()
     assert live[-1][1]["type"] == "task_complete"
     tokens = [(has_id, e) for has_id, e in live if e["type"] == "agent_token"]
     assert len(tokens) >= 2, "the answer streamed in one piece"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +15,12 @@ from starlette.applications import Starlette
 
 from shoal.config import Settings
 from shoal.demo.fake.exchange import request_log
-from shoal.demo.fake.server import running_fake_server
-from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import Probe, ToolRun
 from shoal.tools.claude_code import ClaudeCodeTool, create, decide, probe
 from shoal.tools.permissions import PermissionPolicy
 from tests.conftest import make_settings, require_cli
 
 API_KEY = "sk-ant-test"
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_demo_model_app()
-
-
-@pytest.fixture
-async def root(app: Starlette) -> AsyncIterator[str]:
-    async with running_fake_server(app) as url:
-        yield url
 
 
 @pytest.fixture

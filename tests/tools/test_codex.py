@@ -7,7 +7,6 @@ import asyncio
 import re
 import stat
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,9 @@ from starlette.applications import Starlette
 
 from shoal.config import Settings
 from shoal.demo.fake.exchange import request_log
-from shoal.demo.fake.server import running_fake_server
-from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import ToolRun
 from shoal.tools.codex import CodexTool, config_toml, create, probe
 from tests.conftest import make_settings, require_cli
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_demo_model_app()
-
-
-@pytest.fixture
-async def root(app: Starlette) -> AsyncIterator[str]:
-    async with running_fake_server(app) as url:
-        yield url
 
 
 def codex_settings(tmp_path: Path, root: str, **overrides: Any) -> Settings:

@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import tomllib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,6 @@ from starlette.applications import Starlette
 
 from shoal.config import Settings
 from shoal.demo.fake.exchange import RecordedRequest, request_log
-from shoal.demo.fake.server import running_fake_server
-from shoal.demo.model import create_demo_model_app
 from shoal.tools.base import ToolRun
 from shoal.tools.gemini_cli import GeminiCliTool, command_line, create, policy_toml, probe
 from shoal.tools.permissions import PermissionPolicy
@@ -26,17 +24,6 @@ from tests.conftest import make_settings, require_cli
 
 KEY = "test-key"
 MAIN_TURN = "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
-
-
-@pytest.fixture
-def app() -> Starlette:
-    return create_demo_model_app()
-
-
-@pytest.fixture
-async def root(app: Starlette) -> AsyncIterator[str]:
-    async with running_fake_server(app) as url:
-        yield url
 
 
 def cli_settings(tmp_path: Path, root: str, **overrides: Any) -> Settings:
