@@ -44,7 +44,9 @@ def test_planned_parts_run_after_their_dependencies_then_the_next_step_sees_them
     run.answer("work#1", PLAN)
     assert statuses(run) == {"work#1": "completed", "work#1.1": "queued",
                              "work#1.2": "pending", "work#1.3": "queued"}
-    api = next(s for s in run.state.subtasks.values() if s.key == "work#1.2")
+    parts = {s.key: s for s in run.state.subtasks.values()}
+    assert parts["work#1.1"].priority > parts["work#1.3"].priority  # the longer chain first
+    api = parts["work#1.2"]
     assert (api.name, api.role) == ("API", "coder")
     assert api.description == "Do this part: API: Write the API"
     run.answer("work#1.1", "model.py")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shoal.engine import graph, planning
+from shoal.engine import dag, graph, planning
 from shoal.engine.model import StepKind, StepOptions, SubtaskRecord
 from shoal.engine.step import Step
 from shoal.events import EventType
@@ -37,6 +37,8 @@ def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: S
     assert doc_step.each is not None  # the document check says so
     role = doc.roles[doc_step.each]
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
+    # The longest chain still ahead first, as the `dag` workflow schedules its plan.
+    lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
     for i, planned in enumerate(plan.subtasks, start=1):
         deps = (planner.id, *(ids[d] for d in planned.dependencies))
         sub = SubtaskRecord(
@@ -47,6 +49,6 @@ def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: S
             created_at=step.ctx.now, dependencies=deps,
             options=StepOptions(seq=planner.options.seq, mcp_servers=role.mcp_specs()),
             recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
-            priority=float(len(plan.subtasks) - i))
+            priority=lengths.get(planned.key, 1.0))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
