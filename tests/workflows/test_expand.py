@@ -13,6 +13,7 @@ from shoal.states import SubtaskStatus, TaskStatus
 from shoal.workflows.blackboard import blackboard
 from shoal.workflows.document import DocumentError, load_document
 from tests.workflows.test_interpreter import Run
+from tests.workflows.test_routing import fail
 
 BUILD = """\
 name: build
@@ -76,3 +77,18 @@ def test_a_plan_that_cannot_be_read_falls_back_saying_why() -> None:
 def test_an_expand_step_needs_the_role_that_runs_each_part() -> None:
     with pytest.raises(DocumentError, match="an expand step needs `each`"):
         load_document(BUILD.replace(", each: coder", ""))
+
+
+def test_a_planner_that_fails_for_good_is_replaced_by_the_fallbacks() -> None:
+    run = Run(BUILD)
+    fail(run, "work#1")
+    assert run.state.task.status.value == "in_progress"
+    parts = sorted(s.key for s in run.state.subtasks.values() if s.key.startswith("work#1."))
+    assert parts  # the request, split by its requirements
+    notices = [str(d["message"]) for t, d in run.events if t is EventType.NOTICE]
+    assert any("Step 'work' plans without it" in n for n in notices)
+    for key in parts:
+        run.answer(key, f"done {key}")
+    assert run.keys() == ["summary#1"]  # the round is whole without its plan
+    run.answer("summary#1", "Done")
+    assert run.state.task.status is TaskStatus.COMPLETED

@@ -55,7 +55,11 @@ def entry_value(doc_step: StepDoc, runs: list[SubtaskRecord]) -> Any:
 
 
 def whole(runs: list[SubtaskRecord]) -> bool:
-    return all(s.status is SubtaskStatus.COMPLETED for s in runs)
+    """Whether every run of a round completed (an expand step's plan may have failed: its
+    planned runs, made by the fallbacks, are the round)."""
+    planned = any("." in s.key for s in runs)
+    return all(s.status is SubtaskStatus.COMPLETED or (
+        planned and "." not in s.key and s.status is SubtaskStatus.FAILED) for s in runs)
 
 
 def round_seq(runs: list[SubtaskRecord]) -> int:

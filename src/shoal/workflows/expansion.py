@@ -26,9 +26,10 @@ PLAN_FORMAT = (
 
 
 def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: SubtaskRecord,
-                answer: str, prompt: Callable[[str], str]) -> None:
+                answer: str | None, prompt: Callable[[str], str]) -> None:
     """The runs of the planned subtasks; `prompt` renders the `each` role's prompt for one
-    (`{item}` is its name and description)."""
+    (`{item}` is its name and description). With no `answer` (the planner failed for good),
+    the request is planned by the fallbacks alone."""
     most = min(step.ctx.max_subtasks, MAX_PLANNED)
     plan = planning.decompose(answer, step.task.description, max_subtasks=most)
     for note in plan.notes:

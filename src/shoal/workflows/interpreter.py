@@ -250,6 +250,18 @@ class DocumentWorkflow(RouteRuns):
         """`sub` failed for good: a routed step's route goes on without it (the steps that
         require it are skipped); any other step fails the task."""
         doc_step = self._step_of(sub)
+        if doc_step.kind is DocStepKind.EXPAND and "." not in sub.key:  # the plan failed
+            if sub.status is not SubtaskStatus.FAILED:
+                sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                                       error=why, completed_at=step.ctx.now)
+                graph.emit_subtask(step, sub)
+            step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
+                      message=f"{why.rstrip('.')}. Step '{doc_step.id}' plans without it.")
+            each = self.doc.roles[doc_step.each or ""]
+            expansion.add_planned(step, self.doc, doc_step, sub, None,
+                                  lambda item: self._prompt(step, doc_step, each, "", item))
+            self._move_on(step)
+            return
         if doc_step.kind is DocStepKind.ROUTE:  # the engine decides in the router's place
             fallback = routing.decide(doc_step, self._route_state(step, doc_step), None)
             self._take(step, doc_step, Decision(fallback.next, DecidedBy.FALLBACK, reason=(
