@@ -536,3 +536,18 @@ async def test_an_expand_step_runs_its_plan_on_a_worker_in_dependency_order(
     assert subs["parts#1.1"]["completed_at"] <= subs["parts#1.2"]["started_at"]
     summary = (await client.get(f"/api/v1/subtasks/{subs['summary#1']['subtask_id']}")).json()
     assert summary["description"].startswith('Sum up ["Build Model: the model"')
+
+
+async def test_a_plan_of_ones_own_stands_for_the_planner_of_a_document(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    assert (await client.post("/api/v1/workflows", json={"document": BUILD})).status_code == 201
+    async with echo_worker(server, settings):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "A shop", "workflow": "build",
+            "plan": [{"name": "Cart", "description": "the cart", "tool": "echo"}]})
+        assert resp.status_code == 201, resp.text
+        detail = await wait_for_status(client, resp.json()["task_id"], "completed", "failed")
+    assert detail["status"] == "completed", detail
+    assert sorted(s["key"] for s in detail["subtasks"]) == ["parts#1.1", "summary#1"]
+    assert detail["subtasks"][0]["name"] == "Cart"

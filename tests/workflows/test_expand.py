@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from shoal.engine import planning
+from shoal.engine.inputs import Start
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
 from shoal.workflows.blackboard import blackboard
@@ -92,3 +94,18 @@ def test_a_planner_that_fails_for_good_is_replaced_by_the_fallbacks() -> None:
     assert run.keys() == ["summary#1"]  # the round is whole without its plan
     run.answer("summary#1", "Done")
     assert run.state.task.status is TaskStatus.COMPLETED
+
+
+def test_a_users_own_plan_stands_for_the_planner() -> None:
+    plan = planning.user_plan([
+        {"name": "Model", "description": "the model", "tool": "echo"},
+        {"name": "API", "description": "the API", "dependencies": ["Model"]}])
+    run = Run(BUILD, start=Start(plan=plan, options=({"delay": 1}, {})))
+    assert statuses(run) == {"work#1.1": "queued", "work#1.2": "pending"}  # no planner run
+    model = next(s for s in run.state.subtasks.values() if s.key == "work#1.1")
+    assert (model.pinned_tool, model.options.tool) == ("echo", {"delay": 1})
+    assert model.description == "Do this part: Model: the model"
+    run.answer("work#1.1", "model.py")
+    run.answer("work#1.2", "api.py")
+    assert run.keys() == ["summary#1"]
+    assert '["model.py", "api.py"]' in run.queued()[0].description

@@ -32,14 +32,14 @@ class Run:
     """One task of the translate document, decided input by input."""
 
     def __init__(self, document: str = TRANSLATE, *, skip: frozenset[str] = frozenset(),
-                 **parameters: object) -> None:
+                 start: Start | None = None, **parameters: object) -> None:
         self.flow = DocumentWorkflow(load_document(document))
         task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bonjour tout",
                           status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
                           workflow="translate", meta=TaskMeta(parameters=parameters, skip=skip))
         self.state = TaskState(task=task, subtasks={}, attempts={})
         self.events: list[tuple[EventType, dict[str, object]]] = []
-        self.decide(Start())
+        self.decide(start or Start())
 
     def decide(self, inp: object) -> None:
         decision = graph.decide(self.flow, self.state, inp, Context(now=NOW))  # type: ignore[arg-type]

@@ -93,8 +93,21 @@ class DocumentWorkflow(RouteRuns):
         step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS),
                       started_at=step.ctx.now)
         graph.emit_task_update(step)
+        if inp.plan is not None:  # the user's own plan stands for the first expand step's
+            planned = self.plan_step()
+            assert planned is not None  # the API lets a plan through only then
+            each = self.doc.roles[planned.each or ""]
+            expansion.add_plan(step, self.doc, planned, inp.plan, f"{planned.id}#1", 1, (),
+                               lambda item: self._prompt(step, planned, each, "", item),
+                               inp.options)
         self._start_ready(step)
         self._progress(step)
+
+    def plan_step(self) -> StepDoc | None:
+        """The step a user's own plan stands for: the first `expand` step that waits for no
+        other (None: this workflow takes no plan)."""
+        return next((s for s in self.doc.steps
+                     if s.kind is DocStepKind.EXPAND and not s.after), None)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
         output = StepOutput(text=result.output,

@@ -50,6 +50,7 @@ from shoal.store.models import utcnow
 from shoal.workflows import Insert, checked_parameters, checked_skip, with_inserted
 from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
+from shoal.workflows.interpreter import DocumentWorkflow
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
                    responses=error_responses(401, 404, 409, 413, 422, 429, 503))
@@ -64,8 +65,9 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
                                    "/api/v1/workflows lists them")
     meta = _meta(body)
     if offered.document is not None:
-        if body.plan is not None:
-            raise _invalid("plan", "only the dag workflow takes a plan")
+        if body.plan is not None and DocumentWorkflow(offered.document).plan_step() is None:
+            raise _invalid("plan", f"the {offered.name} workflow has no expand step that a "
+                                   "plan of your own could stand for")
         try:
             parameters = checked_parameters(offered.document, body.parameters)
             skip = checked_skip(offered.document, body.skip)
