@@ -74,6 +74,7 @@ async def test_a_quality_step_is_evaluated_and_judged_before_the_next_runs(
     judged = [s for s in detail["subtasks"] if s["kind"] == "judge"]
     assert all(j["completed_at"] <= subs["summary#1"]["started_at"] for j in judged)
     assert _kinds(detail).count("agent") == 2  # summary had no quality step
+    assert detail["evaluation_scores"] is not None  # the task's mean scores, as in dag
 
 
 async def test_a_low_score_opens_a_checkpoint_and_approving_goes_on(

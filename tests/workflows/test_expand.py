@@ -45,6 +45,9 @@ def test_planned_parts_run_after_their_dependencies_then_the_next_step_sees_them
     assert planner.key == "work#1"
     assert '"subtasks"' in planner.description  # the plan's format is asked for
     run.answer("work#1", PLAN)
+    planned = [d for t, d in run.events if t is EventType.TASK_UPDATE and "plan" in d][-1]
+    assert (planned["step"], planned["plan_source"]) == ("work", "planner")
+    assert [p["name"] for p in planned["plan"]] == ["Model", "API", "Docs"]
     assert statuses(run) == {"work#1": "completed", "work#1.1": "queued",
                              "work#1.2": "pending", "work#1.3": "queued"}
     parts = {s.key: s for s in run.state.subtasks.values()}

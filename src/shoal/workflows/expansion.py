@@ -68,3 +68,6 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
             priority=lengths.get(planned.key, 1.0))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
+    step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress,
+              plan_source=plan.source, step=doc_step.id,
+              plan=[graph.subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks])

@@ -230,8 +230,11 @@ class DocumentWorkflow(RouteRuns):
         self._move_on(step)
 
     def completion(self, step: Step) -> Mapping[str, Any]:
-        return {"state": {entry: self._revision(step, s) for entry, s in self._writer.items()
+        """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""
+        done = {"state": {entry: self._revision(step, s) for entry, s in self._writer.items()
                           if self._revision(step, s)}}
+        scores = quality_loop.task_scores(step)
+        return done | ({"evaluation_scores": scores} if scores else {})
 
     def instructions(
         self, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
