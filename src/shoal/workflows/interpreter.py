@@ -25,7 +25,6 @@ subtasks their role plans; `human` and `gate` steps (`people`) wait for a person
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -51,20 +50,17 @@ from shoal.workflows import dag_roles, expansion, people, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
-    entry_value,
     item_order,
     round_seq,
-    rounds_in,
     whole,
 )
-from shoal.workflows.document import DocStepKind, Loop, Role, StepDoc, WorkflowDocument
+from shoal.workflows.board import MAX_ENTRY_CHARS
+from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
 from shoal.workflows.route_runs import RouteRuns
 from shoal.workflows.routing import DecidedBy, Decision
 
 _PEOPLE = {DocStepKind.HUMAN: StepKind.HUMAN, DocStepKind.GATE: StepKind.GATE}
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
-_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
-MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
 PREVIEW_CHARS = 2_000  # of an entry in its `state_update` event (the whole: GET …/state)
 
 
@@ -72,18 +68,8 @@ class DocumentWorkflow(RouteRuns):
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
+        super().__init__(doc)
         self.quality = quality_loop.QualityLoop(self)  # for `quality` steps
-        self.doc = doc
-        self.name = doc.name
-        self.description = doc.description
-        self._steps = {s.id: s for s in doc.steps}
-        self._writer = {s.entry: s for s in doc.steps}
-        self._loops_from: dict[str, list[Loop]] = {}
-        for loop in doc.loops:
-            self._loops_from.setdefault(loop.source, []).append(loop)
-        self._routes = [s for s in doc.steps if s.kind is DocStepKind.ROUTE]
-        self._route_of = {name: r for r in self._routes
-                          for name in (*r.choices, r.finish) if name is not None}
 
     # ---- the protocol ---------------------------------------------------------------------
 
@@ -457,17 +443,6 @@ class DocumentWorkflow(RouteRuns):
                   subtask_ids=[str(r.id) for r in sorted(runs, key=item_order)],
                   preview=value[:PREVIEW_CHARS], truncated=len(value) > PREVIEW_CHARS)
 
-    def _prompt(self, step: Step, doc_step: StepDoc, role: Role | None, feedback: str,
-                item: str) -> str:
-        """A run's prompt: its role's, rendered, and the answer's contract when it has one
-        (not for a route, whose router answers `{"next": …}`)."""
-        prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
-        if role is not None and role.output is not None and doc_step.kind is not \
-                DocStepKind.ROUTE:
-            prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
-                       + json.dumps(role.output, indent=1))
-        return prompt
-
     def _output_file(self, doc_step: StepDoc) -> str | None:
         """The file a run's answer also becomes: the document's result, when it is text (an
         `agent` step writing the `result` entry with a role that has no JSON contract)."""
@@ -501,79 +476,7 @@ class DocumentWorkflow(RouteRuns):
         value = self._value(step, loop.when.entry, loop.when.field or "")
         return value is not None and value == loop.when.equals
 
-    def _cap(self, task: TaskRecord, cap: int | str) -> int:
-        return cap if isinstance(cap, int) else int(self._parameter(task, cap.strip("{}")))
-
     # ---- the blackboard -------------------------------------------------------------------
-
-    def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
-        return rounds_in(step.subtasks.values(), step_id)
-
-    def _round(self, step: Step, sub: SubtaskRecord) -> list[SubtaskRecord]:
-        """The runs of the round `sub` belongs to."""
-        prefix = sub.key.split("#", 1)[0] + "#"
-        return [s for s in step.subtasks.values()
-                if s.key.startswith(prefix) and s.options.seq == sub.options.seq]
-
-    def _latest(self, step: Step, entry: str) -> list[SubtaskRecord] | None:
-        writer = self._writer.get(entry)
-        if writer is None:
-            return None
-        done = [r for r in self._rounds(step, writer.id) if whole(r)]
-        return done[-1] if done else None
-
-    def _revision(self, step: Step, doc_step: StepDoc) -> int:
-        return sum(1 for r in self._rounds(step, doc_step.id) if whole(r))
-
-    def _value(self, step: Step, entry: str, path: str) -> Any:
-        """An entry's latest revision: its checked answer if it has one, else its text; or a
-        field of the answer along `path` (`verdict`, `a.b`)."""
-        latest = self._latest(step, entry)
-        if latest is None:
-            return None
-        value = entry_value(self._writer[entry], latest)
-        for part in filter(None, path.split(".")):
-            value = value.get(part) if isinstance(value, Mapping) else None
-        return value
-
-    def _entry(self, step: Step, entry: str, path: str) -> str:
-        value = self._value(step, entry, path)
-        if value is None:
-            return ""
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if len(text) > 120 and not isinstance(value, str):  # one line when short, else laid out
-            text = json.dumps(value, indent=1, ensure_ascii=False)
-        return text[:MAX_ENTRY_CHARS]
-
-    def _parameter(self, task: TaskRecord, name: str) -> Any:
-        if name in task.meta.parameters:
-            return task.meta.parameters[name]
-        return self.doc.parameters[name].default
-
-    def _render(self, step: Step, doc_step: StepDoc, template: str, feedback: str,
-                item: str) -> str:
-        route = doc_step if doc_step.kind is DocStepKind.ROUTE else (
-            self._route_of.get(doc_step.id) or next(iter(self._routes), None))
-
-        def fill(match: re.Match[str]) -> str:
-            name, path = match.group(1), match.group(2).lstrip(".")
-            if name == "query":
-                return step.task.description
-            if name in ("execution_order", "agent_outputs", "allowed"):
-                return self._route_field(step, route, name)
-            if name == "feedback":
-                return feedback
-            if name == "item":
-                return item
-            if name in self.doc.parameters:
-                return str(self._parameter(step.task, name))
-            if name in self._writer:
-                return self._entry(step, name, path)
-            return match.group(0)
-        return _PLACEHOLDER.sub(fill, template)
-
-    def _step_of(self, sub: SubtaskRecord) -> StepDoc:
-        return self._steps[sub.key.split("#", 1)[0]]
 
     def _checked_answer(self, step: Step, sub: SubtaskRecord, text: str,
                         contract: Mapping[str, Any], output: StepOutput) -> StepOutput | None:

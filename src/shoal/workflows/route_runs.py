@@ -6,33 +6,21 @@ decides (or the engine, in its place: `routing`) is a `route_decision` event and
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from shoal.engine.model import SubtaskRecord, TaskRecord
+from shoal.engine.model import SubtaskRecord
 from shoal.engine.step import Step
 from shoal.events import EventType
 from shoal.states import TERMINAL_TASK, SubtaskStatus
 from shoal.workflows import routing
+from shoal.workflows.board import Board
 from shoal.workflows.document import StepDoc
 from shoal.workflows.routing import DecidedBy, Decision, RouteState
 
 MAX_FIELD_CHARS = 12_000  # of `{agent_outputs}` in a prompt
 
 
-class RouteRuns:
-    """The route half of `DocumentWorkflow`; the host provides what it reads and runs."""
-
-    _steps: dict[str, StepDoc]
-    _route_of: dict[str, StepDoc]
-
-    def _value(self, step: Step, entry: str, path: str) -> Any:
-        raise NotImplementedError
-
-    def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
-        raise NotImplementedError
-
-    def _cap(self, task: TaskRecord, cap: int | str) -> int:
-        raise NotImplementedError
+class RouteRuns(Board):
+    """The route half of `DocumentWorkflow`; the host provides how a step runs."""
 
     def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None,
              deps: tuple[uuid.UUID, ...] | None = None) -> None:
