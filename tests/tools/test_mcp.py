@@ -136,8 +136,9 @@ def test_each_cli_gets_the_servers_in_its_own_form(tmp_path: Path) -> None:
         "remote": {"httpUrl": "https://mcp.example/mcp", "trust": True}}
     codex = mcp_config.codex_overrides([CALENDAR, remote], tmp_path)
     assert codex[1] == 'mcp_servers.calendar.default_tools_approval_mode="approve"'
-    assert codex[3].startswith("mcp_servers.calendar.command=")
-    assert json.loads(codex[5].split("=", 1)[1])[-2:] == ["mcp", "calendar"]
+    assert codex[3] == "mcp_servers.calendar.required=true"  # waited for, never left out
+    assert codex[5].startswith("mcp_servers.calendar.command=")
+    assert json.loads(codex[7].split("=", 1)[1])[-2:] == ["mcp", "calendar"]
     assert codex[-1] == 'mcp_servers.remote.url="https://mcp.example/mcp"'
 
 

@@ -100,11 +100,14 @@ def gemini_settings(servers: Sequence[McpServer], workspace: Path) -> dict[str, 
 
 def codex_overrides(servers: Sequence[McpServer], workspace: Path) -> list[str]:
     """Codex's `-c key=value` arguments (values in TOML, which JSON strings and lists are).
-    Its tools are approved up front (`exec` can ask no one): the policy allowed the server."""
+    Its tools are approved up front (`exec` can ask no one): the policy allowed the server.
+    Each is `required`: Codex waits for it to start before the first model request (else a
+    slow start leaves the model without its tools) and fails the run if it cannot start."""
     argv: list[str] = []
     for server in servers:
         key = f"mcp_servers.{server.name}"
-        argv += ["-c", f'{key}.default_tools_approval_mode="approve"']
+        argv += ["-c", f'{key}.default_tools_approval_mode="approve"',
+                 "-c", f"{key}.required=true"]
         if server.url is not None:
             argv += ["-c", f"{key}.url={json.dumps(server.url)}"]
             continue
