@@ -111,7 +111,9 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
     assert listed == ["dag", "pipeline", "supervisor", "review"]  # not the broken document
     dag = (await client.get("/api/v1/workflows/dag")).json()
     assert dag["description"]
-    assert dag["document"] is None
+    assert [(s["id"], s["kind"], s["each"]) for s in dag["document"]["steps"]] == [
+        ("planner", "expand", "coder")]  # seed 004, run by the one interpreter
+    assert dag["document"]["roles"]["planner"]["builtin"] == "planner"
     review = (await client.get("/api/v1/workflows/review")).json()
     assert review["document"]["version"] == 3
     assert review["document"]["loops"][0]["from"] == "critique"
@@ -128,16 +130,17 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
     ({"workflow": "review", "parameters": {"max_rounds": 9}}, "parameters.max_rounds"),
     ({"workflow": "review", "parameters": {"tone": "angry"}}, "parameters.tone"),
     ({"workflow": "review", "parameters": {"rounds": 1}}, "parameters.rounds"),
-    ({"workflow": "dag", "parameters": {"max_rounds": 1}}, "parameters"),
+    ({"workflow": "dag", "parameters": {"max_rounds": 1}}, "parameters.max_rounds"),
     ({"workflow": "review", "plan": [{"name": "a", "description": "b"}]}, "plan"),
     ({"workflow": "pipeline", "skip": ["review", "write"]}, "skip.1"),
     ({"workflow": "pipeline", "skip": ["nowhere"]}, "skip.0"),
-    ({"workflow": "dag", "skip": ["review"]}, "skip"),
+    ({"workflow": "dag", "skip": ["review"]}, "skip.0"),
     ({"workflow": "pipeline", "insert": [{"after": "plan", "id": "x", "prompt": "Hi"}]},
      "insert.0.after"),
     ({"workflow": "pipeline", "insert": [{"after": "write", "id": "x", "prompt": "{nope}"}]},
      "insert.0.prompt"),
-    ({"workflow": "dag", "insert": [{"after": "write", "id": "x", "prompt": "Hi"}]}, "insert"),
+    ({"workflow": "dag", "insert": [{"after": "write", "id": "x", "prompt": "Hi"}]},
+     "insert.0.after"),
 ])
 async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient, body: dict[str, Any],

@@ -110,13 +110,18 @@ def test_result_without_task_accepted_dates_the_start_from_its_duration() -> Non
 
 
 def test_progress_counts_carried_between_decisions_match_a_recount() -> None:
-    """The (agents, completed) counts a state carries stay equal to counting its subtasks,
-    and the task's progress follows them, failures and retries included."""
+    """The (runs, completed) counts of each round a state carries stay equal to counting its
+    subtasks, and the task's progress follows them, failures and retries included."""
     state = _started(4)
 
-    def recount(st: TaskState) -> tuple[int, int]:
-        agents = [s for s in st.subtasks.values() if s.kind == "agent"]
-        return len(agents), sum(s.status is SubtaskStatus.COMPLETED for s in agents)
+    def recount(st: TaskState) -> dict[str, tuple[int, int]]:
+        counts: dict[str, tuple[int, int]] = {}
+        for s in st.subtasks.values():
+            if s.kind == "agent":
+                total, done = counts.get(s.key.partition(".")[0], (0, 0))
+                counts[s.key.partition(".")[0]] = (
+                    total + 1, done + (s.status is SubtaskStatus.COMPLETED))
+        return counts
 
     outcomes = ["succeeded", "failed", "succeeded", "succeeded", "succeeded"]
     for status in outcomes:
@@ -124,12 +129,12 @@ def test_progress_counts_carried_between_decisions_match_a_recount() -> None:
         state = decide(state, Dispatched(att), Context(now=NOW)).state
         state = decide(state, Finished(attempt_id=att.id, status=status, error="boom"),
                        Context(now=NOW)).state
-        assert state.agents is None or state.agents == recount(state)
-        total, done = recount(state)
+        assert state.rounds is None or state.rounds == recount(state)
+        [(total, done)] = recount(state).values()  # the plan's subtasks are one round
         ended = state.task.status is TaskStatus.COMPLETED
         assert state.task.progress == (100 if ended else 5 + int(90 * done / total))
-    assert recount(state) == (4, 4)
-    assert state.agents == (4, 4)
+    assert list(recount(state).values()) == [(4, 4)]
+    assert state.rounds == recount(state)
 
 
 def test_a_result_that_used_nothing_does_not_rewrite_the_task() -> None:

@@ -84,14 +84,18 @@ def test_an_expand_step_needs_the_role_that_runs_each_part() -> None:
         load_document(BUILD.replace(", each: coder", ""))
 
 
-def test_a_planner_that_fails_for_good_is_replaced_by_the_fallbacks() -> None:
+def test_a_planner_that_fails_is_replaced_by_the_fallbacks_at_once() -> None:
+    """Not retried, as `dag`'s planner is not: the fallbacks always have a plan."""
     run = Run(BUILD)
     fail(run, "work#1")
+    planner = next(s for s in run.state.subtasks.values() if s.key == "work#1")
+    assert (planner.status, planner.attempts) == (SubtaskStatus.FAILED, 1)
     assert run.state.task.status.value == "in_progress"
     parts = sorted(s.key for s in run.state.subtasks.values() if s.key.startswith("work#1."))
     assert parts  # the request, split by its requirements
     notices = [str(d["message"]) for t, d in run.events if t is EventType.NOTICE]
-    assert any("Step 'work' plans without it" in n for n in notices)
+    assert any("The planner did not produce a plan (no network). Step 'work' plans without it"
+               in n for n in notices), notices
     for key in parts:
         run.answer(key, f"done {key}")
     assert run.keys() == ["summary#1"]  # the round is whole without its plan

@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
-from importlib import resources
 from pathlib import Path
 
 import structlog
@@ -64,10 +63,8 @@ def load_workflows(folder: Path) -> Catalog:
     """The built-in workflows (`shoal/workflows/builtin/`) and the documents in `folder`
     (`*.yaml`, `*.yml`); a document that cannot run is left out with a warning naming its
     file, line and field, and none takes a built-in's name."""
-    builtin = Path(str(resources.files("shoal.workflows").joinpath("builtin")))
     texts = []
-    for path in [*sorted(builtin.glob("*.yaml")),
-                 *sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]:
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         try:
             texts.append((str(path), path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:

@@ -197,15 +197,6 @@ def queue_ready_dependents(step: Step, done: SubtaskRecord) -> None:
             emit_subtask(step, queued)
 
 
-def update_progress(step: Step) -> None:
-    """5 % for starting, then the share of work steps completed, up to 95 %."""
-    total, done = step.agent_counts()  # kept by the step: this runs after every completion
-    progress = 5 + int(90 * done / total) if total else 5
-    if progress != step.task.progress:
-        step.set_task(progress=progress)
-        emit_task_update(step)
-
-
 # ---- pausing --------------------------------------------------------------------------------
 
 

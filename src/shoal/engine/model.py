@@ -441,6 +441,8 @@ class TaskState:
     # (agent subtasks, completed ones) for the task's progress: derived the same way, and kept
     # up to date by each decision instead of counted over every subtask after each one.
     agents: tuple[int, int] | None = field(default=None, compare=False, repr=False)
+    # (runs, completed ones) of each round (`Step.round_counts`): derived and kept the same way.
+    rounds: Mapping[str, tuple[int, int]] | None = field(default=None, compare=False, repr=False)
 
 
 R = TypeVar("R")

@@ -8,7 +8,7 @@ to append, attempts to cancel). `Context` is all a decision may know about the w
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -26,6 +26,8 @@ from shoal.engine.quality import PENDING_REVIEW
 from shoal.engine.retry import RetryPolicy
 from shoal.events import EventType, NewEvent
 from shoal.states import LIVE_ATTEMPT, SubtaskStatus
+
+ROUND_KINDS = frozenset({StepKind.AGENT, StepKind.HUMAN, StepKind.GATE})  # a workflow's runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,9 @@ class Step:
         self.checkpoints = dict(state.checkpoints)
         self._dependents = state.dependents
         self._agents = state.agents
+        self._rounds = state.rounds
+        self._rounds_copied = False  # the carried counts are shared until this step changes them
+        self._own_rounds: dict[str, tuple[int, int]] = {}  # this step's copy, once it has one
         self.d = Decision(state=state)
 
     # -- recording changes --
@@ -102,7 +107,46 @@ class Step:
             self._agents = (total, done)
         return self._agents
 
+    def round_counts(self) -> Mapping[str, tuple[int, int]]:
+        """(runs, completed ones) of each round: the subtasks of kind agent, human or gate whose
+        keys share what comes before the first '.' (a workflow step's run `write#2`, or its
+        runs one per item, `research#1.1`, `research#1.2` …). Counted once per task, then kept
+        up to date, so a workflow knows whether a round is whole without a scan."""
+        if self._rounds is None:
+            counts: dict[str, tuple[int, int]] = {}
+            for sub in self.subtasks.values():
+                if sub.kind in ROUND_KINDS:
+                    key = sub.key.partition(".")[0]
+                    total, done = counts.get(key, (0, 0))
+                    counts[key] = (total + 1, done + (sub.status is SubtaskStatus.COMPLETED))
+            self._rounds = self._own_rounds = counts
+            self._rounds_copied = True
+        return self._rounds
+
+    def _count_round(self, old: SubtaskRecord | None, new: SubtaskRecord) -> None:
+        if self._rounds is None or (new.kind not in ROUND_KINDS and (
+                old is None or old.kind not in ROUND_KINDS)):
+            return
+        completed = SubtaskStatus.COMPLETED
+        if old is not None and old.kind is new.kind and (
+                old.status is completed) == (new.status is completed):
+            return  # most changes: a run moving on, its round's counts the same
+        if self._rounds_copied:
+            counts = self._own_rounds
+        else:
+            counts = self._own_rounds = dict(self._rounds)
+            self._rounds, self._rounds_copied = counts, True
+        if old is not None and old.kind in ROUND_KINDS:
+            key = old.key.partition(".")[0]
+            total, done = counts[key]
+            counts[key] = (total - 1, done - (old.status is completed))
+        if new.kind in ROUND_KINDS:
+            key = new.key.partition(".")[0]
+            total, done = counts.get(key, (0, 0))
+            counts[key] = (total + 1, done + (new.status is completed))
+
     def _count(self, old: SubtaskRecord | None, new: SubtaskRecord) -> None:
+        self._count_round(old, new)
         if self._agents is None:
             return
         total, done = self._agents
@@ -164,5 +208,5 @@ class Step:
     def finish(self) -> Decision:
         self.d.state = TaskState(task=self.task, subtasks=self.subtasks, attempts=self.attempts,
                                  checkpoints=self.checkpoints, dependents=self._dependents,
-                                 agents=self._agents)
+                                 agents=self._agents, rounds=self._rounds)
         return self.d

@@ -156,7 +156,7 @@ class BatchWriter:
         for record in d.records:
             self._records.setdefault(record.table, []).append(dict(record.values))
         return TaskState(task=task, subtasks=subs, attempts=live, checkpoints=pending,
-                         dependents=new.dependents, agents=new.agents)
+                         dependents=new.dependents, agents=new.agents, rounds=new.rounds)
 
     def stage_new(self, old: TaskState, d: Decision, **columns: Any) -> TaskState:
         """`stage` for a task not stored yet: its row is inserted with the values `d` left it

@@ -1,5 +1,6 @@
-"""The workflows Shoal runs: `dag` in code, and workflow documents (`document.py`) run by the
-interpreter (`interpreter.py`).
+"""The workflows Shoal runs: workflow documents (`document.py`) run by the one interpreter
+(`interpreter.py`). The built-in ones (`builtin/*.yaml`: `dag`, `pipeline`, `supervisor`) ship
+with Shoal; users add their own (a folder, or `POST /api/v1/workflows`).
 
 A task pins the document it started with (`TaskMeta.workflow`), so editing or removing a
 document never changes a running task. `decide` applies an input to a task's state under the
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from shoal.engine import graph
@@ -19,7 +21,6 @@ from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import Workflow
 from shoal.errors import InvalidInput
-from shoal.workflows.dag import DagWorkflow
 from shoal.workflows.document import (
     BUILTIN_FIELDS,
     DocStepKind,
@@ -32,15 +33,26 @@ from shoal.workflows.document import (
 )
 from shoal.workflows.interpreter import DocumentWorkflow
 
-REGISTRY: dict[str, Workflow] = {flow.name: flow for flow in (DagWorkflow(),)}
-"""The workflows written in code, by name."""
+
+def _builtin() -> dict[str, WorkflowDocument]:
+    folder = resources.files("shoal.workflows").joinpath("builtin")
+    found = (load_document(f.read_text(encoding="utf-8"), source=f"builtin/{f.name}")
+             for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".yaml"))
+    return {doc.name: doc for doc in found}
+
+
+BUILTIN: dict[str, WorkflowDocument] = _builtin()
+"""The documents that ship with Shoal, by name (a broken one fails the import: a bug)."""
+
+REGISTRY: dict[str, Workflow] = {name: DocumentWorkflow(doc) for name, doc in BUILTIN.items()}
+"""The built-in workflows, run: for a task that pinned no document (the runtime's own)."""
 
 _PINNED: OrderedDict[Any, DocumentWorkflow] = OrderedDict()  # task id → its document, run
 _PINNED_MAX = 1024
 
 
 def workflow_for(task: TaskRecord) -> Workflow:
-    """The workflow `task` runs: the document it pinned, or one written in code."""
+    """The workflow `task` runs: the document it pinned, else the built-in of its name."""
     if task.meta.workflow is None:
         flow = REGISTRY.get(task.workflow)
         if flow is None:
@@ -63,27 +75,27 @@ def decide(state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
 
 @dataclass(frozen=True, slots=True)
 class Offered:
-    """A workflow a task may name: written in code (`document` None) or a document."""
+    """A workflow a task may name, with its document."""
 
     name: str
     description: str
-    document: WorkflowDocument | None = None
+    document: WorkflowDocument
 
 
 class Catalog:
-    """The workflows offered to users: the code ones and the documents that can run."""
+    """The workflows offered to users: the built-in ones and the documents given that can run
+    (none taking a built-in's name)."""
 
     def __init__(self, documents: Iterable[WorkflowDocument] = ()) -> None:
-        self._offered: dict[str, Offered] = {
-            name: Offered(name, flow.description) for name, flow in REGISTRY.items()}
-        for doc in documents:
+        self._offered: dict[str, Offered] = {}
+        for doc in [*BUILTIN.values(), *documents]:
             if doc.name not in self._offered:
                 self._offered[doc.name] = Offered(doc.name, doc.description, doc)
 
     @classmethod
     def from_texts(cls, texts: Iterable[tuple[str, str]]) -> tuple[Catalog, list[str]]:
-        """A catalog of the documents in `texts` (source, YAML), and why the others are not
-        in it (file, line, field)."""
+        """A catalog of the built-ins and the documents in `texts` (source, YAML), and why the
+        others are not in it (file, line, field)."""
         documents: list[WorkflowDocument] = []
         problems: list[str] = []
         for source, text in texts:
@@ -93,7 +105,7 @@ class Catalog:
             except (DocumentError, InvalidInput) as exc:
                 problems.append(exc.message)
                 continue
-            if doc.name in REGISTRY or any(d.name == doc.name for d in documents):
+            if doc.name in BUILTIN or any(d.name == doc.name for d in documents):
                 problems.append(f"{source}: a workflow named '{doc.name}' exists already.")
                 continue
             documents.append(doc)
@@ -166,7 +178,8 @@ def _inserted(doc: WorkflowDocument, ins: Insert) -> WorkflowDocument:
         if ins.after in step.after:
             step = step.model_copy(update={"after": [ins.id if a == ins.after else a
                                                      for a in step.after]})
-            if step.role is not None and notes not in roles[step.role].prompt:
+            if step.role is not None and roles[step.role].builtin is None and \
+                    notes not in roles[step.role].prompt:
                 roles[step.role] = roles[step.role].model_copy(
                     update={"prompt": roles[step.role].prompt + notes})
         steps.append(step)
@@ -191,5 +204,5 @@ def checked_skip(doc: WorkflowDocument, skip: Iterable[str] | None) -> frozenset
     return frozenset(skip or ())
 
 
-__all__ = ["REGISTRY", "Catalog", "Insert", "Offered", "checked_parameters", "checked_skip",
-           "decide", "with_inserted", "workflow_for"]
+__all__ = ["BUILTIN", "REGISTRY", "Catalog", "Insert", "Offered", "checked_parameters",
+           "checked_skip", "decide", "with_inserted", "workflow_for"]

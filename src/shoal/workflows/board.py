@@ -15,7 +15,7 @@ from typing import Any
 from shoal.engine.model import SubtaskRecord, TaskRecord
 from shoal.engine.step import Step
 from shoal.workflows.blackboard import entry_value, rounds_in, whole
-from shoal.workflows.document import DocStepKind, Loop, Role, StepDoc, WorkflowDocument
+from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, Role, StepDoc, WorkflowDocument
 
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
@@ -44,7 +44,12 @@ class Board:
     def _prompt(self, step: Step, doc_step: StepDoc, role: Role | None, feedback: str,
                 item: str) -> str:
         """A run's prompt: its role's, rendered, and the answer's contract when it has one
-        (not for a route, whose router answers `{"next": …}`)."""
+        (not for a route, whose router answers `{"next": …}`). A built-in role's prompt is
+        written at dispatch: this is what its run is about (a planned subtask's `item`)."""
+        if role is not None and role.builtin is BuiltinRole.PLANNER:
+            return "Decompose the task into subtasks."
+        if role is not None and role.builtin is BuiltinRole.CODER:
+            return item or step.task.description
         prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
         if role is not None and role.output is not None and doc_step.kind is not \
                 DocStepKind.ROUTE:

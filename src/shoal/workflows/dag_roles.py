@@ -17,14 +17,15 @@ MAX_FILES_CHARS = 24_000  # of all files together
 def instructions_for(
     task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
     target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
-    guidance: Sequence[str] = (),
+    guidance: Sequence[str] = (), planner: bool = False,
 ) -> str:
-    """The prompt a worker's tool receives for `sub`.
+    """The prompt a worker's tool receives for `sub`: the planner's when `planner`, else a
+    coding subtask's or a quality step's.
 
     `target` is the subtask a quality step serves, `files` its files' text (path → text), and
     `guidance` what the user asked to apply to their future subtasks.
     """
-    if sub.role == "planner":
+    if planner:
         return planning.planner_instructions(task.description, task.meta.requirements, list(tools))
     if sub.kind is StepKind.EVALUATE:
         return f"Evaluate the files produced by '{target.name if target else sub.name}'."

@@ -99,13 +99,30 @@ class McpServer(_Strict):
         return self
 
 
-class Role(_Strict):
-    """Who does a step: the prompt template, what its answer must be, where it may run."""
+class BuiltinRole(StrEnum):
+    """A role whose prompt is Shoal's own (seed 004's), written when its step is dispatched."""
 
-    prompt: str = Field(min_length=1, max_length=20_000)
+    PLANNER = "planner"  # plans the request: its requirements, the tools the worker has
+    CODER = "coder"  # does one subtask in its folder: a failed attempt, corrections, guidance
+
+
+class Role(_Strict):
+    """Who does a step: the prompt template (or a built-in role's), what its answer must be,
+    where it may run."""
+
+    prompt: str = Field(default="", max_length=20_000)
+    builtin: BuiltinRole | None = None
     output: dict[str, Any] | None = None  # a JSON Schema the answer is checked against
     tools: list[str] = Field(default_factory=list)  # preferred tools, in order
     mcp_servers: list[McpServer] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> Role:
+        if bool(self.prompt.strip()) == (self.builtin is not None):
+            raise ValueError("give either a prompt or a builtin role")
+        if self.builtin is not None and self.output is not None:
+            raise ValueError("a builtin role answers in its own format: give it no output")
+        return self
 
     def mcp_specs(self) -> tuple[McpServerSpec, ...]:
         """Its MCP servers as a step's options carry them to the worker."""

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from shoal.engine import dag, graph, planning
-from shoal.engine.model import StepKind, StepOptions, SubtaskRecord
+from shoal.engine.model import StepKind, StepOptions, SubtaskRecord, evolve
 from shoal.engine.step import Step
 from shoal.events import EventType
 from shoal.states import SubtaskStatus
@@ -34,7 +33,8 @@ def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: S
     role's prompt for one (`{item}` is its name and description). With no `answer` (the
     planner failed for good), the request is planned by the fallbacks alone."""
     most = min(step.ctx.max_subtasks, MAX_PLANNED)
-    plan = planning.decompose(answer, step.task.description, max_subtasks=most)
+    plan = planning.decompose(answer, step.task.description, step.task.meta.requirements,
+                              max_subtasks=most)
     for note in plan.notes:
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(planner.id),
                   message=f"Step '{doc_step.id}': {note}")
@@ -50,6 +50,7 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
     per-subtask `options`), each after `after` and the subtasks it depends on."""
     assert doc_step.each is not None  # the document check says so
     role = doc.roles[doc_step.each]
+    servers = role.mcp_specs()
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
     lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
@@ -58,16 +59,16 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
         sub = SubtaskRecord(
             id=ids[planned.key], task_id=step.task.id, key=f"{key}.{i}",
             role=doc_step.each, kind=StepKind.AGENT, name=planned.name,
-            description=prompt(f"{planned.name}: {planned.description}"),
+            description=planned.description if role.builtin is not None
+            else prompt(f"{planned.name}: {planned.description}"),
             status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
             created_at=step.ctx.now,
             dependencies=(*after, *(ids[d] for d in planned.dependencies)),
-            options=replace(own, seq=seq, mcp_servers=role.mcp_specs()),
+            options=evolve(own, seq=seq, mcp_servers=servers),
             recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
             pinned_tool=planned.tool, complexity=planned.complexity,
             priority=lengths.get(planned.key, 1.0))
-        step.add_subtask(sub)
-        graph.emit_subtask(step, sub)
+        step.add_subtask(sub)  # announced by the plan's `task_update` below, as one event
     step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress,
               plan_source=plan.source, step=doc_step.id,
               plan=[graph.subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks])

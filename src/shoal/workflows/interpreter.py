@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from shoal.engine import answers, graph, quality_loop
+from shoal.engine import answers, graph, quality, quality_loop
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     SERVING_KINDS,
@@ -55,7 +55,7 @@ from shoal.workflows.blackboard import (
     whole,
 )
 from shoal.workflows.board import MAX_ENTRY_CHARS
-from shoal.workflows.document import DocStepKind, Loop, StepDoc, WorkflowDocument
+from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, StepDoc, WorkflowDocument
 from shoal.workflows.route_runs import RouteRuns
 from shoal.workflows.routing import DecidedBy, Decision
 
@@ -76,8 +76,9 @@ class DocumentWorkflow(RouteRuns):
     def start(self, step: Step, inp: Start) -> None:
         if step.task.status is not TaskStatus.PENDING or step.subtasks:
             raise Conflict("The task has already started.", code="already_started")
-        step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS),
-                      started_at=step.ctx.now)
+        planning = inp.plan is None and self.plans_first()
+        step.set_task(status=transition(step.task.status, TaskStatus.INITIALIZING if planning
+                                        else TaskStatus.IN_PROGRESS), started_at=step.ctx.now)
         graph.emit_task_update(step)
         if inp.plan is not None:  # the user's own plan stands for the first expand step's
             planned = self.plan_step()
@@ -89,6 +90,13 @@ class DocumentWorkflow(RouteRuns):
         self._start_ready(step)
         self._progress(step)
 
+    def plans_first(self) -> bool:
+        """Whether the task is `initializing` while it plans: the plan step is the only one
+        that starts at once (as `dag`'s planner is)."""
+        first = self.plan_step()
+        return first is not None and all(
+            s.after or s is first or s.id in self._route_of for s in self.doc.steps)
+
     def plan_step(self) -> StepDoc | None:
         """The step a user's own plan stands for: the first `expand` step that waits for no
         other (None: this workflow takes no plan)."""
@@ -96,10 +104,11 @@ class DocumentWorkflow(RouteRuns):
                      if s.kind is DocStepKind.EXPAND and not s.after), None)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
+        asked = tuple(dict(d) for d in result.denials if d.get("needs_human"))
         output = StepOutput(text=result.output,
                             files=tuple(FileRef.from_json(f) for f in result.files),
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
-                            usage=dict(result.usage))
+                            usage=dict(result.usage), approval_requests=asked)
         if sub.kind in SERVING_KINDS:  # a quality step of a run (`quality: true`)
             self._serving_done(step, sub, result, output)
             return
@@ -116,7 +125,10 @@ class DocumentWorkflow(RouteRuns):
             if checked is None:
                 return
             output = checked
-        planning = doc_step.kind is DocStepKind.EXPAND and "." not in sub.key
+        planning = sub.kind is StepKind.EXPAND
+        if asked and decision is None and not planning:  # a person decides what it asked
+            quality_loop.approval_request(step, sub, output)
+            return
         if doc_step.quality and not planning and decision is None and quality_loop.quality_on(
                 step.task, sub):
             sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
@@ -125,7 +137,8 @@ class DocumentWorkflow(RouteRuns):
             quality_loop.verify(step, sub)  # `accepted` goes on once the loop accepts it
             return
         sub = graph.complete(step, sub, output)
-        if doc_step.kind is DocStepKind.EXPAND and "." not in sub.key:  # the plan
+        if planning:
+            self._planned(step)
             each = self.doc.roles[doc_step.each or ""]
             expansion.add_planned(step, self.doc, doc_step, sub, result.output,
                                   lambda item: self._prompt(step, doc_step, each, "", item))
@@ -138,9 +151,13 @@ class DocumentWorkflow(RouteRuns):
         """A run completed (and, with `quality`, was accepted): its round may be whole, and
         what comes after may start."""
         graph.queue_ready_dependents(step, sub)  # an expand step's planned runs wait on others
+        total, done = step.round_counts().get(sub.key.partition(".")[0], (0, 0))
+        if done < total:  # a map or expand step's round is whole once every run is done;
+            self._progress(step)  # until then nothing new may start (counted, not scanned)
+            return
         if any(s.status is not SubtaskStatus.COMPLETED for s in self._round(step, sub)):
             self._move_on(step)
-            return  # a map or expand step's round is whole once every run is done
+            return
         self._state_update(step, doc_step, sub)
         if decision is not None:
             self._take(step, doc_step, decision, sub)
@@ -156,10 +173,21 @@ class DocumentWorkflow(RouteRuns):
         answered = quality_loop.quality_output(step, sub, result.output, output)
         if answered is None:
             return  # requeued once to repair an answer that was not valid JSON
+        if sub.kind is StepKind.CORRECT and answered.approval_requests:
+            quality_loop.approval_request(step, sub, answered)
+            return
         self.quality.step_done(step, graph.complete(step, sub, answered))
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
-        return False
+        """A planner's failed attempt is not retried: its step plans by the fallbacks at once
+        (as `dag`'s planner does); any other run is retried."""
+        if sub.kind is not StepKind.EXPAND:
+            return False
+        sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                               error=error, completed_at=step.ctx.now)
+        graph.emit_subtask(step, sub)
+        self._failed(step, sub, f"The planner did not produce a plan ({error}).")
+        return True
 
     def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
         if sub.kind in SERVING_KINDS:  # its target goes on without it, as in `dag`
@@ -174,11 +202,26 @@ class DocumentWorkflow(RouteRuns):
         """The quality loop accepted a run of a `quality` step (again, after a person's
         correction: its entry's value changed, not its revision)."""
         if first_time:
+            self._frequency(step)
             self._done(step, self._step_of(sub), sub)
         else:
             self._state_update(step, self._step_of(sub), sub)
             graph.resume(step)
             self._move_on(step)
+
+    def _frequency(self, step: Step) -> None:
+        """The seed's checkpoint frequency, over the runs of `quality` steps: a run counts once,
+        when first accepted (before the task may complete)."""
+        if step.task.status is not TaskStatus.IN_PROGRESS:
+            return
+        runs = [s for s in step.subtasks.values()
+                if s.kind is StepKind.AGENT and self._step_of(s).quality]
+        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED)
+        if quality.frequency_checkpoint(step.task.checkpoint_frequency, done, len(runs)):
+            quality_loop.open_checkpoint(
+                step, "frequency", None,
+                message=f"{done} of {len(runs)} subtasks are done (checkpoint frequency: "
+                        f"{step.task.checkpoint_frequency}).")
 
     def handle(self, step: Step, inp: Decided) -> None:
         """A person decided a question or a gate (or its deadline passed); anything else is
@@ -217,19 +260,23 @@ class DocumentWorkflow(RouteRuns):
 
     def completion(self, step: Step) -> Mapping[str, Any]:
         """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""
-        done = {"state": {entry: self._revision(step, s) for entry, s in self._writer.items()
-                          if self._revision(step, s)}}
-        scores = quality_loop.task_scores(step)
-        return done | ({"evaluation_scores": scores} if scores else {})
+        revisions = {entry: self._revision(step, s) for entry, s in self._writer.items()}
+        done = {"state": {entry: n for entry, n in revisions.items() if n}}
+        if not any(s.quality for s in self.doc.steps):
+            return done
+        return done | {"evaluation_scores": quality_loop.task_scores(step)}
 
     def instructions(
         self, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
         target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
         guidance: Sequence[str] = (),
     ) -> str:
-        if sub.kind in SERVING_KINDS:  # the quality loop's steps speak as in `dag`
+        role = self.doc.roles.get(sub.role)
+        builtin = role.builtin if role is not None else None
+        if sub.kind in SERVING_KINDS or builtin is not None:  # seed 004's own prompts
             return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
-                                              guidance=guidance)
+                                              guidance=guidance,
+                                              planner=builtin is BuiltinRole.PLANNER)
         text = sub.description
         if sub.options.repair:
             text += ("\n\nYour previous answer did not match the required JSON: "
@@ -252,13 +299,14 @@ class DocumentWorkflow(RouteRuns):
         """`sub` failed for good: a routed step's route goes on without it (the steps that
         require it are skipped); any other step fails the task."""
         doc_step = self._step_of(sub)
-        if doc_step.kind is DocStepKind.EXPAND and "." not in sub.key:  # the plan failed
+        if sub.kind is StepKind.EXPAND:  # the plan failed
             if sub.status is not SubtaskStatus.FAILED:
                 sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                                        error=why, completed_at=step.ctx.now)
                 graph.emit_subtask(step, sub)
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                       message=f"{why.rstrip('.')}. Step '{doc_step.id}' plans without it.")
+            self._planned(step)
             each = self.doc.roles[doc_step.each or ""]
             expansion.add_planned(step, self.doc, doc_step, sub, None,
                                   lambda item: self._prompt(step, doc_step, each, "", item))
@@ -281,16 +329,24 @@ class DocumentWorkflow(RouteRuns):
         self._after_routed(step, doc_step, sub)
         self._move_on(step)
 
+    def _planned(self, step: Step) -> None:
+        """The plan is made (or its planner failed): the task is no longer initializing."""
+        if step.task.status is TaskStatus.INITIALIZING:
+            step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
+
     def _progress(self, step: Step) -> None:
-        """5 % for starting, then the share of the document's steps that have completed a run
-        (a loop going back does not take progress back)."""
-        done = {s.key.split("#", 1)[0] for s in step.subtasks.values()
-                if s.status is SubtaskStatus.COMPLETED}
+        """5 % for starting, then the share of the document's steps that have completed a
+        round, a round in flight by its share of runs done (a loop going back does not take
+        progress back; a plan is done once its subtasks are)."""
+        credit: dict[str, float] = {}
+        for key, (total, done) in step.round_counts().items():
+            sid = key.partition("#")[0]
+            credit[sid] = max(credit.get(sid, 0.0), done / total if total else 0.0)
         unplanned = {c for r in self._routes if self._value(step, (r.plan or "").split(".")[0], "")
                      is not None for c in set(r.choices) - set(self._route_state(step, r).planned)}
-        wanted = [s for s in self.doc.steps
+        wanted = [s.id for s in self.doc.steps
                   if s.id not in step.task.meta.skip and s.id not in unplanned]
-        progress = 5 + int(90 * len(done) / max(len(wanted), 1))
+        progress = 5 + int(90 * sum(credit.get(s, 0.0) for s in wanted) / max(len(wanted), 1))
         if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
             step.set_task(progress=progress)
             graph.emit_task_update(step)
@@ -390,17 +446,19 @@ class DocumentWorkflow(RouteRuns):
             options = ", ".join(self._allowed(step, doc_step))
             prompt += ("\n\nAnswer with only this JSON, naming one of " + options + ':\n'
                        '{"next": "<step>", "reason": "<why, in a sentence>"}')
-        elif doc_step.kind is DocStepKind.EXPAND:
+        elif doc_step.kind is DocStepKind.EXPAND and (role is None or role.builtin is None):
             prompt += expansion.PLAN_FORMAT.format(
                 most=min(step.ctx.max_subtasks, expansion.MAX_PLANNED))
         sub = SubtaskRecord(
             id=step.ctx.new_id(), task_id=step.task.id, key=key,
-            role=doc_step.role or doc_step.id, kind=StepKind.AGENT, name=name,
+            role=doc_step.role or doc_step.id, name=name,
+            kind=StepKind.EXPAND if doc_step.kind is DocStepKind.EXPAND else StepKind.AGENT,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=deps, options=StepOptions(
                 seq=seq, mcp_servers=role.mcp_specs() if role else (),
                 output_file=self._output_file(doc_step)),
-            recommended_tool=role.tools[0] if role and role.tools else None,
+            recommended_tool=role.tools[0] if role and role.tools
+            else next(iter(step.task.tool_preferences), None),
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)

@@ -64,23 +64,19 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         raise _invalid("workflow", f"no workflow named {body.workflow!r}; GET "
                                    "/api/v1/workflows lists them")
     meta = _meta(body)
-    if offered.document is not None:
-        if body.plan is not None and DocumentWorkflow(offered.document).plan_step() is None:
-            raise _invalid("plan", f"the {offered.name} workflow has no expand step that a "
-                                   "plan of your own could stand for")
-        try:
-            parameters = checked_parameters(offered.document, body.parameters)
-            skip = checked_skip(offered.document, body.skip)
-            doc = with_inserted(offered.document, [
-                Insert(i.after, i.id, i.prompt, tuple(i.tools)) for i in body.insert or ()])
-        except InvalidInput as exc:
-            raise _invalid(str(exc.details["field"]), exc.message) from None
-        meta = replace(meta, parameters=parameters, skip=skip,
-                       workflow=doc.model_dump(mode="json", by_alias=True))
-    elif body.parameters or body.skip or body.insert:
-        field = "parameters" if body.parameters else "skip" if body.skip else "insert"
-        raise _invalid(field, f"the {offered.name} workflow takes no parameters, skips no step "
-                              "and takes no inserted role")
+    flow = DocumentWorkflow(offered.document)
+    if body.plan is not None and flow.plan_step() is None:
+        raise _invalid("plan", f"the {offered.name} workflow has no expand step that a plan of "
+                               "your own could stand for")
+    try:
+        parameters = checked_parameters(offered.document, body.parameters)
+        skip = checked_skip(offered.document, body.skip)
+        doc = with_inserted(offered.document, [
+            Insert(i.after, i.id, i.prompt, tuple(i.tools)) for i in body.insert or ()])
+    except InvalidInput as exc:
+        raise _invalid(str(exc.details["field"]), exc.message) from None
+    meta = replace(meta, parameters=parameters, skip=skip,
+                   workflow=doc.model_dump(mode="json", by_alias=True))
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
@@ -96,9 +92,8 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     )
     stored = await services.runtime.submit(task, plan, options)
     message = ("Task submitted successfully. Running your plan..." if plan else
-               f"Task submitted successfully. Running the {offered.name} workflow..."
-               if offered.document is not None else
-               "Task submitted successfully. Decomposing into subtasks...")
+               "Task submitted successfully. Decomposing into subtasks..." if flow.plans_first()
+               else f"Task submitted successfully. Running the {offered.name} workflow...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
 
 

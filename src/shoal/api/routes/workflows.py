@@ -29,13 +29,13 @@ router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"],
 
 
 class WorkflowPublic(BaseModel):
-    """A workflow a task may name in `workflow`; `document` for one written as data, and
-    `version` with `yours` for one you added."""
+    """A workflow a task may name in `workflow`: its version, its document (not in the list of
+    the server's), and `yours` for one you added."""
 
     name: str
     description: str
     document: dict[str, Any] | None = None
-    version: int | None = None
+    version: int
     yours: bool = False
 
 
@@ -56,7 +56,7 @@ async def list_workflows(user: UserDep, services: ServicesDep) -> WorkflowList:
     async with services.db.connection() as conn:
         rows = await user_workflows.latest(conn, user.user_id)
     return WorkflowList(workflows=[
-        *(WorkflowPublic(name=w.name, description=w.description)
+        *(WorkflowPublic(name=w.name, description=w.description, version=w.document.version)
           for w in services.workflows.all()),
         *(_public(offered, yours=True) for offered in map(_offered, rows)
           if offered is not None)])
@@ -138,7 +138,6 @@ def _offered(row: Any) -> Offered | None:
 
 def _public(offered: Offered, *, yours: bool) -> WorkflowPublic:
     doc = offered.document
-    return WorkflowPublic(
-        name=offered.name, description=offered.description,
-        document=doc.model_dump(mode="json", by_alias=True) if doc is not None else None,
-        version=doc.version if doc is not None else None, yours=yours)
+    return WorkflowPublic(name=offered.name, description=offered.description,
+                          document=doc.model_dump(mode="json", by_alias=True),
+                          version=doc.version, yours=yours)
