@@ -73,6 +73,9 @@ class Step:
         self._rounds = state.rounds
         self._rounds_copied = False  # the carried counts are shared until this step changes them
         self._own_rounds: dict[str, tuple[int, int]] = {}  # this step's copy, once it has one
+        # What a workflow derived from the subtasks during this decision (its rounds of a step,
+        # say), kept until a subtask changes: read several times, computed once.
+        self.derived: dict[Any, Any] = {}
         self.d = Decision(state=state)
 
     # -- recording changes --
@@ -87,6 +90,8 @@ class Step:
         if sub.id not in self.d.new_subtasks:
             self.d.changed_subtasks.add(sub.id)
         self._count(old, new)
+        if self.derived:
+            self.derived.clear()
         return new
 
     def add_subtask(self, sub: SubtaskRecord) -> None:
@@ -94,6 +99,8 @@ class Step:
         self.subtasks[sub.id] = sub
         self.d.new_subtasks.append(sub.id)
         self._dependents = None
+        if self.derived:
+            self.derived.clear()
 
     def agent_counts(self) -> tuple[int, int]:
         """(agent subtasks, completed ones): counted once per task, then kept up to date."""

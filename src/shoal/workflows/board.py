@@ -30,6 +30,7 @@ class Board:
         self.name = doc.name
         self.description = doc.description
         self._steps = {s.id: s for s in doc.steps}
+        self._step_ids = [s.id for s in doc.steps]
         self._writer = {s.entry: s for s in doc.steps}
         self._loops_from: dict[str, list[Loop]] = {}
         for loop in doc.loops:
@@ -58,7 +59,12 @@ class Board:
         return prompt
 
     def _rounds(self, step: Step, step_id: str) -> list[list[SubtaskRecord]]:
-        return rounds_in(step.subtasks.values(), step_id)
+        """A step's rounds (read, never changed: kept until a subtask changes)."""
+        found: list[list[SubtaskRecord]] | None = step.derived.get(("rounds", step_id))
+        if found is None:
+            found = step.derived[("rounds", step_id)] = rounds_in(step.subtasks.values(),
+                                                                  step_id)
+        return found
 
     def _round(self, step: Step, sub: SubtaskRecord) -> list[SubtaskRecord]:
         """The runs of the round `sub` belongs to."""

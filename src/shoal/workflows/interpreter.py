@@ -28,6 +28,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from shoal.engine import answers, graph, quality, quality_loop
@@ -341,12 +342,16 @@ class DocumentWorkflow(RouteRuns):
         credit: dict[str, float] = {}
         for key, (total, done) in step.round_counts().items():
             sid = key.partition("#")[0]
-            credit[sid] = max(credit.get(sid, 0.0), done / total if total else 0.0)
-        unplanned = {c for r in self._routes if self._value(step, (r.plan or "").split(".")[0], "")
-                     is not None for c in set(r.choices) - set(self._route_state(step, r).planned)}
-        wanted = [s.id for s in self.doc.steps
-                  if s.id not in step.task.meta.skip and s.id not in unplanned]
-        progress = 5 + int(90 * sum(credit.get(s, 0.0) for s in wanted) / max(len(wanted), 1))
+            share = done / total if total else 0.0
+            if share > credit.get(sid, 0.0):
+                credit[sid] = share
+        left_out = set(step.task.meta.skip)
+        for r in self._routes:  # the choices a route's plan left out are not work to do
+            if self._value(step, (r.plan or "").split(".")[0], "") is not None:
+                left_out |= set(r.choices) - set(self._route_state(step, r).planned)
+        wanted = self._step_ids if not left_out else [
+            sid for sid in self._step_ids if sid not in left_out]
+        progress = 5 + int(90 * sum(map(credit.get, wanted, repeat(0.0))) / max(len(wanted), 1))
         if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
             step.set_task(progress=progress)
             graph.emit_task_update(step)
