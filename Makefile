@@ -5,7 +5,7 @@ PORT ?= 8000
 WORKFLOW ?= dag
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
-.PHONY: setup clis run up test test-fast lint fmt bench clean
+.PHONY: setup clis browser run up test test-fast lint fmt bench clean
 
 # The AI CLIs the tests drive for real, pinned (installed by npm into .tools/, not in git).
 CLI_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.169.0
@@ -32,6 +32,19 @@ clis: .tools/.installed-clis
 		echo "NOTICE: npm not found: the Claude Code, Gemini and Codex CLI tests will be skipped."; \
 	fi
 
+## Debian's chromium for the dashboard's browser tests (Playwright's own browser download cannot
+## work here); as root with apt-get, else a notice (the browser tests then skip, or fail under CI).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "Installing Debian's chromium for the dashboard's browser tests"; \
+			apt-get install -y -q chromium >/dev/null 2>&1 || \
+				(apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null); \
+		else \
+			echo "NOTICE: /usr/bin/chromium is missing: the dashboard's browser tests will skip."; \
+		fi; \
+	fi
+
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
 ## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline
 ## or WORKFLOW=supervisor runs that workflow's sample instead of the default `dag`.
@@ -44,7 +57,7 @@ up: setup
 
 ## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
 ## and fail under CI=true).
-test: setup clis
+test: setup clis browser
 	@$(PY) -m compileall -q -j 0 src >/dev/null
 	$(PY) -m pytest -q
 

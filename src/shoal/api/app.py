@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shoal import __version__, heap
@@ -30,7 +31,7 @@ from shoal.config import Settings
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
 from shoal.tracing import Tracing
-from shoal.web.pages import index_html
+from shoal.web.pages import CSP, app_html, static_dir
 from shoal.workflows import Catalog
 
 log = structlog.get_logger(__name__)
@@ -142,6 +143,11 @@ def _add_plain_routes(app: FastAPI) -> None:
 
     @app.get("/", include_in_schema=False)
     @app.get("/login", include_in_schema=False)
-    async def index() -> HTMLResponse:
-        """A small status page; signs in from a one-time login link."""
-        return HTMLResponse(index_html())
+    @app.get("/tasks/{task_id}", include_in_schema=False)
+    async def dashboard(task_id: str | None = None) -> HTMLResponse:
+        """The dashboard's shell (public: it holds no data; its script signs in)."""
+        return HTMLResponse(app_html(), headers={"Content-Security-Policy": CSP,
+                                                 "X-Content-Type-Options": "nosniff",
+                                                 "Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")

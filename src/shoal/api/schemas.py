@@ -180,7 +180,7 @@ class StateRevision(BaseModel):
 
 class TaskStateView(BaseModel):
     """`GET /api/v1/tasks/{id}/state`: a document workflow's blackboard, every revision of
-    every entry (empty for the `dag` workflow, which keeps none)."""
+    every entry (`dag`'s one entry, `work`, is its subtasks' answers in plan order)."""
 
     task_id: uuid.UUID
     workflow: str

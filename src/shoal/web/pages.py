@@ -1,12 +1,24 @@
-"""The small built-in status page (the full dashboard comes later)."""
+"""The dashboard: one HTML shell for every page, and its static files (`static/`: plain CSS and
+JavaScript modules, nothing built). The shell holds no data; the script signs in and reads the
+API and the client WebSocket like any other client."""
 
 from __future__ import annotations
 
 import functools
 from importlib import resources
+from pathlib import Path
+
+# The page loads only its own files and talks only to its own origin (REST and /ws).
+CSP = ("default-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; "
+       "base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 
 
 @functools.cache
-def index_html() -> str:
-    """The status page; it signs in from a one-time login link."""
-    return resources.files("shoal.web").joinpath("index.html").read_text(encoding="utf-8")
+def app_html() -> str:
+    """The shell every dashboard page is served as."""
+    return resources.files("shoal.web").joinpath("app.html").read_text(encoding="utf-8")
+
+
+def static_dir() -> Path:
+    """Where the dashboard's CSS and JavaScript are."""
+    return Path(str(resources.files("shoal.web").joinpath("static")))

@@ -1,0 +1,118 @@
+"""The dashboard in a real browser (Debian's chromium through Playwright) against a real control
+plane on a port with a worker: sign in through the form, watch a task's graph go live to
+completed with the right colours and a subtask's log lines arrive while it runs; another
+user's task is "not found"; no console errors on any page."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from playwright.async_api import expect
+
+from shoal import admin
+from shoal.api.server import running_server
+from shoal.config import Settings
+from shoal.tools.base import ToolOutcome, ToolRun
+from shoal.tools.echo import EchoTool
+from tests.runtime.harness import echo_worker, login, submit
+from tests.web.browser import SCREENSHOTS, browser_page, sign_in
+
+COMPLETED = "rgb(31, 157, 85)"  # --completed in app.css
+
+
+class LoggedGate(EchoTool):
+    """Echo, except that a run with option `gated` logs a line, then waits for the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        if run.options.get("gated"):
+            run.log("working on it: waiting for the gate")
+            await self.gate.wait()
+        return await super().run(run)
+
+
+async def test_a_task_runs_live_in_the_browser(settings: Settings) -> None:
+    tool = LoggedGate()
+    async with running_server(settings) as srv, \
+            echo_worker(srv, settings, tools={"echo": tool}, slots=1):
+        client = await login(srv, settings)
+        try:
+            task_id = await submit(client, [
+                {"name": "Gated", "description": "held at the gate", "tool": "echo",
+                 "options": {"gated": True}},
+                {"name": "After", "description": "runs after it", "tool": "echo",
+                 "dependencies": [0]}], description="Build the thing")
+            async with browser_page("task-runs-live", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                await page.get_by_role("link", name="Build the thing").click()
+                await expect(page).to_have_url(re.compile(f"/tasks/{task_id}$"))
+                graph = page.locator("#graph")
+                await expect(graph.locator(".node")).to_have_count(2)
+                gated = graph.locator(".node", has_text="Gated")
+                after = graph.locator(".node", has_text="After")
+                await expect(after).to_have_attribute("data-status", "pending")
+                await gated.click()
+                log = page.locator("#log")
+                await expect(log).to_contain_text("waiting for the gate")  # while it runs
+                await expect(gated).to_have_attribute("data-status", "in_progress")
+                tool.gate.set()
+                await expect(page.locator("#task-status")).to_have_text("completed")
+                for node in (gated, after):
+                    await expect(node).to_have_attribute("data-status", "completed")
+                    assert await node.evaluate(
+                        "n => getComputedStyle(n).borderTopColor") == COMPLETED
+                await expect(log).to_contain_text("echo: ")
+                assert (await log.inner_text()).count("waiting for the gate") == 1
+                await page.screenshot(path=str(SCREENSHOTS / "task-page.png"), full_page=True)
+                await page.get_by_role("link", name="Tasks").click()
+                row = page.locator(f"tr[data-task-id='{task_id}']")
+                await expect(row.locator(".badge")).to_have_text("completed")
+                watched.clean()
+        finally:
+            await client.aclose()
+
+
+async def test_another_users_task_is_not_found(settings: Settings) -> None:
+    async with running_server(settings) as srv, echo_worker(srv, settings):
+        bob = await login(srv, settings, "bob")
+        try:
+            task_id = await submit(bob, [{"name": "Mine", "description": "d", "tool": "echo"}])
+        finally:
+            await bob.aclose()
+        await admin.create_user(srv.services.db, settings, username="alice",
+                                password="password123")
+        async with browser_page("not-found", srv.url) as watched:
+            page = watched.page
+            await sign_in(page, "alice")
+            await expect(page.get_by_text("No tasks yet")).to_be_visible()
+            await page.goto(f"/tasks/{task_id}")
+            await expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+            await page.goto("/tasks/not-a-task")
+            await expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+            watched.errors = [e for e in watched.errors if "404" not in e]  # the API said so
+            watched.clean()
+
+
+async def test_a_page_without_a_session_asks_to_sign_in(settings: Settings) -> None:
+    async with running_server(settings) as srv:
+        await admin.create_user(srv.services.db, settings, username="alice",
+                                password="password123")
+        async with browser_page("sign-in", srv.url) as watched:
+            page = watched.page
+            await page.goto("/tasks/0b6e3c1e-8a47-4a39-9df4-0b7f2b0f8a11")
+            await expect(page.get_by_role("heading", name="Sign in to Shoal")).to_be_visible()
+            await page.get_by_label("Username").fill("alice")
+            await page.get_by_label("Password").fill("wrong password")
+            await page.get_by_role("button", name="Sign in").click()
+            await expect(page.get_by_role("alert")).to_have_text("Wrong username or password.")
+            watched.errors = [e for e in watched.errors if "401" not in e]  # the API said so
+            await page.get_by_label("Password").fill("password123")
+            await page.get_by_role("button", name="Sign in").click()
+            await expect(page.get_by_text("Signed in as alice")).to_be_visible()
+            await page.get_by_role("button", name="Sign out").click()
+            await expect(page.get_by_role("heading", name="Sign in to Shoal")).to_be_visible()
+            watched.clean()
