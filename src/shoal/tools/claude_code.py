@@ -64,6 +64,7 @@ from shoal.tools.cli_support import (
 from shoal.tools.permissions import Decision, Denial, PermissionPolicy
 
 NAME = "claude_code"
+MCP_START_MS = 60_000  # the most a run waits for its MCP servers to start
 ENABLE = ("npm install -g @anthropic-ai/claude-code and set ANTHROPIC_API_KEY "
           "(or SHOAL_ANTHROPIC_API_KEY)")
 _ASK_RULES = {"permissions": {"ask": ["Bash", "Edit", "Write", "NotebookEdit"]}}
@@ -128,7 +129,11 @@ class ClaudeCodeTool:
     def _env(self, home: Path) -> dict[str, str]:
         extra = {"CLAUDE_CONFIG_DIR": str(home / ".claude"),
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-                 "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+                 "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+                 # How long `-p` waits for the role's MCP servers before its first model
+                 # request (the CLI's default, 5 s, is less than a busy machine needs to start
+                 # one; after it the model would go on without their tools).
+                 "MCP_CONNECT_TIMEOUT_MS": str(MCP_START_MS), "MCP_TIMEOUT": str(MCP_START_MS)}
         if self._api_key:
             extra["ANTHROPIC_API_KEY"] = self._api_key
         if self._base_url:
