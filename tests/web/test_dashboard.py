@@ -13,8 +13,11 @@ from playwright.async_api import expect
 from shoal import admin
 from shoal.api.server import running_server
 from shoal.config import Settings
+from shoal.demo.model import create_demo_model_app, recorded_requests, running_demo_model
+from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
+from shoal.tools.evaluator import EvaluatorTool
 from tests.runtime.harness import echo_worker, login, submit
 from tests.web.browser import SCREENSHOTS, browser_page, sign_in
 
@@ -116,3 +119,68 @@ async def test_a_page_without_a_session_asks_to_sign_in(settings: Settings) -> N
             await page.get_by_role("button", name="Sign out").click()
             await expect(page.get_by_role("heading", name="Sign in to Shoal")).to_be_visible()
             watched.clean()
+
+
+async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None:
+    """Reject one task's checkpoint, approve another's, correct a third's with apply-to-future:
+    each task goes on as the API says it should."""
+    app = create_demo_model_app()
+    async with running_demo_model(app) as model, running_server(settings) as srv, \
+            echo_worker(srv, settings, slots=2, tools={
+                "openai_compat": OpenAICompatTool(base_url=model, api_key="sk-test",
+                                                  model="shoal-demo"),
+                "evaluator": EvaluatorTool()}):
+        client = await login(srv, settings)
+        try:
+            ids = {}
+            for name in ("reject", "approve", "correct"):
+                resp = await client.post("/api/v1/tasks", json={
+                    "description": f"Task to {name}", "checkpoint_frequency": "low",
+                    "plan": [{"name": "calc", "tool": "openai_compat",
+                              "description": "Write calc.py: add numbers [demo:score=3]"}]})
+                assert resp.status_code == 201, resp.text
+                ids[name] = resp.json()["task_id"]
+            async with browser_page("checkpoints", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                dialog = page.get_by_role("dialog")
+                status = page.locator("#task-status")
+
+                await page.goto(f"/tasks/{ids['reject']}")
+                await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: low score")
+                await dialog.get_by_label("Why (optional)").fill("Wrong approach.")
+                await dialog.get_by_role("button", name="Reject").click()
+                await expect(status).to_have_text("cancelled")
+                await expect(dialog).to_be_hidden()
+
+                await page.goto(f"/tasks/{ids['approve']}")
+                await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: low score")
+                await dialog.get_by_role("button", name="Approve").click()
+                await expect(status).to_have_text("completed")
+
+                await page.goto(f"/tasks/{ids['correct']}")
+                await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: low score")
+                corrected = await dialog.get_attribute("data-checkpoint-id")
+                await dialog.get_by_role("button", name="Correct").click()  # no guidance yet
+                await expect(dialog.locator("#cp-guidance-error")).to_contain_text("guidance")
+                watched.errors = [e for e in watched.errors if "422" not in e]  # shown above
+                await dialog.get_by_label("Type").select_option("bug")
+                await dialog.get_by_label("Guidance").fill("Use Decimal for money amounts.")
+                await dialog.get_by_label("Apply to my future subtasks").check()
+                await dialog.get_by_role("button", name="Correct").click()
+                # the corrected work is judged again (still 3): a new checkpoint opens
+                await expect(dialog).not_to_have_attribute("data-checkpoint-id", corrected)
+                await expect(dialog).to_be_visible()
+                await dialog.get_by_role("button", name="Approve").click()
+                await expect(status).to_have_text("completed")
+                watched.clean()
+            decided = {c["decision"] for c in (await client.get("/api/v1/checkpoints", params={
+                "task_id": ids["correct"]})).json()["checkpoints"]}
+            assert decided == {"correct", "approve"}
+            sent = [str(m.get("content")) for body in recorded_requests(app)
+                    for m in body["messages"]]
+            assert any("Use Decimal for money amounts." in text for text in sent)
+            for name, final in (("reject", "cancelled"), ("approve", "completed")):
+                assert (await client.get(f"/api/v1/tasks/{ids[name]}")).json()["status"] == final
+        finally:
+            await client.aclose()

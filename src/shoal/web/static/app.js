@@ -66,6 +66,7 @@ class ApiError extends Error {
 }
 
 async function api(path, options = {}, retried = false) {
+  if (!session.access) throw new ApiError(401, {message: "Not signed in."});
   const headers = {...(options.headers || {}), Authorization: `Bearer ${session.access}`};
   if (options.json !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, {
@@ -147,6 +148,24 @@ const live = {
 
 function status(text) { document.getElementById("live").textContent = text; }
 
+// `work` run once, `ms` after the last of a burst of calls to `soon`; its failure is shown,
+// not thrown into the void, and `cancel` drops a run not yet started (the view went away).
+function later(work, ms) {
+  let timer = null;
+  return {
+    soon() {
+      clearTimeout(timer);
+      timer = setTimeout(() => work().catch(failed), ms);
+    },
+    cancel() { clearTimeout(timer); },
+  };
+}
+
+function failed(error) {
+  if (error instanceof ApiError && error.status === 401) return;  // the session ended: shown
+  status(`Could not refresh: ${error.message}`);
+}
+
 // ---- views -----------------------------------------------------------------------------------
 
 let leave = () => {};  // what the current view stops when another replaces it
@@ -226,13 +245,12 @@ async function tasksView() {
     if (!page.tasks.length) body.append(h("tr", {}, h("td", {colspan: 4, class: "muted"},
       "No tasks yet. Submit one with `shoal submit` or the API.")));
   };
-  let reload = null;
-  leave = live.on((event) => {
+  const reload = later(load, 100);  // a new task: list again, once for a burst
+  const off = live.on((event) => {
     const data = event.data || {};
     const tr = rows.get(data.task_id);
     if (event.type === "subscribed" || !tr || event.type === "task_created") {
-      clearTimeout(reload);
-      reload = setTimeout(load, 100);  // a new task: list again, once for a burst
+      reload.soon();
       return;
     }
     if (data.status && event.type.startsWith("task_")) {
@@ -245,10 +263,102 @@ async function tasksView() {
       tr.querySelector(".progress>span").style.width = `${data.progress}%`;
     }
   });
+  leave = () => { off(); reload.cancel(); };
   await load();
 }
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
+const PENDING = "pending_review";
+const CORRECTION_TYPES = ["bug", "incomplete", "wrong_approach", "missing_feature", "style",
+                          "other"];
+
+// A task's open checkpoints, one at a time in a modal dialog: why it opened, the work so far
+// and its scores; approve, reject with a reason, correct with guidance, or answer a question.
+function checkpoints(initial) {
+  const pending = new Map(initial.filter((c) => c.status === PENDING)
+                                 .map((c) => [c.checkpoint_id, c]));
+  const dialog = h("dialog", {id: "checkpoint", "aria-labelledby": "checkpoint-title"});
+  let showing = null;
+  const field = (id, label, control) => h("p", {}, h("label", {for: id}, label), control,
+    h("span", {class: "error", id: `${id}-error`, "aria-live": "polite"}));
+  const decide = async (action, body, errorField) => {
+    try {
+      await api(`/api/v1/checkpoints/${showing}/${action}`, {method: "POST", json: body});
+    } catch (error) {
+      const where = error.body?.details?.[0]?.field?.split(".").pop();
+      const target = dialog.querySelector(`#cp-${where}-error`)
+        || dialog.querySelector(`#cp-${errorField}-error`);
+      target.textContent = error.message;
+      return;
+    }
+    pending.delete(showing);
+    close();
+  };
+  const close = () => { showing = null; dialog.close(); next(); };
+  const next = async () => {
+    if (showing || !pending.size) return;
+    const [id] = pending.keys();
+    showing = id;
+    let cp;
+    try {
+      cp = await api(`/api/v1/checkpoints/${id}`);
+    } catch (error) {
+      pending.delete(id);
+      showing = null;
+      return next();
+    }
+    if (cp.status !== PENDING) { pending.delete(id); showing = null; return next(); }
+    const score = cp.overall_score ?? cp.evaluation_scores?.overall;
+    const parts = [h("h2", {id: "checkpoint-title"}, `Checkpoint: ${cp.reason.replace("_", " ")}`),
+      h("p", {}, cp.message || ""),
+      score !== null && score !== undefined ? h("p", {class: "muted"}, `Score: ${score}`) : "",
+      h("p", {class: "muted"}, `${cp.subtasks_completed.length} subtask(s) done so far.`)];
+    if (cp.reason === "question") {
+      const answer = h("textarea", {id: "cp-answer", rows: 4, required: true});
+      parts.push(field("cp-answer", "Your answer", answer),
+        h("button", {class: "primary", type: "button",
+                     onclick: () => decide("answer", {answer: answer.value}, "answer")}, "Answer"));
+    } else {
+      const reason = h("textarea", {id: "cp-reason", rows: 2});
+      const kind = h("select", {id: "cp-correction_type"},
+                     CORRECTION_TYPES.map((t) => h("option", {value: t}, t.replace("_", " "))));
+      const guidance = h("textarea", {id: "cp-guidance", rows: 3});
+      const future = h("input", {id: "cp-apply", type: "checkbox"});
+      parts.push(
+        h("p", {}, h("button", {class: "primary", type: "button",
+                                onclick: () => decide("approve", undefined, "reason")}, "Approve")),
+        h("fieldset", {}, h("legend", {}, "Reject"), field("cp-reason", "Why (optional)", reason),
+          h("button", {type: "button", onclick: () => decide("reject", {reason: reason.value},
+                                                              "reason")}, "Reject")),
+        h("fieldset", {}, h("legend", {}, "Correct"), field("cp-correction_type", "Type", kind),
+          field("cp-guidance", "Guidance", guidance),
+          h("p", {}, future, h("label", {for: "cp-apply"}, " Apply to my future subtasks")),
+          h("button", {type: "button", onclick: () => decide("correct", {
+            correction_type: kind.value, guidance: guidance.value,
+            apply_to_future: future.checked}, "guidance")}, "Correct")));
+    }
+    parts.push(h("p", {}, h("button", {type: "button", onclick: () => dialog.close()},
+                            "Decide later")));
+    dialog.replaceChildren(...parts);
+    dialog.dataset.checkpointId = id;
+    dialog.showModal();
+  };
+  dialog.addEventListener("close", () => { showing = null; });
+  return {
+    element: dialog,
+    next,
+    event(event) {
+      const data = event.data || {};
+      if (event.type === "checkpoint_ready" && data.status === PENDING) {
+        pending.set(data.checkpoint_id, data);
+        next();
+      } else if (event.type === "checkpoint_decided") {
+        pending.delete(data.checkpoint_id);
+        if (showing === data.checkpoint_id) { showing = null; dialog.close(); next(); }
+      }
+    },
+  };
+}
 
 async function taskView(taskId) {
   let task;
@@ -267,10 +377,12 @@ async function taskView(taskId) {
                    h("p", {class: "muted"}, "Select a subtask to see its log."));
   let selected = null;
   const logs = new Map();  // subtask id → its log lines, as they arrived
+  const decisions = checkpoints(task.checkpoints);
   show(h("h1", {}, task.description),
        h("p", {}, badge, " ", h("span", {class: "muted"}, `${task.workflow} workflow`)),
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
-       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), drawer));
+       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), drawer),
+       decisions.element);
 
   const draw = () => {
     const work = [...subtasks.values()].filter((s) => !s.target_id);
@@ -319,6 +431,7 @@ async function taskView(taskId) {
   leave = live.on((event) => {
     const data = event.data || {};
     if (data.task_id !== task.task_id) return;  // also `subscribed`: nothing to redo
+    decisions.event(event);
     if (event.type === "subtask_update") update(data);
     else if (event.type === "task_update" && data.plan) data.plan.forEach(update);
     else if (event.type === "agent_log" && data.subtask_id) {
@@ -336,6 +449,35 @@ async function taskView(taskId) {
     }
   });
   live.follow(task.task_id, {replay: true});  // its history (the logs so far), then live
+  decisions.next();
+}
+
+async function workersView() {
+  const body = h("tbody");
+  show(h("h1", {}, "Workers"), h("table", {"aria-label": "Workers"},
+    h("thead", {}, h("tr", {}, ["Worker", "Status", "Tools", "Slots", "CPU", "Memory", "Disk",
+                                "Last heartbeat"].map((t) => h("th", {}, t)))), body));
+  const percent = (v) => (typeof v === "number" ? `${Math.round(v)} %` : "—");
+  const load = async () => {
+    const {workers} = await api("/api/v1/workers");
+    body.replaceChildren(...workers.map((w) => h("tr", {"data-worker-id": w.worker_id},
+      h("td", {}, w.machine_name),
+      h("td", {}, h("span", {class: "badge", "data-status": w.status}, w.status)),
+      h("td", {}, w.tools.join(", ")),
+      h("td", {}, String(w.slots)),
+      h("td", {}, percent(w.resources.cpu_percent)),
+      h("td", {}, percent(w.resources.memory_percent)),
+      h("td", {}, percent(w.resources.disk_percent)),
+      h("td", {class: "muted"}, w.last_heartbeat ? age(w.last_heartbeat) : "—"))));
+    if (!workers.length) body.append(h("tr", {}, h("td", {colspan: 8, class: "muted"},
+      "No workers yet. Start one with `shoal worker --server … --token …`.")));
+  };
+  const reload = later(load, 50);  // once for a burst of updates
+  const off = live.on((event) => {
+    if (event.type === "worker_update" || event.type === "subscribed") reload.soon();
+  });
+  leave = () => { off(); reload.cancel(); };
+  await load();
 }
 
 // ---- routing -----------------------------------------------------------------------------------
@@ -357,6 +499,7 @@ async function route() {
     if (match) return await taskView(decodeURIComponent(match[1]));
     live.follow(null);
     if (path === "/") return await tasksView();
+    if (path === "/workers") return await workersView();
     return notFound("This page");
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
