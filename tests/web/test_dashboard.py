@@ -184,3 +184,46 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
                 assert (await client.get(f"/api/v1/tasks/{ids[name]}")).json()["status"] == final
         finally:
             await client.aclose()
+
+
+class Held(EchoTool):
+    """Echo that never finishes: the task stays running until it is cancelled."""
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_task_is_submitted_from_the_form_then_cancelled(settings: Settings) -> None:
+    async with running_server(settings) as srv, \
+            echo_worker(srv, settings, tools={"echo": Held()}, slots=1):
+        client = await login(srv, settings)
+        try:
+            async with browser_page("submit-and-cancel", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                await page.get_by_role("link", name="New task").click()
+                await page.get_by_label("What should be done?").fill("Compare two databases")
+                await page.get_by_label("Workflow").select_option("pipeline")
+                revisions = page.get_by_label("max_revisions")
+                await expect(revisions).to_have_value("1")  # the declared default
+                await revisions.fill("9")
+                await page.get_by_role("button", name="Submit").click()
+                error = page.locator(".error[data-for='parameters.max_revisions']")
+                await expect(error).to_contain_text("at most 5")
+                watched.errors = [e for e in watched.errors if "422" not in e]  # shown above
+                await revisions.fill("2")
+                await page.get_by_role("button", name="Submit").click()
+                await expect(page).to_have_url(re.compile(r"/tasks/[0-9a-f-]{36}$"))
+                await expect(page.get_by_text("pipeline workflow")).to_be_visible()
+                task_id = page.url.rsplit("/", 1)[1]
+                page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+                await page.get_by_role("button", name="Cancel task").click()
+                await expect(page.locator("#task-status")).to_have_text("cancelled")
+                await expect(page.get_by_role("button", name="Cancel task")).to_be_hidden()
+                watched.clean()
+            detail = (await client.get(f"/api/v1/tasks/{task_id}")).json()
+            assert (detail["workflow"], detail["status"]) == ("pipeline", "cancelled")
+            assert detail["description"] == "Compare two databases"
+        finally:
+            await client.aclose()
