@@ -48,9 +48,15 @@ const session = {
   },
   async renew() {
     if (!this.refresh) return false;
-    const resp = await fetch("/api/v1/auth/refresh", {
-      method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({refresh_token: this.refresh})});
+    let resp;
+    try {
+      resp = await fetch("/api/v1/auth/refresh", {
+        method: "POST", headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({refresh_token: this.refresh})});
+    } catch (error) {
+      this.schedule(70);  // the control plane is away (a restart): try again in 10 s
+      return false;
+    }
     if (!resp.ok) { ended(); return false; }
     this.save(await resp.json());
     return true;
