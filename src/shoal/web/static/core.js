@@ -1,0 +1,206 @@
+// The dashboard's core: elements, the session, the API, the one live socket, and the view
+// slot every page renders into. Events arrive once: after a drop the socket resumes with
+// `since` (the last sequence number seen), and an event at or below it is ignored.
+
+const view = document.getElementById("view");
+
+export function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "style") el.style.cssText = value;  // not an attribute: the CSP allows it
+    else if (value === true) el.setAttribute(key, "");
+    else if (value !== false && value !== null && value !== undefined) el.setAttribute(key, value);
+  }
+  for (const kid of kids.flat()) {
+    if (kid !== null && kid !== undefined) el.append(kid instanceof Node ? kid : String(kid));
+  }
+  return el;
+}
+
+export function age(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.floor(s)} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+// ---- the session: tokens in sessionStorage, refreshed before they expire ---------------------
+
+export const session = {
+  get access() { return sessionStorage.getItem("shoal.access"); },
+  get refresh() { return sessionStorage.getItem("shoal.refresh"); },
+  timer: null,
+  save(pair) {
+    sessionStorage.setItem("shoal.access", pair.access_token);
+    sessionStorage.setItem("shoal.refresh", pair.refresh_token);
+    this.schedule(pair.expires_in);
+  },
+  clear() {
+    sessionStorage.removeItem("shoal.access");
+    sessionStorage.removeItem("shoal.refresh");
+    clearTimeout(this.timer);
+  },
+  schedule(seconds) {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.renew(), Math.max(5, seconds - 60) * 1000);
+  },
+  async renew() {
+    if (!this.refresh) return false;
+    let resp;
+    try {
+      resp = await fetch("/api/v1/auth/refresh", {
+        method: "POST", headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({refresh_token: this.refresh})});
+    } catch (error) {
+      this.schedule(70);  // the control plane is away (a restart): try again in 10 s
+      return false;
+    }
+    if (!resp.ok) { ended(); return false; }
+    this.save(await resp.json());
+    return true;
+  },
+};
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body?.message || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export async function api(path, options = {}, retried = false) {
+  if (!session.access) throw new ApiError(401, {message: "Not signed in."});
+  const headers = {...(options.headers || {}), Authorization: `Bearer ${session.access}`};
+  if (options.json !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, {
+    method: options.method || "GET", headers,
+    body: options.json !== undefined ? JSON.stringify(options.json) : undefined});
+  if (resp.status === 401 && !retried && await session.renew()) return api(path, options, true);
+  const body = resp.headers.get("content-type")?.includes("json") ? await resp.json() : null;
+  if (!resp.ok) {
+    if (resp.status === 401) ended();
+    throw new ApiError(resp.status, body);
+  }
+  return body;
+}
+
+// ---- live events: one socket, resumed with `since` -------------------------------------------
+
+export const live = {
+  socket: null, task: null, since: null, waiting: false, listeners: new Set(), retry: 500,
+  wanted: false,
+  // Follow every event of the user's from now on (`task` null), or one task's from its first
+  // event (`replay`): its history, then live.
+  follow(task, {replay = false} = {}) {
+    this.wanted = true;
+    this.task = task;
+    if (replay) this.since = 0;
+    if (!this.socket) return this.connect();
+    if (this.socket.readyState === WebSocket.OPEN) this.subscribe(replay);
+  },
+  stop() {
+    this.wanted = false;
+    this.since = null;
+    this.socket?.close();
+    this.socket = null;
+  },
+  connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const socket = this.socket = new WebSocket(`${scheme}://${location.host}/ws`);
+    socket.onopen = () => {
+      socket.send(JSON.stringify({type: "auth", token: session.access}));
+      this.subscribe(this.since !== null);
+    };
+    socket.onmessage = (message) => this.receive(JSON.parse(message.data));
+    socket.onclose = () => {
+      if (this.socket !== socket) return;
+      this.socket = null;
+      status("Reconnecting…");
+      if (this.wanted) setTimeout(() => this.wanted && !this.socket && this.connect(), this.retry);
+      this.retry = Math.min(this.retry * 2, 5000);
+    };
+  },
+  subscribe(resume) {
+    const message = {type: "subscribe"};
+    if (this.task) message.task_id = this.task;
+    if (resume) message.since = this.since;  // the server replays what came after it
+    this.waiting = resume;  // until `subscribed`, events are the old subscription's
+    this.socket.send(JSON.stringify(message));
+  },
+  receive(item) {
+    if (item.type === "subscribed") {
+      this.waiting = false;
+      this.retry = 500;
+      status("Live");
+      for (const listener of this.listeners) listener(item);
+      return;
+    }
+    if (item.type === "pong" || item.type === "error" || item.type === "unsubscribed") return;
+    if (this.waiting) return;
+    if (item.seq) {
+      if (this.since !== null && item.seq <= this.since) return;  // seen before a drop
+      this.since = item.seq;
+    }
+    for (const listener of this.listeners) listener(item);
+  },
+  on(listener) {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  },
+};
+
+export function status(text) { document.getElementById("live").textContent = text; }
+
+// `work` run once, `ms` after the last of a burst of calls to `soon`; its failure is shown,
+// not thrown into the void, and `cancel` drops a run not yet started (the view went away).
+export function later(work, ms) {
+  let timer = null;
+  return {
+    soon() {
+      clearTimeout(timer);
+      timer = setTimeout(() => work().catch(failed), ms);
+    },
+    cancel() { clearTimeout(timer); },
+  };
+}
+
+export function failed(error) {
+  if (error instanceof ApiError && error.status === 401) return;  // the session ended: shown
+  status(`Could not refresh: ${error.message}`);
+}
+
+// ---- views -----------------------------------------------------------------------------------
+
+let leave = () => {};  // what the current view stops when another replaces it
+
+export function show(...kids) {
+  leave();
+  leave = () => {};
+  view.replaceChildren(...kids);
+}
+
+// What the current view stops when another replaces it (its listeners, its timers).
+export function onLeave(stop) { leave = stop; }
+
+// Another page, without a reload: `app.js` routes on `popstate`.
+export function navigate(path) {
+  history.pushState(null, "", path);
+  dispatchEvent(new PopStateEvent("popstate"));
+}
+
+export function ended() {
+  session.clear();
+  live.stop();
+  show(h("section", {class: "card"}, h("h1", {}, "Your session has ended"),
+    h("p", {}, "Sign in again to go on; nothing you submitted is lost."),
+    h("a", {href: "/login", "data-link": true}, "Sign in")));
+}
+
+export function notFound(what) {
+  show(h("section", {}, h("h1", {}, "Not found"),
+    h("p", {class: "muted"}, `${what} does not exist, or is not yours.`),
+    h("a", {href: "/", "data-link": true}, "Back to your tasks")));
+}
