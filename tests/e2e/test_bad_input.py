@@ -256,6 +256,7 @@ async def test_unsafe_file_from_a_subtask_is_rejected_and_reported(server: Serve
         assert "'..'" in rejected["../evil.txt"]
         listed = (await client.get(f"/api/v1/subtasks/{sub_id}/files")).json()["files"]
         assert [f["path"] for f in listed] == ["ok.txt"]
+        _assert_error(await client.get(f"/api/v1/subtasks/{sub_id}/previews/../evil.txt"), 404)
         events = await sse_events(client, task_id, until={"task_complete"})
         notices = [e["data"]["message"] for e in events if e["type"] == "notice"]
         assert any("../evil.txt" in n for n in notices), notices
@@ -309,3 +310,4 @@ async def test_never_a_500_on_odd_requests(server: Server) -> None:
             await client.post("/api/v1/tasks", json={"description": "x", "plan": "not a list"}), 422
         )
         _assert_error(await client.get("/api/v1/subtasks/x/files/%2e%2e/etc/passwd"), 404)
+        _assert_error(await client.get("/api/v1/subtasks/x/previews/%2e%2e/etc/passwd"), 404)

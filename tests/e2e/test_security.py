@@ -108,6 +108,7 @@ def _task_routes(world: World) -> list[tuple[str, str]]:
         ("GET", f"/api/v1/subtasks/{s}"),
         ("GET", f"/api/v1/subtasks/{s}/files"),
         ("GET", f"/api/v1/subtasks/{s}/files/note.txt"),
+        ("GET", f"/api/v1/subtasks/{s}/previews/note.txt"),
     ]
 
 
@@ -121,6 +122,8 @@ async def test_another_users_task_is_not_found(world: World) -> None:
         resp = await alice.get(f"/api/v1/subtasks/{world.subtask_id}/files/note.txt")
         assert resp.status_code == 200
         assert resp.text == "private"
+        shown = (await alice.get(f"/api/v1/subtasks/{world.subtask_id}/previews/note.txt")).json()
+        assert (shown["html"], shown["previous_attempt_id"]) == ("private\n", None)
         assert (await alice.get(f"/api/v1/tasks/{world.task_id}")).json()["status"] == "completed"
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import zipfile
 
-from playwright.async_api import expect
+from playwright.async_api import Page, expect
 
 from shoal import admin
 from shoal.api.server import running_server
@@ -173,6 +174,7 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
                 await expect(dialog).to_be_visible()
                 await dialog.get_by_role("button", name="Approve").click()
                 await expect(status).to_have_text("completed")
+                await corrected_work_is_shown(page)
                 watched.clean()
             decided = {c["decision"] for c in (await client.get("/api/v1/checkpoints", params={
                 "task_id": ids["correct"]})).json()["checkpoints"]}
@@ -185,6 +187,27 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
         finally:
             await client.aclose()
 
+
+
+async def corrected_work_is_shown(page: Page) -> None:
+    """The corrected subtask's drawer: five scores, two attempts' worth of files with the
+    correction's change in the diff, and every file of the task as a zip."""
+    await page.locator("#graph .node", has_text="calc").click()
+    chart = page.locator("#evaluation .chart li")
+    await expect(chart).to_have_count(5)
+    await expect(page.locator("#evaluation")).to_contain_text("/ 10")
+    await page.locator("ul.files").get_by_role("button", name="calc.py").click()
+    code = page.locator("#file-code")
+    await expect(code.locator(".hl-k").first).to_be_visible()  # highlighted as Python
+    await expect(code).to_contain_text("Use Decimal for money amounts.")
+    diff = page.locator("#file-diff")
+    await expect(diff.locator(".hl-gi", has_text="Use Decimal")).not_to_have_count(0)
+    async with page.expect_download() as started:
+        await page.get_by_role("button", name="Download files (zip)").click()
+    saved = await (await started.value).path()
+    with zipfile.ZipFile(saved) as archive:
+        assert any(name.endswith("calc.py") for name in archive.namelist()), archive.namelist()
+    await page.screenshot(path=str(SCREENSHOTS / "corrected-file.png"), full_page=True)
 
 class Held(EchoTool):
     """Echo that never finishes: the task stays running until it is cancelled."""

@@ -239,6 +239,22 @@ class FileList(BaseModel):
     files: list[FileEntry]
 
 
+
+class FilePreview(BaseModel):
+    """`GET /api/v1/subtasks/{id}/previews/{path}`: a produced file to read in the dashboard,
+    highlighted, with its changes since the version written before it in the same work (by
+    an earlier accepted attempt, or by the subtask a correction fixed)."""
+
+    path: str
+    size: int
+    sha256: str
+    attempt_id: uuid.UUID
+    language: str | None  # the highlighter's name for it; None when it is not shown
+    html: str | None  # highlighted lines (Pygments' escaped HTML, classes only)
+    note: str | None  # why `html` is None: binary, or too large
+    previous_attempt_id: uuid.UUID | None  # None: nothing wrote this file before
+    diff_html: str | None  # the unified diff from that version ("" when unchanged)
+
 class Login(_Strict):
     """`POST /api/v1/auth/login`."""
 

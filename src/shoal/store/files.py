@@ -39,6 +39,22 @@ async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa
     return latest
 
 
+
+async def file_versions(
+    conn: AsyncConnection, subtask_id: uuid.UUID, target_id: uuid.UUID | None, path: str
+) -> list[sa.Row[Any]]:
+    """Every recorded version of `path` in one piece of work, newest first: the subtask's own,
+    and those of the subtask it serves (`target_id`) and of that one's other quality steps (a
+    correction rewrites its target's files)."""
+    subtasks = table_of(Subtask)
+    work = target_id or subtask_id
+    members = sa.select(subtasks.c.id).where(
+        sa.or_(subtasks.c.id == work, subtasks.c.target_id == work))
+    q = (sa.select(artifacts)
+         .where(artifacts.c.subtask_id.in_(members), artifacts.c.path == path)
+         .order_by(artifacts.c.created_at.desc()))
+    return list((await conn.execute(q)).all())
+
 async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
     """Every file of every subtask of a task (latest version per subtask and path)."""
     q = (sa.select(artifacts, table_of(Subtask).c.key, table_of(Subtask).c.name)

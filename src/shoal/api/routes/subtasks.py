@@ -1,4 +1,4 @@
-"""Subtasks: detail with attempts and output, and the files each produced."""
+"""Subtasks: detail with attempts and output, the files each produced, and a file's preview."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from shoal.api import previews
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
 from shoal.api.routes.tasks import subtask_summary
-from shoal.api.schemas import FileEntry, FileList, SubtaskDetail
+from shoal.api.schemas import FileEntry, FileList, FilePreview, SubtaskDetail
 from shoal.artifacts.paths import check_relative_path
 from shoal.errors import NotFound
 from shoal.ids import parse_id
@@ -53,10 +54,7 @@ async def list_files(subtask_id: str, user: UserDep, services: ServicesDep) -> F
 @router.get("/{subtask_id}/files/{path:path}")
 async def get_file(subtask_id: str, path: str, user: UserDep, services: ServicesDep) -> Response:
     """One produced file's bytes."""
-    try:
-        wanted = check_relative_path(path)
-    except Exception as exc:
-        raise NotFound(f"No file {path!r}.") from exc
+    wanted = _wanted(path)
     async with services.db.connection() as conn:
         row = await _owned(conn, subtask_id, user.user_id)
         entries = await file_rows.subtask_files(conn, row.id)
@@ -68,6 +66,43 @@ async def get_file(subtask_id: str, path: str, user: UserDep, services: Services
                     headers={"Content-Disposition": content_disposition(wanted, inline=True),
                              "X-Content-Type-Options": "nosniff"})
 
+
+
+@router.get("/{subtask_id}/previews/{path:path}", response_model=FilePreview)
+async def preview_file(
+    subtask_id: str, path: str, user: UserDep, services: ServicesDep
+) -> FilePreview:
+    """A produced file highlighted for reading, with its diff against the version written
+    before it in the same work (an earlier accepted attempt, or the work a correction fixed)."""
+    wanted = _wanted(path)
+    async with services.db.connection() as conn:
+        row = await _owned(conn, subtask_id, user.user_id)
+        versions = await file_rows.file_versions(conn, row.id, row.target_id, wanted)
+    at = next((i for i, v in enumerate(versions) if v.subtask_id == row.id), None)
+    if at is None:
+        raise NotFound(f"Subtask {subtask_id} produced no file {path!r}.")
+    latest = versions[at]
+    previous = next((v for v in versions[at + 1:] if v.attempt_id != latest.attempt_id), None)
+    data = await services.artifacts.read(latest.sha256)
+    shown = previews.render(wanted, data)
+    changes = None
+    if previous is not None:
+        before = data if previous.sha256 == latest.sha256 else (
+            await services.artifacts.read(previous.sha256))
+        changes = previews.diff(wanted, before, data)
+    return FilePreview(path=wanted, size=latest.size, sha256=latest.sha256,
+                       attempt_id=latest.attempt_id, language=shown.language, html=shown.html,
+                       note=shown.note,
+                       previous_attempt_id=previous.attempt_id if previous else None,
+                       diff_html=changes)
+
+
+def _wanted(path: str) -> str:
+    """An agent-relative file path, or 404 for one that could not be a produced file."""
+    try:
+        return check_relative_path(path)
+    except Exception as exc:
+        raise NotFound(f"No file {path!r}.") from exc
 
 def _media_type(path: str) -> str:
     text = (".py", ".md", ".txt", ".json", ".toml", ".yaml", ".yml", ".js", ".ts", ".css",

@@ -71,20 +71,34 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(path, options = {}, retried = false) {
+// A signed-in request: one renewal and retry on a 401, an `ApiError` (with the API's body) on
+// any other failure.
+async function request(path, options = {}, retried = false) {
   if (!session.access) throw new ApiError(401, {message: "Not signed in."});
   const headers = {...(options.headers || {}), Authorization: `Bearer ${session.access}`};
   if (options.json !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, {
     method: options.method || "GET", headers,
     body: options.json !== undefined ? JSON.stringify(options.json) : undefined});
-  if (resp.status === 401 && !retried && await session.renew()) return api(path, options, true);
-  const body = resp.headers.get("content-type")?.includes("json") ? await resp.json() : null;
+  if (resp.status === 401 && !retried && await session.renew()) {
+    return request(path, options, true);
+  }
   if (!resp.ok) {
+    const body = resp.headers.get("content-type")?.includes("json") ? await resp.json() : null;
     if (resp.status === 401) ended();
     throw new ApiError(resp.status, body);
   }
-  return body;
+  return resp;
+}
+
+export async function api(path, options = {}) {
+  const resp = await request(path, options);
+  return resp.headers.get("content-type")?.includes("json") ? resp.json() : null;
+}
+
+// A file from the API (a download) as a Blob.
+export async function fetchBlob(path) {
+  return (await request(path)).blob();
 }
 
 // ---- live events: one socket, resumed with `since` -------------------------------------------

@@ -1,10 +1,33 @@
 // A task's page: its graph drawn live, a subtask drawer with the agent's log, its checkpoints.
 
-import {api, failed, h, live, notFound, onLeave, show} from "./core.js";
+import {api, failed, fetchBlob, h, live, notFound, onLeave, show} from "./core.js";
 import {checkpoints} from "./checkpoints.js";
+import {subtaskDrawer} from "./drawer.js";
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
 const FINAL = {completed: true, failed: true, cancelled: true};
+
+// A node's second line: its kind and status, and the retries and review rounds it took.
+function caption(s) {
+  const parts = [s.kind, s.status];
+  if ((s.attempts ?? 0) > 1) parts.push(`${s.attempts} attempts`);
+  if (s.review_cycles) parts.push(`${s.review_cycles} fix round(s)`);
+  if (s.evaluation?.overall !== undefined && s.evaluation?.overall !== null) {
+    parts.push(`score ${Number(s.evaluation.overall).toFixed(1)}`);
+  }
+  return parts.join(" · ");
+}
+
+// Every file of the task as one zip, saved through the browser (the API wants the token in a
+// header, which a plain link cannot carry).
+async function download(task) {
+  const blob = await fetchBlob(`/api/v1/tasks/${task.task_id}/download`);
+  const link = h("a", {href: URL.createObjectURL(blob), download: `shoal-${task.task_id}.zip`});
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+}
 
 export async function taskView(taskId) {
   let task;
@@ -19,10 +42,11 @@ export async function taskView(taskId) {
                   task.status);
   const bar = h("span", {style: `width:${task.progress}%`});
   const graph = h("div", {class: "graph", id: "graph", role: "group", "aria-label": "Task graph"});
-  const drawer = h("aside", {class: "drawer", "aria-label": "Subtask"},
-                   h("p", {class: "muted"}, "Select a subtask to see its log."));
+  const aside = h("aside", {class: "drawer", "aria-label": "Subtask"},
+                  h("p", {class: "muted"}, "Select a subtask to see its log."));
+  const drawer = subtaskDrawer(aside, (id) => [...subtasks.values()].filter(
+    (q) => q.target_id === id));
   let selected = null;
-  const logs = new Map();  // subtask id → its log lines, as they arrived
   const decisions = checkpoints(task.checkpoints);
   const cancel = h("button", {type: "button", id: "cancel", hidden: task.status in FINAL,
     onclick: async () => {
@@ -35,9 +59,11 @@ export async function taskView(taskId) {
     }}, "Cancel task");
   show(h("h1", {}, task.description),
        h("p", {}, badge, " ", h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
-         cancel),
+         cancel, " ", h("button", {type: "button", id: "download",
+                                   onclick: () => download(task).catch(failed)},
+                        "Download files (zip)")),
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
-       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), drawer),
+       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), aside),
        decisions.element);
 
   const draw = () => {
@@ -60,28 +86,28 @@ export async function taskView(taskId) {
   const node = (s) => h("button", {
     class: "node", type: "button", "data-subtask-id": s.subtask_id, "data-status": s.status,
     "aria-pressed": String(selected === s.subtask_id), onclick: () => select(s.subtask_id)},
-    s.name, h("small", {}, `${s.kind} · ${s.status}`));
+    s.name, h("small", {}, caption(s)));
   const select = (id) => {
     selected = id;
     graph.querySelectorAll(".node").forEach((n) =>
       n.setAttribute("aria-pressed", String(n.dataset.subtaskId === id)));
-    const s = subtasks.get(id);
-    const log = h("pre", {class: "log", id: "log", "aria-live": "polite"},
-                  (logs.get(id) || []).join("\n"));
-    drawer.replaceChildren(h("h2", {}, s.name),
-      h("p", {}, h("span", {class: "badge", "data-status": s.status}, s.status)),
-      h("p", {class: "muted"}, `Tool: ${s.assigned_tool || "—"} · attempts: ${s.attempts ?? 0}`),
-      s.error ? h("p", {class: "error"}, s.error) : "",
-      h("h3", {}, "Log"), log);
+    drawer.show(subtasks.get(id));
   };
   const update = (s) => {
     const known = subtasks.get(s.subtask_id);
-    subtasks.set(s.subtask_id, {...known, ...s});
+    const now = {...known, ...s};
+    subtasks.set(s.subtask_id, now);
+    if (now.target_id) {  // a quality step: not a node, a line in its work's drawer
+      if (selected === now.target_id && known?.status !== now.status) {
+        drawer.show(subtasks.get(selected), {changed: true});
+      }
+      return;
+    }
     const el = graph.querySelector(`[data-subtask-id="${s.subtask_id}"]`);
     if (!el || !known) { draw(); return; }
-    el.dataset.status = s.status;
-    el.querySelector("small").textContent = `${s.kind} · ${s.status}`;
-    if (selected === s.subtask_id) select(selected);
+    el.dataset.status = now.status;
+    el.querySelector("small").textContent = caption(now);
+    if (selected === s.subtask_id) drawer.show(now, {changed: known.status !== now.status});
   };
   draw();
   onLeave(live.on((event) => {
@@ -91,10 +117,7 @@ export async function taskView(taskId) {
     if (event.type === "subtask_update") update(data);
     else if (event.type === "task_update" && data.plan) data.plan.forEach(update);
     else if (event.type === "agent_log" && data.subtask_id) {
-      const lines = logs.get(data.subtask_id) || [];
-      lines.push(data.line ?? data.message ?? "");
-      logs.set(data.subtask_id, lines);
-      if (selected === data.subtask_id) document.getElementById("log").textContent = lines.join("\n");
+      drawer.log(data.subtask_id, data.line ?? data.message ?? "");
     }
     const ended = ENDED[event.type];
     const now = ended || (event.type === "task_update" ? data.status : null);
