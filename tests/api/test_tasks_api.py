@@ -249,6 +249,34 @@ async def test_ws_subscription_delivers_only_chosen_types(
     assert all(isinstance(m["seq"], int) and m["timestamp"] for m in seen)
 
 
+
+async def test_ws_following_a_task_replays_it_then_says_caught_up(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """Following task A from `since` 0 replays A's events only, then `caught_up`; the
+    `any_task_types` of another task B arrive live, and nothing else of B's."""
+    first = await submit(client, ECHO)
+    await wait_for_status(client, first, "completed")
+    async with connect(ws_url(server, access_token(client))) as ws:
+        await ws.send(json.dumps({"type": "subscribe", "task_id": first, "since": 0,
+                                  "any_task_types": ["task_created", "task_complete"]}))
+        await receive(ws, "subscribed")
+        replayed: list[dict[str, Any]] = []
+        async with asyncio.timeout(DEADLINE):
+            while (msg := json.loads(await ws.recv()))["type"] != "caught_up":
+                replayed.append(msg)
+        assert {m["data"].get("task_id") for m in replayed} == {first}
+        assert {"task_created", "task_complete"} <= {m["type"] for m in replayed}
+        assert msg["data"]["seq"] == replayed[-1]["seq"]
+        second = await submit(client, ECHO)
+        live: list[dict[str, Any]] = []
+        async with asyncio.timeout(DEADLINE):
+            while not live or live[-1]["type"] != "task_complete":
+                live.append(json.loads(await ws.recv()))
+    assert [(m["type"], m["data"]["task_id"]) for m in live] == [
+        ("task_created", second), ("task_complete", second)]
+
+
 # ---- plain endpoints ------------------------------------------------------------------------
 
 

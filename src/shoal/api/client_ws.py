@@ -4,11 +4,14 @@ Signing in: `Authorization: Bearer <access token>` on the upgrade request, or a 
 `{"type": "auth", "token": "<access token>"}` within ten seconds (browsers cannot set headers,
 and a token in the URL ends up in proxies' logs); `?token=` still works.
 
-Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ..., "since"?: N}`
-(fields may also sit under `data`), `{"type": "unsubscribe", "event_types": [...]}`,
-`{"type": "ping"}`. Server → client: `{type, data, timestamp, seq}` events, `pong`,
-`subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`, `field`) for a message
-it cannot take; the socket stays open after an error.
+Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ..., "since"?: N,
+"any_task_types"?: [...]}` (fields may also sit under `data`), `{"type": "unsubscribe",
+"event_types": [...]}`, `{"type": "ping"}`. With a `task_id`, only that task's events are
+replayed and sent, except the `any_task_types`, which come live from every task of the user's
+(a page following one task still hears of every checkpoint). Server → client: `{type, data,
+timestamp, seq}` events; `caught_up` (`data.seq`) once the replay a `since` asked for has been
+sent; `pong`, `subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`,
+`field`) for a message it cannot take; the socket stays open after an error.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Subscribe(_ClientMessage):
     event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
     task_id: uuid.UUID | None = None
     since: int | None = Field(None, ge=0, le=MAX_INT64)
+    any_task_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
 
 
 class Unsubscribe(_ClientMessage):
@@ -90,8 +94,11 @@ class _Subscription:
     def __init__(self) -> None:
         self.types: set[str] = set(ALL_TYPES)
         self.task_id: uuid.UUID | None = None
+        self.also: frozenset[str] = frozenset()  # types wanted from every task
 
     def wants(self, item: dict[str, Any]) -> bool:
+        if item["type"] in self.also:
+            return True
         if item["type"] not in self.types:
             return False
         return self.task_id is None or item["data"].get("task_id") == str(self.task_id)
@@ -208,10 +215,15 @@ def _subscribe(
     sub: _Subscription, msg: Subscribe, state: dict[str, Any], restart: Callable[[], None]
 ) -> None:
     types = msg.event_types
+    before = (sub.task_id, sub.also)
     sub.types = {t for t in types if t in ALL_TYPES} if types else set(ALL_TYPES)
     sub.task_id = msg.task_id
+    sub.also = frozenset(t for t in msg.any_task_types or () if t in ALL_TYPES)
     if msg.since is not None:
         state["since"] = msg.since
+        restart()
+    elif (sub.task_id, sub.also) != before:  # another stream: from now on
+        state["since"] = None
         restart()
 
 
@@ -220,13 +232,15 @@ async def _push(
     state: dict[str, Any],
 ) -> None:
     since = state["since"]
+    replay = since is not None  # asked to resume: say when the past has been sent
     if since is None:
         since = state["since"] = await streams.current_seq(services)
-    async for item in streams.replay_then_live(services, user_id=user_id, task_id=None,
-                                               since=since, kind=StreamKind.WEBSOCKET):
-        if item["seq"]:  # a live-only event (seq 0) is outside the order it resumes from
+    async for item in streams.replay_then_live(
+            services, user_id=user_id, task_id=sub.task_id, since=since, also=sub.also,
+            announce=replay, kind=StreamKind.WEBSOCKET):
+        if item.get("seq"):  # a live-only event (seq 0) is outside the order it resumes from
             state["since"] = item["seq"]
-        if sub.wants(item):
+        if item["type"] == "caught_up" or sub.wants(item):
             await ws.send_text(json.dumps(item))
 
 

@@ -33,9 +33,13 @@ async def current_seq(services: Services) -> int:
 
 async def replay_then_live(
     services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
-    kind: StreamKind,
+    kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
 ) -> AsyncIterator[dict[str, Any]]:
     """Every event after `since` visible to the user (for one task, if given), then live ones.
+
+    `also`: event types wanted live from every task of the user's, beside the one task's (not
+    replayed: a client reads what it missed of those from the API). `announce`: a `caught_up`
+    item (no `seq`) once the replay of the past has been sent.
 
     Each live event, including one fetched from the store to fill a gap in the bus's order, is
     observed in the `kind` stream's fan-out lag; the replay of the past is not."""
@@ -47,9 +51,12 @@ async def replay_then_live(
                 async for event in _replay(services, user_id, task_id, last):
                     last = event.seq
                     yield event.wire()
+                if announce:
+                    yield {"type": "caught_up", "data": {"seq": last},
+                           "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
                 async for event in sub:
                     if event.live_only:  # streamed text: now or never, outside the order
-                        if _wanted(event, user_id, task_id):
+                        if _wanted(event, user_id, task_id, also):
                             yield event.wire()
                         continue
                     if event.seq <= last:
@@ -61,9 +68,11 @@ async def replay_then_live(
                             metrics.delivered(kind, missed.timestamp, utcnow())
                             yield missed.wire()
                         last = max(last, event.seq)
+                        if event.task_id != task_id and _wanted(event, user_id, task_id, also):
+                            yield event.wire()  # another task's: the task's replay skips it
                         continue
                     last = event.seq
-                    if _wanted(event, user_id, task_id):
+                    if _wanted(event, user_id, task_id, also):
                         metrics.delivered(kind, event.timestamp, utcnow())
                         yield event.wire()
                 return
@@ -71,8 +80,11 @@ async def replay_then_live(
             continue  # fell behind the bus: resubscribe and catch up from the store
 
 
-def _wanted(event: Event, user_id: uuid.UUID, task_id: uuid.UUID | None) -> bool:
-    return event.visible_to(user_id) and (task_id is None or event.task_id == task_id)
+def _wanted(
+    event: Event, user_id: uuid.UUID, task_id: uuid.UUID | None, also: frozenset[str]
+) -> bool:
+    return event.visible_to(user_id) and (
+        task_id is None or event.task_id == task_id or event.type.value in also)
 
 
 async def _replay(
