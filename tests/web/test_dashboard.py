@@ -19,7 +19,7 @@ from shoal.tools.agent_loop import OpenAICompatTool
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from shoal.tools.evaluator import EvaluatorTool
-from tests.runtime.harness import echo_worker, login, submit
+from tests.runtime.harness import echo_worker, login, sse_events, submit
 from tests.web.browser import SCREENSHOTS, browser_page, sign_in
 
 COMPLETED = "rgb(31, 157, 85)"  # --completed in app.css
@@ -141,14 +141,24 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
                               "description": "Write calc.py: add numbers [demo:score=3]"}]})
                 assert resp.status_code == 201, resp.text
                 ids[name] = resp.json()["task_id"]
+            for task_id in ids.values():
+                await sse_events(client, task_id, until={"checkpoint_ready"})
             async with browser_page("checkpoints", srv.url) as watched:
                 page = watched.page
                 await sign_in(page, "alice")
                 dialog = page.get_by_role("dialog")
                 status = page.locator("#task-status")
+                badge = page.locator("#pending")  # on every page: the open checkpoints
+                await expect(badge).to_have_text("3 checkpoints waiting")
+                await expect(dialog).to_be_hidden()  # opened before: counted, not pushed
+                await badge.click()
+                await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: low score")
+                await dialog.get_by_role("button", name="Decide later").click()
+                await expect(dialog).to_be_hidden()
 
                 await page.goto(f"/tasks/{ids['reject']}")
                 await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: low score")
+                await expect(dialog.locator("#checkpoint-task")).to_have_text("Task to reject")
                 await dialog.get_by_label("Why (optional)").fill("Wrong approach.")
                 await dialog.get_by_role("button", name="Reject").click()
                 await expect(status).to_have_text("cancelled")
@@ -169,11 +179,19 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
                 await dialog.get_by_label("Guidance").fill("Use Decimal for money amounts.")
                 await dialog.get_by_label("Apply to my future subtasks").check()
                 await dialog.get_by_role("button", name="Correct").click()
-                # the corrected work is judged again (still 3): a new checkpoint opens
-                await expect(dialog).not_to_have_attribute("data-checkpoint-id", corrected)
+                await expect(badge).to_be_hidden()
+                await page.get_by_role("link", name="Workers").click()
+                # the corrected work is judged again (still 3): a new checkpoint opens, and
+                # shows on the page that is open
                 await expect(dialog).to_be_visible()
+                await expect(dialog).not_to_have_attribute("data-checkpoint-id", corrected)
+                await expect(badge).to_have_text("1 checkpoint waiting")
+                await dialog.get_by_role("link", name="Task to correct").click()
+                await expect(page).to_have_url(re.compile(f"/tasks/{ids['correct']}$"))
+                await expect(dialog).to_be_visible()  # the task's own: shown on its page
                 await dialog.get_by_role("button", name="Approve").click()
                 await expect(status).to_have_text("completed")
+                await expect(badge).to_be_hidden()
                 await corrected_work_is_shown(page)
                 watched.clean()
             decided = {c["decision"] for c in (await client.get("/api/v1/checkpoints", params={

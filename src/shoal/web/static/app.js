@@ -1,22 +1,27 @@
 // Shoal's dashboard: one page, one WebSocket, no build step (ADR 0032). This module routes;
-// each view is its own module: sign-in, tasks, a task's graph with a subtask drawer and its
-// checkpoints' dialog, a new task, the workers.
+// each view is its own module: sign-in, tasks, a task's graph with a subtask drawer, a new
+// task, the workers; and on every page, the open checkpoints' badge and dialog.
 
 import {ApiError, h, live, navigate, notFound, session, show} from "./core.js";
+import {checkpoints} from "./checkpoints.js";
 import {loginView, whoami} from "./signin.js";
 import {submitView} from "./submit.js";
 import {taskView} from "./task.js";
 import {tasksView} from "./tasks.js";
 import {workersView} from "./workers.js";
 
+let decisions = null;  // the checkpoints' badge and dialog, once the page has started
+
 async function route() {
   const path = location.pathname;
   if (!session.access) {
+    decisions?.close();
     return loginView(path === "/login" ? "" : "Sign in to see this page.");
   }
   if (path === "/login") { history.replaceState(null, "", "/"); return route(); }
   document.getElementById("signout").hidden = false;
   const match = path.match(/^\/tasks\/([^/]+)$/);
+  decisions?.viewing(match ? decodeURIComponent(match[1]) : null);
   try {
     if (match) return await taskView(decodeURIComponent(match[1]));
     live.follow(null);
@@ -51,6 +56,7 @@ async function start() {
     }
   });
   addEventListener("popstate", route);
+  decisions = checkpoints(document.getElementById("pending"));
   const params = new URLSearchParams(location.search);
   const oneTime = params.get("token");
   if (oneTime) {  // the one-time link printed by `shoal up`

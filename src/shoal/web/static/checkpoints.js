@@ -1,18 +1,26 @@
-// A task's open checkpoints, one at a time in a modal dialog.
+// Open checkpoints, of every task of the user's: a badge in the header counts them, and a modal
+// dialog shows one at a time: why it opened, the work so far and its scores; approve, reject
+// with a reason, correct with guidance, or answer a question. A checkpoint that opens while the
+// page is open is shown at once, on any page; a task's page shows its own on arrival; the
+// badge shows the others, one after the other.
 
-import {api, h} from "./core.js";
+import {api, h, live} from "./core.js";
 
 const PENDING = "pending_review";
 const CORRECTION_TYPES = ["bug", "incomplete", "wrong_approach", "missing_feature", "style",
                           "other"];
 
-// A task's open checkpoints, one at a time in a modal dialog: why it opened, the work so far
-// and its scores; approve, reject with a reason, correct with guidance, or answer a question.
-export function checkpoints(initial) {
-  const pending = new Map(initial.filter((c) => c.status === PENDING)
-                                 .map((c) => [c.checkpoint_id, c]));
+export function checkpoints(badge) {
+  const pending = new Map();  // checkpoint id → its task id, oldest first
+  const queue = [];  // ids to show, in order
   const dialog = h("dialog", {id: "checkpoint", "aria-labelledby": "checkpoint-title"});
   let showing = null;
+  let here = null;  // the task whose page is open
+  const count = () => {
+    badge.hidden = pending.size === 0;
+    badge.textContent = `${pending.size} checkpoint${pending.size === 1 ? "" : "s"} waiting`;
+  };
+  const want = (id) => { if (pending.has(id) && !queue.includes(id)) queue.push(id); next(); };
   const field = (id, label, control) => h("p", {}, h("label", {for: id}, label), control,
     h("span", {class: "error", id: `${id}-error`, "aria-live": "polite"}));
   const decide = async (action, body, errorField) => {
@@ -25,25 +33,35 @@ export function checkpoints(initial) {
       target.textContent = error.message;
       return;
     }
+    const task = pending.get(showing);
     pending.delete(showing);
-    close();
+    count();
+    showing = null;
+    dialog.close();
+    for (const [id, t] of pending) if (t === task) want(id);  // the same task's next one
+    next();  // or the next of those the badge asked for
   };
-  const close = () => { showing = null; dialog.close(); next(); };
+  // Put off: the dialog closes, the badge still counts it (and Escape does the same).
+  const later = () => { queue.length = 0; showing = null; dialog.close(); };
   const next = async () => {
-    if (showing || !pending.size) return;
-    const [id] = pending.keys();
+    if (showing || !queue.length) return;
+    const id = queue.shift();
+    if (!pending.has(id)) return next();
     showing = id;
     let cp;
     try {
       cp = await api(`/api/v1/checkpoints/${id}`);
     } catch (error) {
       pending.delete(id);
+      count();
       showing = null;
       return next();
     }
-    if (cp.status !== PENDING) { pending.delete(id); showing = null; return next(); }
+    if (cp.status !== PENDING) { pending.delete(id); count(); showing = null; return next(); }
     const score = cp.overall_score ?? cp.evaluation_scores?.overall;
     const parts = [h("h2", {id: "checkpoint-title"}, `Checkpoint: ${cp.reason.replace("_", " ")}`),
+      h("p", {}, h("a", {href: `/tasks/${cp.task_id}`, "data-link": true, id: "checkpoint-task",
+                     onclick: () => later()}, cp.task_description)),
       h("p", {}, cp.message || ""),
       score !== null && score !== undefined ? h("p", {class: "muted"}, `Score: ${score}`) : "",
       h("p", {class: "muted"}, `${cp.subtasks_completed.length} subtask(s) done so far.`)];
@@ -71,25 +89,50 @@ export function checkpoints(initial) {
             correction_type: kind.value, guidance: guidance.value,
             apply_to_future: future.checked}, "guidance")}, "Correct")));
     }
-    parts.push(h("p", {}, h("button", {type: "button", onclick: () => dialog.close()},
+    parts.push(h("p", {}, h("button", {type: "button", onclick: () => later()},
                             "Decide later")));
     dialog.replaceChildren(...parts);
     dialog.dataset.checkpointId = id;
     dialog.showModal();
   };
-  dialog.addEventListener("close", () => { showing = null; });
+  // Every open checkpoint, from the API: at start, and after each (re)subscription, since
+  // another task's that opened while the socket was away is not replayed.
+  const reload = async () => {
+    const {checkpoints: open} = await api(`/api/v1/checkpoints?status=${PENDING}&limit=200`);
+    pending.clear();
+    for (const c of open.reverse()) pending.set(c.checkpoint_id, c.task_id);
+    count();
+    for (const [id, task] of pending) if (task === here) want(id);
+  };
+  dialog.addEventListener("cancel", () => { queue.length = 0; showing = null; });
+  badge.addEventListener("click", () => { for (const id of pending.keys()) want(id); });
+  document.body.append(dialog);
+  live.on((event) => {
+    const data = event.data || {};
+    if (event.type === "subscribed") reload().catch(() => {});
+    // A replayed one may have been decided since: `reload` has what is open now.
+    else if (event.type === "checkpoint_ready" && data.status === PENDING && !live.replaying) {
+      pending.set(data.checkpoint_id, data.task_id);
+      count();
+      want(data.checkpoint_id);
+    } else if (event.type === "checkpoint_decided") {
+      pending.delete(data.checkpoint_id);
+      count();
+      if (showing === data.checkpoint_id) { showing = null; dialog.close(); next(); }
+    }
+  });
   return {
-    element: dialog,
-    next,
-    event(event) {
-      const data = event.data || {};
-      if (event.type === "checkpoint_ready" && data.status === PENDING) {
-        pending.set(data.checkpoint_id, data);
-        next();
-      } else if (event.type === "checkpoint_decided") {
-        pending.delete(data.checkpoint_id);
-        if (showing === data.checkpoint_id) { showing = null; dialog.close(); next(); }
-      }
+    // The task page that is open now (null: another page): its checkpoints are shown first.
+    viewing(taskId) {
+      here = taskId;
+      for (const [id, task] of pending) if (task === here) want(id);
+    },
+    // Signed out: nothing shown, nothing counted.
+    close() {
+      queue.length = 0;
+      pending.clear();
+      count();
+      if (showing) dialog.close();
     },
   };
 }

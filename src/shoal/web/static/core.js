@@ -105,7 +105,7 @@ export async function fetchBlob(path) {
 
 export const live = {
   socket: null, task: null, since: null, waiting: false, listeners: new Set(), retry: 500,
-  wanted: false,
+  wanted: false, replaying: false,
   // Follow every event of the user's from now on (`task` null), or one task's from its first
   // event (`replay`): its history, then live.
   follow(task, {replay = false} = {}) {
@@ -138,17 +138,20 @@ export const live = {
     };
   },
   subscribe(resume) {
-    const message = {type: "subscribe"};
+    // A task's events, or all; and every task's checkpoints, for the badge on every page.
+    const message = {type: "subscribe", any_task_types: ["checkpoint_ready", "checkpoint_decided"]};
     if (this.task) message.task_id = this.task;
     if (resume) message.since = this.since;  // the server replays what came after it
     this.waiting = resume;  // until `subscribed`, events are the old subscription's
+    this.replaying = resume;  // until `caught_up`, events are the past's
     this.socket.send(JSON.stringify(message));
   },
   receive(item) {
-    if (item.type === "subscribed") {
-      this.waiting = false;
+    if (item.type === "subscribed" || item.type === "caught_up") {
+      if (item.type === "subscribed") this.waiting = false;
+      else this.replaying = false;
       this.retry = 500;
-      status("Live");
+      status(this.replaying ? "Catching up…" : "Live");
       for (const listener of this.listeners) listener(item);
       return;
     }
