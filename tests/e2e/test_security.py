@@ -112,6 +112,18 @@ def _task_routes(world: World) -> list[tuple[str, str]]:
     ]
 
 
+async def test_a_workers_history_shows_only_the_callers_own_work(world: World) -> None:
+    """Workers are shared; what they worked on is not: Bob sees none of Alice's subtasks in a
+    worker's history, and Alice, an admin, sees hers."""
+    async with world.client(world.bob) as bob, world.client(world.alice) as alice:
+        [worker] = (await bob.get("/api/v1/workers")).json()["workers"]
+        seen_by_bob = (await bob.get(f"/api/v1/workers/{worker['worker_id']}")).json()
+        seen_by_alice = (await alice.get(f"/api/v1/workers/{worker['worker_id']}")).json()
+    assert seen_by_bob["task_history"] == []
+    assert seen_by_bob["current"] is None
+    assert [h["subtask_id"] for h in seen_by_alice["task_history"]] == [world.subtask_id]
+
+
 async def test_another_users_task_is_not_found(world: World) -> None:
     """Bob gets 404 on every route of Alice's task, and does not see it in his list."""
     async with world.client(world.bob) as bob:

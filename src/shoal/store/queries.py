@@ -75,12 +75,17 @@ async def subtask_attempts(conn: AsyncConnection, subtask_id: uuid.UUID) -> list
     return list((await conn.execute(q)).all())
 
 
-async def current_attempts(conn: AsyncConnection) -> dict[uuid.UUID, Any]:
-    """The live attempt of each busy worker (for the worker list)."""
+async def current_attempts(
+    conn: AsyncConnection, *, owner: uuid.UUID | None
+) -> dict[uuid.UUID, Any]:
+    """The live attempt of each busy worker (for the worker list): of `owner`'s tasks only,
+    or of anybody's with `owner` None (an admin asks)."""
     q = (sa.select(attempts.c.worker_id, attempts.c.task_id, attempts.c.subtask_id,
                    attempts.c.started_at, attempts.c.dispatched_at, subtasks.c.name)
          .join(subtasks, subtasks.c.id == attempts.c.subtask_id)
          .where(attempts.c.status.in_(["dispatched", "running"])))
+    if owner is not None:
+        q = q.join(tasks, tasks.c.id == attempts.c.task_id).where(tasks.c.user_id == owner)
     return {r.worker_id: r for r in (await conn.execute(q)).all()}
 
 

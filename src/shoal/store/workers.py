@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.protocol import WorkerRegister
-from shoal.store.models import Attempt, Subtask, Worker, table_of
+from shoal.store.models import Attempt, Subtask, Task, Worker, table_of
 
 workers = table_of(Worker)
 
@@ -81,13 +81,16 @@ async def get_worker(conn: AsyncConnection, worker_id: uuid.UUID) -> sa.Row[Any]
 
 
 async def worker_history(
-    conn: AsyncConnection, worker_id: uuid.UUID, *, limit: int = 10
+    conn: AsyncConnection, worker_id: uuid.UUID, *, owner: uuid.UUID | None, limit: int = 10
 ) -> list[Any]:
-    """The worker's most recent attempts with their subtask names."""
-    a, s = table_of(Attempt), table_of(Subtask)
+    """The worker's most recent attempts with their subtask names: at `owner`'s tasks only,
+    or at anybody's with `owner` None (an admin asks)."""
+    a, s, t = table_of(Attempt), table_of(Subtask), table_of(Task)
     q = (sa.select(a.c.id, a.c.task_id, a.c.subtask_id, a.c.status, a.c.dispatched_at,
                    a.c.started_at, a.c.finished_at, s.c.name)
          .join(s, s.c.id == a.c.subtask_id)
          .where(a.c.worker_id == worker_id)
          .order_by(a.c.dispatched_at.desc()).limit(limit))
+    if owner is not None:
+        q = q.join(t, t.c.id == a.c.task_id).where(t.c.user_id == owner)
     return list((await conn.execute(q)).all())

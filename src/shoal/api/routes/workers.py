@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -17,7 +18,7 @@ from shoal.api.schemas import (
     WorkerTokenCreated,
     WorkerTokenPublic,
 )
-from shoal.auth.tokens import new_opaque_token
+from shoal.auth.tokens import Claims, new_opaque_token
 from shoal.errors import Forbidden, NotFound
 from shoal.ids import parse_id
 from shoal.store import accounts, queries
@@ -33,10 +34,11 @@ async def list_workers(
     user: UserDep, services: ServicesDep,
     status: Annotated[str | None, Query(pattern="^(online|offline|busy)$")] = None,
 ) -> WorkerList:
-    """Every known worker, with its tools, load and current subtask."""
+    """Every known worker, with its tools, load and current subtask (one of the caller's; an
+    admin sees anybody's)."""
     async with services.db.connection() as conn:
         rows = await worker_rows.list_workers(conn, status=status)
-        current = await queries.current_attempts(conn)
+        current = await queries.current_attempts(conn, owner=_owner(user))
     return WorkerList(workers=[_public(r, current.get(r.id)) for r in rows])
 
 
@@ -77,14 +79,15 @@ async def revoke_token(token_id: str, user: UserDep, services: ServicesDep) -> N
 
 @router.get("/{worker_id}", response_model=WorkerDetail)
 async def get_worker(worker_id: str, user: UserDep, services: ServicesDep) -> WorkerDetail:
-    """One worker with system info and its last ten attempts."""
+    """One worker with system info and its last ten attempts (at the caller's tasks; an admin
+    sees anybody's)."""
     wid = parse_id(worker_id, kind="worker")
     async with services.db.connection() as conn:
         row = await worker_rows.get_worker(conn, wid)
         if row is None:
             raise NotFound(f"No worker {worker_id}.")
-        history = await worker_rows.worker_history(conn, wid)
-        current = (await queries.current_attempts(conn)).get(wid)
+        history = await worker_rows.worker_history(conn, wid, owner=_owner(user))
+        current = (await queries.current_attempts(conn, owner=_owner(user))).get(wid)
     base = _public(row, current)
     return WorkerDetail(
         **base.model_dump(), system_info=row.system_info or {},
@@ -116,6 +119,11 @@ def _duration(h: sa.Row[Any]) -> float | None:
         return None
     seconds: float = (h.finished_at - (h.started_at or h.dispatched_at)).total_seconds()
     return round(seconds, 3)
+
+
+def _owner(user: Claims) -> uuid.UUID | None:
+    """Whose attempts a worker's views show: the caller's, or everybody's for an admin."""
+    return None if user.is_admin else user.user_id
 
 
 def _admin(is_admin: bool) -> None:
