@@ -147,14 +147,46 @@ async def test_list_pages_newest_first(client: httpx.AsyncClient, worker: Worker
     assert [t["task_id"] for t in first["tasks"] + second["tasks"]] == ids[::-1]
 
 
-@pytest.mark.parametrize("params", [{"limit": 0}, {"status": "bogus"}])
+async def test_list_filters_by_workflow_and_search(
+    client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """`workflow` keeps one workflow's tasks; `q` finds words in the description whatever
+    their case, with `%` and `_` taken literally; each list shows workflow and usage."""
+    made = {}
+    for name, body in (
+            ("sales", {"description": "Compare SALES figures", "plan": SLOW}),
+            ("percent", {"description": "Raise by 5% now", "plan": SLOW}),
+            ("pipeline", {"description": "Compare two databases", "workflow": "pipeline"})):
+        resp = await client.post("/api/v1/tasks", json=body)
+        assert resp.status_code == 201, resp.text
+        made[name] = resp.json()["task_id"]
+
+    async def listed(**params: str) -> list[str]:
+        page = (await client.get("/api/v1/tasks", params=params)).json()
+        assert page["total"] == len(page["tasks"])
+        return sorted(t["task_id"] for t in page["tasks"])
+
+    assert await listed(q="compare") == sorted([made["sales"], made["pipeline"]])
+    assert await listed(q="compare", workflow="pipeline") == [made["pipeline"]]
+    assert await listed(q="5%") == [made["percent"]]
+    assert await listed(q="5_") == []
+    assert await listed(workflow="dag") == sorted([made["sales"], made["percent"]])
+    shown = (await client.get("/api/v1/tasks", params={"workflow": "pipeline"})).json()
+    assert shown["tasks"][0]["workflow"] == "pipeline"
+    assert shown["tasks"][0]["usage"] == {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+
+
+@pytest.mark.parametrize("params", [{"limit": 0}, {"status": "bogus"}, {"workflow": "No!"},
+                                    {"q": "x" * 201}, {"q": "nul\x00byte"}])
 async def test_list_refuses_bad_parameters(
     client: httpx.AsyncClient, params: dict[str, Any]
 ) -> None:
-    """An out-of-range limit or an unknown status is a 422 validation_error."""
+    """An out-of-range limit, an unknown status, a malformed workflow name, or a search that
+    is too long or cannot be stored is a 422 naming the parameter."""
     resp = await client.get("/api/v1/tasks", params=params)
     assert resp.status_code == 422
-    assert resp.json()["error"] == "validation_error"
+    assert resp.json()["error"] in {"validation_error", "invalid_input"}
+    assert next(iter(params)) in resp.text
 
 
 # ---- auth -----------------------------------------------------------------------------------

@@ -166,6 +166,8 @@ class TaskSummary(BaseModel):
     status: str
     progress: int
     created_at: datetime
+    workflow: str
+    usage: Usage
 
 
 class StateRevision(BaseModel):
@@ -193,7 +195,6 @@ class TaskStateView(BaseModel):
 class TaskDetail(TaskSummary):
     """`GET /api/v1/tasks/{id}`."""
 
-    workflow: str
     checkpoint_frequency: str
     privacy_level: str
     tool_preferences: list[str]
@@ -201,7 +202,6 @@ class TaskDetail(TaskSummary):
     updated_at: datetime
     started_at: datetime | None
     completed_at: datetime | None
-    usage: Usage
     subtasks: list[SubtaskSummary]
     checkpoints: list[dict[str, Any]]
     evaluation_scores: dict[str, Any] | None

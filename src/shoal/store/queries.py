@@ -28,12 +28,19 @@ workers = table_of(Worker)
 
 
 async def list_tasks(
-    conn: AsyncConnection, *, user_id: uuid.UUID, status: str | None, limit: int, offset: int
+    conn: AsyncConnection, *, user_id: uuid.UUID, status: str | None, limit: int, offset: int,
+    workflow: str | None = None, search: str | None = None,
 ) -> tuple[list[sa.Row[Any]], int]:
-    """A page of the user's tasks, newest first, and how many there are in all."""
+    """A page of the user's tasks, newest first, and how many there are in all; `search`
+    matches within the description, whatever the case."""
     where = [tasks.c.user_id == user_id]
     if status:
         where.append(tasks.c.status == status)
+    if workflow:
+        where.append(tasks.c.workflow == workflow)
+    if search:
+        literal = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where.append(tasks.c.description.ilike(f"%{literal}%", escape="\\"))
     total = (await conn.execute(sa.select(sa.func.count()).select_from(tasks).where(*where)))
     rows = await conn.execute(sa.select(tasks).where(*where)
                               .order_by(tasks.c.created_at.desc(), tasks.c.id)

@@ -39,7 +39,7 @@ from shoal.engine import planning, quality
 from shoal.engine.model import Deadline, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
 from shoal.ids import parse_id
-from shoal.limits import MAX_INT64
+from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
@@ -141,13 +141,19 @@ def _user_plan(
 async def list_tasks(
     user: UserDep, services: ServicesDep,
     status: Annotated[TaskStatus | None, Query()] = None,
+    workflow: Annotated[str | None, Query(pattern=r"^[a-z][a-z0-9_-]{0,39}$")] = None,
+    q: Annotated[str | None, Query(max_length=200, description="Words within the "
+                                   "description, whatever the case")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
 ) -> TaskPage:
-    """The caller's tasks, newest first."""
+    """The caller's tasks, newest first; filtered by status, workflow and a search."""
+    if q is not None and (found := value_problem({"q": q})):
+        raise InvalidInput(f"{found[0]}: {found[1]}.", details={"field": found[0]})
     async with services.db.connection() as conn:
         rows, total = await queries.list_tasks(
             conn, user_id=user.user_id, status=status.value if status else None,
+            workflow=workflow, search=q.strip() if q and q.strip() else None,
             limit=limit, offset=offset)
     return TaskPage(tasks=[_summary(r) for r in rows], total=total, limit=limit, offset=offset)
 
@@ -178,12 +184,10 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
                                                 status=None, limit=100, offset=0)
     summaries = [subtask_summary(s) for s in subs]
     return TaskDetail(
-        **_summary(row).model_dump(), workflow=row.workflow,
+        **_summary(row).model_dump(),
         checkpoint_frequency=row.checkpoint_frequency, privacy_level=row.privacy_level,
         tool_preferences=list(row.tool_preferences or []), error=row.error,
         updated_at=row.updated_at, started_at=row.started_at, completed_at=row.completed_at,
-        usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-                    cost_usd=row.cost_usd),
         subtasks=summaries,
         checkpoints=[{"checkpoint_id": str(c.id), "status": c.status, "reason": c.reason,
                       "subtask_id": str(c.subtask_id) if c.subtask_id else None,
@@ -283,8 +287,12 @@ async def _owned(conn: Any, task_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
 
 
 def _summary(row: sa.Row[Any]) -> TaskSummary:
+    """A task row in the list's shape (the detail's first fields)."""
     return TaskSummary(task_id=row.id, description=row.description, status=row.status,
-                       progress=row.progress, created_at=row.created_at)
+                       progress=row.progress, created_at=row.created_at,
+                       workflow=row.workflow,
+                       usage=Usage(input_tokens=row.input_tokens,
+                                   output_tokens=row.output_tokens, cost_usd=row.cost_usd))
 
 
 def subtask_summary(s: sa.Row[Any]) -> SubtaskSummary:
