@@ -70,6 +70,9 @@ async def test_a_task_runs_live_in_the_browser(settings: Settings) -> None:
                     assert await node.evaluate(
                         "n => getComputedStyle(n).borderTopColor") == COMPLETED
                 await expect(log).to_contain_text("echo: ")
+                await expect(page.locator("#task-facts")).to_contain_text("Cost $0.0000")
+                await expect(page.locator("#task-facts")).to_contain_text("took")
+                await expect(page.locator("#blackboard")).to_have_count(0)  # dag: the graph
                 assert (await log.inner_text()).count("waiting for the gate") == 1
                 await page.screenshot(path=str(SCREENSHOTS / "task-page.png"), full_page=True)
                 await page.get_by_role("link", name="Tasks").click()
@@ -254,9 +257,15 @@ async def test_a_task_is_submitted_from_the_form_then_cancelled(settings: Settin
                 await expect(error).to_contain_text("at most 5")
                 watched.errors = [e for e in watched.errors if "422" not in e]  # shown above
                 await revisions.fill("2")
+                await page.get_by_text("More options").click()
+                await page.get_by_label("echo").check()  # the tools the worker offers
+                await page.get_by_label("Run commands").select_option("ask")
+                await page.get_by_label("At most (minutes; empty: forever)").fill("30")
                 await page.get_by_role("button", name="Submit").click()
                 await expect(page).to_have_url(re.compile(r"/tasks/[0-9a-f-]{36}$"))
                 await expect(page.get_by_text("pipeline workflow")).to_be_visible()
+                await expect(page.locator("#blackboard")).to_contain_text("Nothing written yet.")
+                await expect(page.locator("#task-facts")).to_contain_text("running for")
                 task_id = page.url.rsplit("/", 1)[1]
                 page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
                 await page.get_by_role("button", name="Cancel task").click()
@@ -266,5 +275,6 @@ async def test_a_task_is_submitted_from_the_form_then_cancelled(settings: Settin
             detail = (await client.get(f"/api/v1/tasks/{task_id}")).json()
             assert (detail["workflow"], detail["status"]) == ("pipeline", "cancelled")
             assert detail["description"] == "Compare two databases"
+            assert detail["tool_preferences"] == ["echo"]
         finally:
             await client.aclose()

@@ -32,6 +32,7 @@ export const session = {
   get access() { return sessionStorage.getItem("shoal.access"); },
   get refresh() { return sessionStorage.getItem("shoal.refresh"); },
   timer: null,
+  user: null,  // `GET /api/v1/users/me`, once read
   save(pair) {
     sessionStorage.setItem("shoal.access", pair.access_token);
     sessionStorage.setItem("shoal.refresh", pair.refresh_token);
@@ -41,6 +42,7 @@ export const session = {
     sessionStorage.removeItem("shoal.access");
     sessionStorage.removeItem("shoal.refresh");
     clearTimeout(this.timer);
+    this.user = null;
   },
   schedule(seconds) {
     clearTimeout(this.timer);

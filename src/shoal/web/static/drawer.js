@@ -7,6 +7,9 @@ import {api, failed, h} from "./core.js";
 // The evaluator's five dimensions (`shoal.tools.evaluator.WEIGHTS`), scored out of 10.
 const DIMENSIONS = ["completeness", "code_quality", "security", "architecture", "testability"];
 const label = (name) => name.replace("_", " ");
+const place = (issue) => (issue.file ? `${issue.file}${issue.line ? `:${issue.line}` : ""}` : "");
+const severity = (issue) => h("span", {class: "badge", "data-severity": issue.severity || ""},
+                              issue.severity || "note");
 
 export function evaluationChart(evaluation) {
   const scores = evaluation.scores || {};
@@ -23,10 +26,9 @@ export function evaluationChart(evaluation) {
   const findings = [];
   for (const [name, dim] of Object.entries(evaluation.dimensions || {})) {
     for (const issue of dim.issues || []) {
-      const where = issue.file ? `${issue.file}${issue.line ? `:${issue.line}` : ""} ` : "";
-      findings.push(h("li", {"data-severity": issue.severity || ""},
-        h("span", {class: "badge", "data-severity": issue.severity || ""}, issue.severity || "note"),
-        ` ${label(name)} · ${issue.tool || "judge"}: ${where}${issue.message || ""}`));
+      const where = place(issue);
+      findings.push(h("li", {"data-severity": issue.severity || ""}, severity(issue),
+        ` ${label(name)} · ${issue.tool || "judge"}: ${where && `${where} `}${issue.message || ""}`));
     }
   }
   return h("section", {"aria-label": "Evaluation", id: "evaluation"},
@@ -40,9 +42,8 @@ export function evaluationChart(evaluation) {
 }
 
 function reviewSection(review) {
-  const issues = (review.issues || []).map((issue) => h("li", {},
-    h("span", {class: "badge", "data-severity": issue.severity || ""}, issue.severity || "note"),
-    ` ${issue.file ? `${issue.file}${issue.line ? `:${issue.line}` : ""}: ` : ""}`,
+  const issues = (review.issues || []).map((issue) => h("li", {}, severity(issue),
+    ` ${place(issue) && `${place(issue)}: `}`,
     issue.description || issue.message || "",
     issue.suggestion ? h("small", {class: "muted"}, ` Suggestion: ${issue.suggestion}`) : ""));
   const score = review.review_score ?? review.score;

@@ -35,6 +35,7 @@ export function loginView(message) {
 export async function whoami() {
   try {
     const me = await api("/api/v1/users/me");
+    session.user = me;  // who is signed in: an admin also manages worker tokens
     document.getElementById("who").textContent = `Signed in as ${me.username}`;
     return true;
   } catch (error) {

@@ -11,7 +11,11 @@ function fieldErrors(form, error) {
   let shown = false;
   for (const d of details) {
     const at = form.querySelector(`.error[data-for="${CSS.escape(d.field || "")}"]`);
-    if (at) { at.textContent = d.message || error.message; shown = true; }
+    if (at) {
+      at.textContent = d.message || error.message;
+      at.closest("details")?.setAttribute("open", "");  // an error is never hidden
+      shown = true;
+    }
   }
   if (!shown) form.querySelector(".error[data-for=form]").textContent = error.message;
 }
@@ -33,8 +37,57 @@ function parameterInput(name, p) {
            h("span", {class: "error", "data-for": id, "aria-live": "polite"}));
 }
 
+const choice = (id, label, values, chosen) => h("p", {}, h("label", {for: id}, label),
+  h("select", {id, name: id}, values.map((v) => h("option", {value: v, selected: v === chosen}, v))),
+  h("span", {class: "error", "data-for": id, "aria-live": "polite"}));
+
+// More than most tasks need: tools to prefer (those the workers offer), what agents may do
+// without asking, the quality loop, and how long a checkpoint waits for a person.
+function advanced(tools) {
+  return h("details", {id: "advanced"}, h("summary", {}, "More options"),
+    h("fieldset", {}, h("legend", {}, "Prefer these tools"),
+      tools.length ? tools.map((t) => h("label", {class: "inline"},
+        h("input", {type: "checkbox", name: "tool_preferences", value: t}), ` ${t}`))
+        : h("p", {class: "muted"}, "No worker is online to offer tools."),
+      h("span", {class: "error", "data-for": "tool_preferences", "aria-live": "polite"})),
+    h("fieldset", {}, h("legend", {}, "Agents may, without asking"),
+      ["edits", "commands", "mcp"].map((k) =>
+        choice(`permissions.${k}`, {edits: "Edit files", commands: "Run commands",
+                                    mcp: "Use MCP tools"}[k], ["allow", "ask", "deny"], "allow"))),
+    choice("quality", "Evaluation, review and checkpoints", ["on", "off"], "on"),
+    h("fieldset", {}, h("legend", {}, "A checkpoint waits for you"),
+      h("p", {}, h("label", {for: "checkpoint_deadline.seconds"}, "At most (minutes; empty: forever)"),
+        h("input", {id: "checkpoint_deadline.seconds", type: "number", min: 1, step: 1}),
+        h("span", {class: "error", "data-for": "checkpoint_deadline.seconds",
+                   "aria-live": "polite"})),
+      choice("checkpoint_deadline.action", "Then", ["escalate", "approve", "reject"],
+             "escalate")));
+}
+
+function advancedBody(form) {
+  const body = {};
+  const tools = [...form.querySelectorAll("input[name=tool_preferences]:checked")]
+    .map((i) => i.value);
+  if (tools.length) body.tool_preferences = tools;
+  const permissions = {};
+  for (const k of ["edits", "commands", "mcp"]) {
+    permissions[k] = form.querySelector(`[id="permissions.${k}"]`).value;
+  }
+  if (Object.values(permissions).some((v) => v !== "allow")) body.permissions = permissions;
+  body.quality = form.querySelector("#quality").value;
+  const minutes = form.querySelector(`[id="checkpoint_deadline.seconds"]`).value;
+  if (minutes !== "") {
+    body.checkpoint_deadline = {seconds: Number(minutes) * 60,
+      action: form.querySelector(`[id="checkpoint_deadline.action"]`).value};
+  }
+  return body;
+}
+
 export async function submitView() {
-  const {workflows} = await api("/api/v1/workflows");
+  const [{workflows}, {workers}] = await Promise.all([api("/api/v1/workflows"),
+                                                      api("/api/v1/workers")]);
+  const tools = [...new Set(workers.filter((w) => w.status !== "offline")
+                                   .flatMap((w) => w.tools))].sort();
   const select = h("select", {id: "workflow", name: "workflow"},
                    workflows.map((w) => h("option", {value: w.name}, w.name)));
   const about = h("p", {class: "muted", id: "workflow-about"});
@@ -52,6 +105,7 @@ export async function submitView() {
     h("p", {}, h("label", {for: "privacy_level"}, "Privacy"),
       h("select", {id: "privacy_level"}, ["normal", "sensitive"].map((f) =>
         h("option", {value: f}, f)))),
+    advanced(tools),
     h("p", {class: "error", "data-for": "form", role: "alert"}),
     h("button", {class: "primary", type: "submit"}, "Submit"));
   const pick = async () => {
@@ -72,7 +126,7 @@ export async function submitView() {
     }
     const body = {description: form.description.value, workflow: select.value,
                   checkpoint_frequency: form.checkpoint_frequency.value,
-                  privacy_level: form.privacy_level.value};
+                  privacy_level: form.privacy_level.value, ...advancedBody(form)};
     if (Object.keys(parameters).length) body.parameters = parameters;
     try {
       const created = await api("/api/v1/tasks", {method: "POST", json: body});

@@ -1,7 +1,8 @@
 // A task's page: its graph drawn live, and a subtask drawer with the agent's log and work.
 
-import {api, failed, fetchBlob, h, live, notFound, onLeave, show} from "./core.js";
+import {api, failed, fetchBlob, h, later, live, notFound, onLeave, show} from "./core.js";
 import {subtaskDrawer} from "./drawer.js";
+import {blackboard, taskFacts} from "./taskinfo.js";
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
 const FINAL = {completed: true, failed: true, cancelled: true};
@@ -55,13 +56,23 @@ export async function taskView(taskId) {
         failed(error);
       }
     }}, "Cancel task");
+  const facts = taskFacts(task);
+  const board = task.workflow === "dag" ? null : blackboard(task);
   show(h("h1", {}, task.description),
        h("p", {}, badge, " ", h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
          cancel, " ", h("button", {type: "button", id: "download",
                                    onclick: () => download(task).catch(failed)},
                         "Download files (zip)")),
+       facts.element,
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
-       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), aside));
+       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), aside),
+       board ? board.element : "");
+  // Figures and the blackboard change as work completes: read again, once for a burst.
+  const refresh = later(async () => {
+    const fresh = await api(`/api/v1/tasks/${task.task_id}`);
+    facts.update(fresh);
+    await board?.load();
+  }, 300);
 
   const draw = () => {
     const work = [...subtasks.values()].filter((s) => !s.target_id);
@@ -110,7 +121,7 @@ export async function taskView(taskId) {
   };
   draw();
   performance.mark("shoal:graph-drawn");  // benchmarks/bench_dashboard.py reads these marks
-  onLeave(live.on((event) => {
+  const off = live.on((event) => {
     if (event.type === "caught_up") {
       if (stale) {
         stale = false;
@@ -130,10 +141,15 @@ export async function taskView(taskId) {
     const now = ended || (event.type === "task_update" ? data.status : null);
     if (now) { badge.dataset.status = now; badge.textContent = now; }
     if (ended) cancel.hidden = true;
+    if (ended || (event.type === "subtask_update" && data.status === "completed")) {
+      refresh.soon();
+    }
     if (ended === "completed") bar.style.width = "100%";
     else if (typeof data.progress === "number" && event.type === "task_update") {
       bar.style.width = `${data.progress}%`;
     }
-  }));
+  });
+  onLeave(() => { off(); refresh.cancel(); facts.stop(); });
+  board?.load().catch(failed);
   live.follow(task.task_id, {replay: true});  // its history (the logs so far), then live
 }
