@@ -326,6 +326,15 @@ class WorkerTokenPublic(BaseModel):
     last_used_at: datetime | None
 
 
+class ResourceSample(BaseModel):
+    """One heartbeat's resource readings."""
+
+    at: datetime
+    cpu_percent: float
+    memory_percent: float
+    disk_percent: float
+
+
 class WorkerPublic(BaseModel):
     """A worker in the list (seed §4.1.2)."""
 
@@ -340,6 +349,9 @@ class WorkerPublic(BaseModel):
     current_task: uuid.UUID | None
     last_heartbeat: datetime | None
     registered_at: datetime
+    recent: list[ResourceSample] = Field(default_factory=list, description=(
+        "The last heartbeats' readings, oldest first (up to 60), while the worker is "
+        "connected to the control-plane copy that answers"))
 
 
 class WorkerDetail(WorkerPublic):

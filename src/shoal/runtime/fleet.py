@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from shoal.engine.allocation import WorkerView
 
 Send = Callable[[str], Awaitable[None]]
+SAMPLES = 60  # heartbeats' resource readings kept per connection (10 min at the default 10 s)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One heartbeat's resource readings."""
+
+    at: datetime
+    cpu_percent: float
+    memory_percent: float
+    disk_percent: float
 
 
 @dataclass(slots=True)
@@ -28,6 +41,7 @@ class Connection:
     cpu_percent: float = 0.0
     memory_percent: float = 0.0
     disk_percent: float = 0.0
+    samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
 
     def view(self) -> WorkerView:
         """This worker as the allocation policy sees it."""

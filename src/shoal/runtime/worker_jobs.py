@@ -17,7 +17,7 @@ from shoal.errors import StaleAttempt
 from shoal.events import EventType, NewEvent
 from shoal.protocol import SERVER_FEATURES, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
-from shoal.runtime.fleet import Connection, Fleet
+from shoal.runtime.fleet import Connection, Fleet, Sample
 from shoal.runtime.jobs import Accepted, Beat, Disconnect, Log, Register, Result
 from shoal.runtime.memory import TaskMemory
 from shoal.store import files as file_rows
@@ -92,6 +92,7 @@ class WorkerJobs:
         wc, hb = job.conn, job.heartbeat
         wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
+        wc.samples.append(Sample(b.now, hb.cpu_percent, hb.memory_percent, hb.disk_percent))
         lease = b.now + timedelta(seconds=self._settings.lease_seconds)
         mine = [a for a in hb.running if a in wc.running]
         for aid in mine:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.api.schemas import (
+    ResourceSample,
     WorkerDetail,
     WorkerList,
     WorkerPublic,
@@ -21,6 +22,7 @@ from shoal.api.schemas import (
 from shoal.auth.tokens import Claims, new_opaque_token
 from shoal.errors import Forbidden, NotFound
 from shoal.ids import parse_id
+from shoal.runtime.fleet import Connection
 from shoal.store import accounts, queries
 from shoal.store import workers as worker_rows
 from shoal.store.models import utcnow
@@ -39,7 +41,8 @@ async def list_workers(
     async with services.db.connection() as conn:
         rows = await worker_rows.list_workers(conn, status=status)
         current = await queries.current_attempts(conn, owner=_owner(user))
-    return WorkerList(workers=[_public(r, current.get(r.id)) for r in rows])
+    fleet = services.runtime.fleet
+    return WorkerList(workers=[_public(r, current.get(r.id), fleet.get(r.id)) for r in rows])
 
 
 @router.post("/tokens", status_code=201, response_model=WorkerTokenCreated)
@@ -88,7 +91,7 @@ async def get_worker(worker_id: str, user: UserDep, services: ServicesDep) -> Wo
             raise NotFound(f"No worker {worker_id}.")
         history = await worker_rows.worker_history(conn, wid, owner=_owner(user))
         current = (await queries.current_attempts(conn, owner=_owner(user))).get(wid)
-    base = _public(row, current)
+    base = _public(row, current, services.runtime.fleet.get(wid))
     return WorkerDetail(
         **base.model_dump(), system_info=row.system_info or {},
         current=None if current is None else {
@@ -102,7 +105,9 @@ async def get_worker(worker_id: str, user: UserDep, services: ServicesDep) -> Wo
     )
 
 
-def _public(r: sa.Row[Any], current: sa.Row[Any] | None) -> WorkerPublic:
+def _public(
+    r: sa.Row[Any], current: sa.Row[Any] | None, live: Connection | None
+) -> WorkerPublic:
     tools = list(r.tools or [])
     return WorkerPublic(
         worker_id=r.id, machine_id=r.machine_id, machine_name=r.machine_name, status=r.status,
@@ -111,6 +116,9 @@ def _public(r: sa.Row[Any], current: sa.Row[Any] | None) -> WorkerPublic:
                    "disk_percent": r.disk_percent},
         current_task=current.subtask_id if current is not None else None,
         last_heartbeat=r.last_heartbeat, registered_at=r.registered_at,
+        recent=[ResourceSample(at=x.at, cpu_percent=x.cpu_percent,
+                               memory_percent=x.memory_percent, disk_percent=x.disk_percent)
+                for x in (live.samples if live is not None else ())],
     )
 
 
