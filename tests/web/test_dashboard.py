@@ -67,6 +67,7 @@ async def test_a_task_runs_live_in_the_browser(settings: Settings) -> None:
                 await expect(page.locator("#task-status")).to_have_text("completed")
                 for node in (gated, after):
                     await expect(node).to_have_attribute("data-status", "completed")
+                    await expect(node).to_have_class(re.compile(r"\bcritical\b"))  # a chain
                     assert await node.evaluate(
                         "n => getComputedStyle(n).borderTopColor") == COMPLETED
                 await expect(log).to_contain_text("echo: ")

@@ -92,7 +92,8 @@ async def test_a_task_page_catches_up_after_the_control_plane_restarts(tmp_path:
                 # the socket's and the API's failures while the control plane was down are
                 # expected (a figures refresh may fall in the gap)
                 watched.errors = [e for e in watched.errors if "WebSocket connection" not in e
-                                  and "ERR_CONNECTION_REFUSED" not in e]
+                                  and "ERR_CONNECTION_REFUSED" not in e
+                                  and "Failed to fetch" not in e]
                 watched.clean()
             detail = await wait_task(client, task_id, within=5, what="the task's end",
                                      procs=[restarted, served.worker],

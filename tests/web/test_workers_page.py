@@ -1,9 +1,11 @@
-"""The workers page in a real browser: a worker's tools and recent attempts (at your own tasks
-only), and an admin's worker tokens — created with the secret shown once, listed, revoked."""
+"""The workers page in a real browser: a worker's tools, resource sparklines and recent attempts
+(at your own tasks only), and an admin's worker tokens: created with the secret shown once,
+listed, revoked."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 from playwright.async_api import expect
 
@@ -29,6 +31,10 @@ async def test_an_admin_sees_work_and_manages_tokens(settings: Settings) -> None
                 await page.get_by_role("link", name="Workers").click()
                 row = page.locator("table[aria-label='Workers'] tbody tr").first
                 await expect(row).to_contain_text("echo")
+                # heartbeats (every 0.5 s here) draw each resource's sparkline
+                await expect(row.locator("svg.spark")).to_have_count(3)
+                await expect(row.locator("td[data-resource=cpu_percent] svg")).to_have_attribute(
+                    "aria-label", re.compile(r"^cpu over the last \d+ heartbeats"))
                 await row.get_by_role("button").click()
                 history = page.locator("#worker-history")
                 await expect(history).to_contain_text("Bobs job")  # an admin sees all

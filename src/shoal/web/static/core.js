@@ -95,6 +95,7 @@ async function request(path, options = {}, retried = false) {
 
 export async function api(path, options = {}) {
   const resp = await request(path, options);
+  if (resp.status === 204) return null;  // done, nothing to say
   return resp.headers.get("content-type")?.includes("json") ? resp.json() : null;
 }
 
@@ -189,6 +190,7 @@ export function later(work, ms) {
 export function failed(error) {
   if (error instanceof ApiError && error.status === 401) return;  // the session ended: shown
   status(`Could not refresh: ${error.message}`);
+  console.error(`Could not refresh: ${error.message}`);  // for whoever debugs (and the tests)
 }
 
 // ---- views -----------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ export function subtaskDrawer(element, stepsOf) {
   let detail = null;   // its attempts, loaded when it is selected or changes status
   let files = [];
   const logs = new Map();  // subtask id → its log lines, as they arrived
+  const streams = new Map();  // subtask id → the model's text streamed so far (its tail)
   const render = (s) => {
     const log = h("pre", {class: "log", id: "log", "aria-live": "polite"},
                   (logs.get(s.subtask_id) || []).join("\n"));
@@ -122,7 +123,9 @@ export function subtaskDrawer(element, stepsOf) {
       qualitySection(stepsOf(s.subtask_id)),
       files.length ? h("section", {"aria-label": "Files"}, h("h3", {}, "Files"), fileList, viewer)
         : "",
-      h("h3", {}, "Log"), log);
+      h("h3", {}, "Log"), log,
+      h("pre", {class: "log", id: "stream", "aria-label": "Model output, as it streams",
+                hidden: !streams.has(s.subtask_id)}, streams.get(s.subtask_id) || ""));
   };
   // The work's files: its own, and those its corrections rewrote (the latest of each path,
   // shown through the subtask that wrote it, so that its diff is against the one before).
@@ -150,6 +153,16 @@ export function subtaskDrawer(element, stepsOf) {
       load(s).catch(failed);
     },
     get current() { return current; },
+    // Model text as it streams (live only: the log keeps the whole of it).
+    stream(subtaskId, text) {
+      const sofar = (streams.get(subtaskId) || "") + text;
+      streams.set(subtaskId, sofar.slice(-20000));
+      if (current === subtaskId) {
+        const at = document.getElementById("stream");
+        at.hidden = false;
+        at.textContent = streams.get(subtaskId);
+      }
+    },
     log(subtaskId, line) {
       const lines = logs.get(subtaskId) || [];
       lines.push(line);

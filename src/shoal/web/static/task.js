@@ -2,10 +2,11 @@
 
 import {api, failed, fetchBlob, h, later, live, notFound, onLeave, show} from "./core.js";
 import {subtaskDrawer} from "./drawer.js";
-import {blackboard, taskFacts} from "./taskinfo.js";
+import {criticalPath, layers} from "./graph.js";
+import {blackboard, routeDecisions, taskFacts} from "./taskinfo.js";
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
-const FINAL = {completed: true, failed: true, cancelled: true};
+const FINAL = {completed: true, failed: true, cancelled: true, budget_exceeded: true};
 
 // A node's second line: its kind and status, and the retries and review rounds it took.
 function caption(s) {
@@ -58,6 +59,7 @@ export async function taskView(taskId) {
     }}, "Cancel task");
   const facts = taskFacts(task);
   const board = task.workflow === "dag" ? null : blackboard(task);
+  const routes = routeDecisions();
   show(h("h1", {}, task.description),
        h("p", {}, badge, " ", h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
          cancel, " ", h("button", {type: "button", id: "download",
@@ -66,7 +68,7 @@ export async function taskView(taskId) {
        facts.element,
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
        h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), aside),
-       board ? board.element : "");
+       routes.element, board ? board.element : "");
   // Figures and the blackboard change as work completes: read again, once for a burst.
   const refresh = later(async () => {
     const fresh = await api(`/api/v1/tasks/${task.task_id}`);
@@ -74,22 +76,24 @@ export async function taskView(taskId) {
     await board?.load();
   }, 300);
 
+  const work = () => [...subtasks.values()].filter((s) => !s.target_id);
   const draw = () => {
-    const work = [...subtasks.values()].filter((s) => !s.target_id);
-    const depth = new Map();
-    const depthOf = (s, seen = new Set()) => {
-      if (depth.has(s.subtask_id)) return depth.get(s.subtask_id);
-      if (seen.has(s.subtask_id)) return 0;
-      seen.add(s.subtask_id);
-      const parents = s.dependencies.map((d) => subtasks.get(d)).filter(Boolean);
-      const d = parents.length ? 1 + Math.max(...parents.map((p) => depthOf(p, seen))) : 0;
-      depth.set(s.subtask_id, d);
-      return d;
-    };
-    const layers = [];
-    for (const s of work) (layers[depthOf(s)] ||= []).push(s);
-    graph.replaceChildren(...layers.filter(Boolean).map((layer) =>
+    graph.replaceChildren(...layers(work(), subtasks).map((layer) =>
       h("div", {class: "layer"}, layer.map(node))));
+    markCritical();
+  };
+  // The critical path, outlined: marked again at most once a frame while events arrive.
+  let marking = false;
+  const markCritical = () => {
+    if (marking) return;
+    marking = true;
+    requestAnimationFrame(() => {
+      marking = false;
+      const path = criticalPath(work(), subtasks);
+      for (const n of graph.querySelectorAll(".node")) {
+        n.classList.toggle("critical", path.has(n.dataset.subtaskId));
+      }
+    });
   };
   const node = (s) => h("button", {
     class: "node", type: "button", "data-subtask-id": s.subtask_id, "data-status": s.status,
@@ -102,9 +106,12 @@ export async function taskView(taskId) {
     drawer.show(subtasks.get(id));
   };
   let stale = false;  // the graph lags the replayed past, until `caught_up`
-  const update = (s) => {
+  const update = (s, at) => {
     const known = subtasks.get(s.subtask_id);
     const now = {...known, ...s};
+    // When it started and ended, from its events' times (the critical path's durations)
+    if (at && s.status === "in_progress" && !now.started_at) now.started_at = at;
+    if (at && (s.status === "completed" || s.status === "failed")) now.completed_at = at;
     subtasks.set(s.subtask_id, now);
     if (live.replaying) { stale = true; return; }  // the past: drawn once, when caught up
     if (now.target_id) {  // a quality step: not a node, a line in its work's drawer
@@ -117,6 +124,7 @@ export async function taskView(taskId) {
     if (!el || !known) { draw(); return; }
     el.dataset.status = now.status;
     el.querySelector("small").textContent = caption(now);
+    if (known.status !== now.status) markCritical();
     if (selected === s.subtask_id) drawer.show(now, {changed: known.status !== now.status});
   };
   draw();
@@ -132,11 +140,13 @@ export async function taskView(taskId) {
     }
     const data = event.data || {};
     if (data.task_id !== task.task_id) return;  // also `subscribed`: nothing to redo
-    if (event.type === "subtask_update") update(data);
-    else if (event.type === "task_update" && data.plan) data.plan.forEach(update);
+    if (event.type === "subtask_update") update(data, event.timestamp);
+    else if (event.type === "task_update" && data.plan) data.plan.forEach((s) => update(s));
     else if (event.type === "agent_log" && data.subtask_id) {
       drawer.log(data.subtask_id, data.line ?? data.message ?? "");
-    }
+    } else if (event.type === "agent_token" && data.subtask_id) {
+      drawer.stream(data.subtask_id, data.text || "");
+    } else if (event.type === "route_decision") routes.add(data);
     const ended = ENDED[event.type];
     const now = ended || (event.type === "task_update" ? data.status : null);
     if (now) { badge.dataset.status = now; badge.textContent = now; }

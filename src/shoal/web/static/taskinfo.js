@@ -1,5 +1,6 @@
-// A task's figures (cost, tokens, elapsed time) and, for a workflow document, its blackboard:
-// each entry's latest value, and how many revisions it went through.
+// A task's figures (cost, tokens, elapsed time); a route step's decisions (who chose the next
+// step, and why the engine overruled the router); and, for a workflow document, its
+// blackboard: each entry's latest value, and how many revisions it went through.
 
 import {api, h} from "./core.js";
 
@@ -53,6 +54,24 @@ export function blackboard(task) {
             ` · revision ${last.revision} of ${revisions.length} · by ${last.step}`)),
           h("pre", {class: "code"}, shown(last.value)));
       }) : [h("p", {class: "muted"}, "Nothing written yet.")]));
+    },
+  };
+}
+
+// Each `route_decision` of the task, in order (hidden until the first).
+export function routeDecisions() {
+  const list = h("ol", {});
+  const element = h("section", {id: "route-decisions", "aria-label": "Route decisions",
+                                hidden: true}, h("h2", {}, "Route decisions"), list);
+  return {
+    element,
+    add(d) {
+      element.hidden = false;
+      const overruled = d.by !== "router";
+      list.append(h("li", {"data-by": d.by},
+        h("strong", {}, d.next || "—"), ` chosen by the ${d.by}`,
+        overruled && d.asked ? h("span", {class: "muted"}, ` (the router named ${d.asked})`) : "",
+        d.reason ? h("span", {class: "muted"}, `: ${d.reason}`) : ""));
     },
   };
 }

@@ -1,10 +1,32 @@
-// The workers: online state, tools with their versions, slots and resources, live; a worker's
-// current attempt and recent history (at your tasks; an admin sees all); and, for an admin,
-// the worker tokens: create one (its secret shown once), list them, revoke one.
+// The workers: online state, tools with their versions, slots, and resources with sparklines
+// of the last heartbeats, live; a worker's current attempt and recent history (at your tasks;
+// an admin sees all); and, for an admin, the worker tokens: create one (its secret shown
+// once), list them, revoke one.
 
 import {age, api, failed, h, later, live, onLeave, session, show} from "./core.js";
 
 const percent = (v) => (typeof v === "number" ? `${Math.round(v)} %` : "—");
+const SVG = "http://www.w3.org/2000/svg";
+
+// A sparkline of the last heartbeats' readings (0–100 %), and the latest as a number.
+function reading(samples, key, now) {
+  const values = samples.map((x) => Math.min(100, x[key]));
+  const cell = h("td", {"data-resource": key}, percent(now));
+  if (values.length < 2) return cell;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 60 20");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `${key.replace("_percent", "")} over the last ` +
+                   `${values.length} heartbeats, ${Math.round(Math.min(...values))} to ` +
+                   `${Math.round(Math.max(...values))} %`);
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("points", values.map((v, i) =>
+    `${(i * 60 / (values.length - 1)).toFixed(1)},${(19 - v * 0.18).toFixed(1)}`).join(" "));
+  svg.append(line);
+  cell.prepend(svg, " ");
+  return cell;
+}
 
 async function workerDetail(id, into) {
   const w = await api(`/api/v1/workers/${id}`);
@@ -87,9 +109,9 @@ export async function workersView() {
       h("td", {}, w.tool_details.map((t) => `${t.name}${t.version ? ` ${t.version}` : ""}`)
         .join(", ")),
       h("td", {}, String(w.slots)),
-      h("td", {}, percent(w.resources.cpu_percent)),
-      h("td", {}, percent(w.resources.memory_percent)),
-      h("td", {}, percent(w.resources.disk_percent)),
+      reading(w.recent, "cpu_percent", w.resources.cpu_percent),
+      reading(w.recent, "memory_percent", w.resources.memory_percent),
+      reading(w.recent, "disk_percent", w.resources.disk_percent),
       h("td", {class: "muted"}, w.last_heartbeat ? age(w.last_heartbeat) : "—"))));
     if (!workers.length) body.append(h("tr", {}, h("td", {colspan: 8, class: "muted"},
       "No workers yet. Start one with `shoal worker --server … --token …`.")));

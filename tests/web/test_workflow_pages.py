@@ -1,0 +1,43 @@
+"""A non-`dag` workflow's task page in a real browser: the supervisor (seed 001) on the demo
+model and a real worker shows each route decision, with the router overruled first, and the
+task's blackboard; the critical path runs through the steps that ran one after another."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.async_api import expect
+
+from shoal.config import Settings
+from tests.runtime.harness import demo_plane, sse_events
+from tests.web.browser import browser_page, sign_in
+
+
+async def test_the_supervisors_route_decisions_and_blackboard_show(settings: Settings) -> None:
+    async with demo_plane(settings) as (srv, client):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Find an Indian restaurant near Taipei 101 and reserve a table "
+                           "for tomorrow at 7 PM", "workflow": "supervisor"})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
+        async with browser_page("supervisor", srv.url) as watched:
+            page = watched.page
+            await sign_in(page, "alice")
+            await page.goto(f"/tasks/{task_id}")
+            await sse_events(client, task_id, until={"task_complete", "task_failed"})
+            await expect(page.locator("#task-status")).to_have_text("completed")
+            await expect(page.locator("#task-facts")).to_contain_text("took")
+            decisions = page.locator("#route-decisions li")
+            await expect(decisions).to_have_count(4)
+            await expect(decisions.nth(0)).to_contain_text(
+                "googlemap chosen by the fallback (the router named telephone)")
+            await expect(decisions.nth(1)).to_contain_text("calendar chosen by the router")
+            await expect(decisions.nth(3)).to_contain_text("summarize chosen by the engine")
+            board = page.locator("#blackboard")
+            await expect(board.locator("[data-entry]")).not_to_have_count(0)
+            await expect(board).to_contain_text("Saffron 46")
+            critical = page.locator("#graph .node.critical")
+            await expect(critical).not_to_have_count(0)
+            await expect(page.locator("#graph .node", has_text="summarize")).to_have_class(
+                re.compile(r"\bcritical\b"))  # the last step is on it
+            watched.clean()
