@@ -26,14 +26,20 @@ COMPLETED = "rgb(31, 157, 85)"  # --completed in app.css
 
 
 class LoggedGate(EchoTool):
-    """Echo, except that a run with option `gated` logs a line, then waits for the gate."""
+    """Echo, except that a run with option `gated` logs a line, streams some model text when
+    told to `speak`, then waits for the gate."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
+        self.speak = asyncio.Event()
 
     async def run(self, run: ToolRun) -> ToolOutcome:
         if run.options.get("gated"):
             run.log("working on it: waiting for the gate")
+            await self.speak.wait()
+            assert run.stream is not None
+            run.stream("Thinking aloud, ")
+            run.stream("token by token.")
             await self.gate.wait()
         return await super().run(run)
 
@@ -63,6 +69,9 @@ async def test_a_task_runs_live_in_the_browser(settings: Settings) -> None:
                 log = page.locator("#log")
                 await expect(log).to_contain_text("waiting for the gate")  # while it runs
                 await expect(gated).to_have_attribute("data-status", "in_progress")
+                tool.speak.set()  # the page is live now: streamed text is not replayed
+                await expect(page.locator("#stream")).to_have_text(
+                    "Thinking aloud, token by token.")
                 tool.gate.set()
                 await expect(page.locator("#task-status")).to_have_text("completed")
                 for node in (gated, after):
