@@ -104,7 +104,13 @@ export function subtaskDrawer(element, stepsOf) {
   let files = [];
   const logs = new Map();  // subtask id → its log lines, as they arrived
   const streams = new Map();  // subtask id → the model's text streamed so far (its tail)
-  const render = (s) => {
+  const render = (event) => {
+    // The subtask as its event said, completed by what the API says of it (attempts,
+    // evaluation and review are not in every event)
+    const s = detail?.subtask_id === event.subtask_id
+      ? {...detail, ...event, attempts: detail.attempt_history.length,
+         evaluation: event.evaluation ?? detail.evaluation, review: event.review ?? detail.review}
+      : event;
     const log = h("pre", {class: "log", id: "log", "aria-live": "polite"},
                   (logs.get(s.subtask_id) || []).join("\n"));
     const viewer = h("div", {id: "file-view"});
