@@ -309,6 +309,38 @@ async def test_ws_following_a_task_replays_it_then_says_caught_up(
         ("task_created", second), ("task_complete", second)]
 
 
+
+async def test_ws_batch_sends_a_queued_up_replay_in_few_frames_in_order(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """With `batch`, a replay goes out as `batch` frames: the same events, in the same order,
+    as a subscription without it sends one frame each."""
+    task_id = await submit(client, ECHO)
+    await wait_for_status(client, task_id, "completed")
+
+    async def replayed(batch: bool) -> tuple[list[dict[str, Any]], int]:
+        frames = 0
+        items: list[dict[str, Any]] = []
+        async with connect(ws_url(server, access_token(client))) as ws:
+            await ws.send(json.dumps({"type": "subscribe", "task_id": task_id, "since": 0,
+                                      "batch": batch}))
+            await receive(ws, "subscribed")
+            async with asyncio.timeout(DEADLINE):
+                while True:
+                    frame = json.loads(await ws.recv())
+                    frames += 1
+                    items += frame["items"] if frame["type"] == "batch" else [frame]
+                    if items[-1]["type"] == "caught_up":
+                        return items, frames
+
+    one_by_one, frames_plain = await replayed(False)
+    together, frames_batched = await replayed(True)
+    assert [(m["type"], m.get("seq")) for m in together] == [
+        (m["type"], m.get("seq")) for m in one_by_one]
+    assert frames_plain == len(one_by_one) > 5
+    assert frames_batched < frames_plain
+
+
 # ---- plain endpoints ------------------------------------------------------------------------
 
 

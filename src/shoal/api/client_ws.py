@@ -5,13 +5,16 @@ Signing in: `Authorization: Bearer <access token>` on the upgrade request, or a 
 and a token in the URL ends up in proxies' logs); `?token=` still works.
 
 Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ..., "since"?: N,
-"any_task_types"?: [...]}` (fields may also sit under `data`), `{"type": "unsubscribe",
-"event_types": [...]}`, `{"type": "ping"}`. With a `task_id`, only that task's events are
-replayed and sent, except the `any_task_types`, which come live from every task of the user's
-(a page following one task still hears of every checkpoint). Server → client: `{type, data,
-timestamp, seq}` events; `caught_up` (`data.seq`) once the replay a `since` asked for has been
-sent; `pong`, `subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`,
-`field`) for a message it cannot take; the socket stays open after an error.
+"any_task_types"?: [...], "batch"?: true}` (fields may also sit under `data`),
+`{"type": "unsubscribe", "event_types": [...]}`, `{"type": "ping"}`. With a `task_id`, only
+that task's events are replayed and sent, except the `any_task_types`, which come live from
+every task of the user's (a page following one task still hears of every checkpoint).
+
+Server → client: `{type, data, timestamp, seq}` events (with `batch`, those that queued up
+while the last frame was being sent come together, in order, as `{"type": "batch", "items":
+[...]}`); `caught_up` (`data.seq`) once the replay a `since` asked for has been sent; `pong`,
+`subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`, `field`) for a message
+it cannot take; the socket stays open after an error.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from shoal.store.models import utcnow
 
 router = APIRouter()
 ALL_TYPES = frozenset(t.value for t in EventType)
+BATCH = 200  # events at most in one `batch` frame
 AUTH_TIMEOUT = 10.0  # seconds a socket without credentials has to send its `auth` frame
 UNAUTHORIZED = 4401
 
@@ -53,6 +57,7 @@ class Subscribe(_ClientMessage):
     task_id: uuid.UUID | None = None
     since: int | None = Field(None, ge=0, le=MAX_INT64)
     any_task_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
+    batch: bool = False  # events that queue up during a burst may come as one `batch` frame
 
 
 class Unsubscribe(_ClientMessage):
@@ -95,6 +100,7 @@ class _Subscription:
         self.types: set[str] = set(ALL_TYPES)
         self.task_id: uuid.UUID | None = None
         self.also: frozenset[str] = frozenset()  # types wanted from every task
+        self.batch = False
 
     def wants(self, item: dict[str, Any]) -> bool:
         if item["type"] in self.also:
@@ -219,6 +225,7 @@ def _subscribe(
     sub.types = {t for t in types if t in ALL_TYPES} if types else set(ALL_TYPES)
     sub.task_id = msg.task_id
     sub.also = frozenset(t for t in msg.any_task_types or () if t in ALL_TYPES)
+    sub.batch = msg.batch
     if msg.since is not None:
         state["since"] = msg.since
         restart()
@@ -235,13 +242,20 @@ async def _push(
     replay = since is not None  # asked to resume: say when the past has been sent
     if since is None:
         since = state["since"] = await streams.current_seq(services)
-    async for item in streams.replay_then_live(
-            services, user_id=user_id, task_id=sub.task_id, since=since, also=sub.also,
-            announce=replay, kind=StreamKind.WEBSOCKET):
-        if item.get("seq"):  # a live-only event (seq 0) is outside the order it resumes from
-            state["since"] = item["seq"]
-        if item["type"] == "caught_up" or sub.wants(item):
-            await ws.send_text(json.dumps(item))
+    stream = streams.replay_then_live(
+        services, user_id=user_id, task_id=sub.task_id, since=since, also=sub.also,
+        announce=replay, kind=StreamKind.WEBSOCKET)
+    async for items in streams.batched(stream, limit=BATCH if sub.batch else 1):
+        out = []
+        for item in items:
+            if item.get("seq"):  # a live-only event (seq 0) is outside the order it resumes from
+                state["since"] = item["seq"]
+            if item["type"] == "caught_up" or sub.wants(item):
+                out.append(item)
+        if len(out) == 1:
+            await ws.send_text(json.dumps(out[0]))
+        elif out:
+            await ws.send_text(json.dumps({"type": "batch", "items": out}))
 
 
 async def _reply(ws: WebSocket, kind: str, data: dict[str, Any]) -> None:

@@ -135,3 +135,45 @@ async def with_keepalive(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+async def batched(
+    stream: AsyncIterator[dict[str, Any]], *, limit: int
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Items of `stream` in lists: each holds what arrived while the one before was being
+    sent (at most `limit`), so a burst goes out in few frames and a lone item at once."""
+    queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(limit)
+
+    async def pump() -> None:
+        try:
+            async for item in stream:
+                await queue.put(item)
+        except Exception as exc:
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            items: list[dict[str, Any]] = []
+            ended: BaseException | None = None
+            item = await queue.get()
+            while True:
+                if item is None or isinstance(item, BaseException):
+                    ended = item if item is not None else StopAsyncIteration()
+                    break
+                items.append(item)
+                if len(items) >= limit or queue.empty():
+                    break
+                item = queue.get_nowait()
+            if items:
+                yield items
+            if isinstance(ended, StopAsyncIteration):
+                return
+            if ended is not None:
+                raise ended
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
