@@ -61,9 +61,11 @@ window.WebSocket = function (...args) {
   const socket = new Native(...args);
   socket.addEventListener("message", (message) => {
     const at = performance.timeOrigin + performance.now();
-    const item = JSON.parse(message.data);
-    if (item.type === "subtask_update") {
-      window.__arrived[`${item.data.subtask_id} ${item.data.status}`] ??= at;
+    const frame = JSON.parse(message.data);
+    for (const item of frame.type === "batch" ? frame.items : [frame]) {
+      if (item.type === "subtask_update") {
+        window.__arrived[`${item.data.subtask_id} ${item.data.status}`] ??= at;
+      }
     }
   });
   return socket;

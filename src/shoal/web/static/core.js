@@ -142,7 +142,8 @@ export const live = {
   },
   subscribe(resume) {
     // A task's events, or all; and every task's checkpoints, for the badge on every page.
-    const message = {type: "subscribe", any_task_types: ["checkpoint_ready", "checkpoint_decided"]};
+    const message = {type: "subscribe", batch: true,
+                     any_task_types: ["checkpoint_ready", "checkpoint_decided"]};
     if (this.task) message.task_id = this.task;
     if (resume) message.since = this.since;  // the server replays what came after it
     this.waiting = resume;  // until `subscribed`, events are the old subscription's
@@ -150,6 +151,10 @@ export const live = {
     this.socket.send(JSON.stringify(message));
   },
   receive(item) {
+    if (item.type === "batch") {  // events that queued up during a burst, in order
+      for (const one of item.items) this.receive(one);
+      return;
+    }
     if (item.type === "subscribed" || item.type === "caught_up") {
       if (item.type === "subscribed") this.waiting = false;
       else this.replaying = false;
