@@ -103,11 +103,14 @@ async def _replay(
             return
 
 
-async def with_keepalive(
-    stream: AsyncIterator[dict[str, Any]], *, interval: float
-) -> AsyncIterator[dict[str, Any] | None]:
-    """Items of `stream`, with a `None` whenever nothing came for `interval` seconds."""
-    queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(maxsize=256)
+Pumped = asyncio.Queue[dict[str, Any] | BaseException | None]
+
+
+@contextlib.asynccontextmanager
+async def _pumped(stream: AsyncIterator[dict[str, Any]], size: int) -> AsyncIterator[Pumped]:
+    """A queue that a task fills with `stream`'s items, then None at its end (or the exception
+    that ended it); the task stops when the block is left."""
+    queue: Pumped = asyncio.Queue(size)
 
     async def pump() -> None:
         try:
@@ -120,6 +123,18 @@ async def with_keepalive(
 
     task = asyncio.create_task(pump())
     try:
+        yield queue
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+async def with_keepalive(
+    stream: AsyncIterator[dict[str, Any]], *, interval: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Items of `stream`, with a `None` whenever nothing came for `interval` seconds."""
+    async with _pumped(stream, 256) as queue:
         while True:
             try:
                 item = await asyncio.wait_for(queue.get(), timeout=interval)
@@ -131,10 +146,6 @@ async def with_keepalive(
             if isinstance(item, BaseException):
                 raise item
             yield item
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 async def batched(
@@ -142,38 +153,18 @@ async def batched(
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Items of `stream` in lists: each holds what arrived while the one before was being
     sent (at most `limit`), so a burst goes out in few frames and a lone item at once."""
-    queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(limit)
-
-    async def pump() -> None:
-        try:
-            async for item in stream:
-                await queue.put(item)
-        except Exception as exc:
-            await queue.put(exc)
-        else:
-            await queue.put(None)
-
-    task = asyncio.create_task(pump())
-    try:
+    async with _pumped(stream, limit) as queue:
         while True:
             items: list[dict[str, Any]] = []
-            ended: BaseException | None = None
             item = await queue.get()
-            while True:
-                if item is None or isinstance(item, BaseException):
-                    ended = item if item is not None else StopAsyncIteration()
-                    break
+            while isinstance(item, dict):
                 items.append(item)
                 if len(items) >= limit or queue.empty():
                     break
                 item = queue.get_nowait()
             if items:
                 yield items
-            if isinstance(ended, StopAsyncIteration):
+            if item is None:
                 return
-            if ended is not None:
-                raise ended
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+            if isinstance(item, BaseException):
+                raise item
