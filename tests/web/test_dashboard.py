@@ -190,6 +190,7 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
                 watched.errors = [e for e in watched.errors if "422" not in e]  # shown above
                 await dialog.get_by_label("Type").select_option("bug")
                 await dialog.get_by_label("Guidance").fill("Use Decimal for money amounts.")
+                await dialog.get_by_label("calc.py").check()  # a reference file
                 await dialog.get_by_label("Apply to my future subtasks").check()
                 await dialog.get_by_role("button", name="Correct").click()
                 await expect(badge).to_be_hidden()
@@ -213,6 +214,7 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
             sent = [str(m.get("content")) for body in recorded_requests(app)
                     for m in body["messages"]]
             assert any("Use Decimal for money amounts." in text for text in sent)
+            assert any("Reference: calc.py" in text for text in sent)
             for name, final in (("reject", "cancelled"), ("approve", "completed")):
                 assert (await client.get(f"/api/v1/tasks/{ids[name]}")).json()["status"] == final
         finally:
@@ -286,5 +288,35 @@ async def test_a_task_is_submitted_from_the_form_then_cancelled(settings: Settin
             assert (detail["workflow"], detail["status"]) == ("pipeline", "cancelled")
             assert detail["description"] == "Compare two databases"
             assert detail["tool_preferences"] == ["echo"]
+        finally:
+            await client.aclose()
+
+
+async def test_a_tool_approval_request_is_answered_in_the_dialog(settings: Settings) -> None:
+    """An agent asks to run a command the task's policy says to ask about: the dialog shows
+    what it asked, and approving lets the command run."""
+    async with running_demo_model() as model, running_server(settings) as srv, \
+            echo_worker(srv, settings, tools={"openai_compat": OpenAICompatTool(
+                base_url=model, api_key="sk-test", model="shoal-demo")}):
+        client = await login(srv, settings)
+        try:
+            resp = await client.post("/api/v1/tasks", json={
+                "description": "Tests that ask first", "quality": "off",
+                "permissions": {"commands": "ask"},
+                "plan": [{"name": "tests", "tool": "openai_compat",
+                          "description": "Write test_calc.py: tests for calc.py."}]})
+            assert resp.status_code == 201, resp.text
+            task_id = resp.json()["task_id"]
+            async with browser_page("approval-request", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                await page.goto(f"/tasks/{task_id}")
+                dialog = page.get_by_role("dialog")
+                await expect(dialog.get_by_role("heading")).to_have_text(
+                    "Checkpoint: approval request")
+                await expect(dialog).to_contain_text("run_command")
+                await dialog.get_by_role("button", name="Approve").click()
+                await expect(page.locator("#task-status")).to_have_text("completed")
+                watched.clean()
         finally:
             await client.aclose()

@@ -1,6 +1,7 @@
 """A non-`dag` workflow's task page in a real browser: the supervisor (seed 001) on the demo
 model and a real worker shows each route decision, with the router overruled first, and the
-task's blackboard; the critical path runs through the steps that ran one after another."""
+task's blackboard; the critical path runs through the steps that ran one after another; a
+workflow's `human` step asks its question in the dialog, and the answer goes on the board."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import re
 
 from playwright.async_api import expect
 
+from shoal.api.server import running_server
 from shoal.config import Settings
-from tests.runtime.harness import demo_plane, sse_events
+from tests.runtime.harness import demo_plane, echo_worker, login, sse_events
 from tests.web.browser import browser_page, sign_in
 
 
@@ -41,3 +43,45 @@ async def test_the_supervisors_route_decisions_and_blackboard_show(settings: Set
             await expect(page.locator("#graph .node", has_text="summarize")).to_have_class(
                 re.compile(r"\bcritical\b"))  # the last step is on it
             watched.clean()
+
+
+ASK_FIRST = """\
+name: ask_first
+version: 1
+description: Ask who it is for, then write for them.
+roles:
+  writer: {prompt: "Write on {query} for {audience}", tools: [echo]}
+steps:
+  - {id: audience, kind: human, question: "Who is the note on {query} for?"}
+  - {id: write, kind: agent, role: writer, after: [audience]}
+"""
+
+
+async def test_a_workflows_question_is_answered_in_the_dialog(settings: Settings) -> None:
+    async with running_server(settings) as srv, echo_worker(srv, settings):
+        client = await login(srv, settings)
+        try:
+            added = await client.post("/api/v1/workflows", json={"document": ASK_FIRST})
+            assert added.status_code == 201, added.text
+            resp = await client.post("/api/v1/tasks", json={
+                "description": "onboarding", "workflow": "ask_first"})
+            assert resp.status_code == 201, resp.text
+            task_id = resp.json()["task_id"]
+            async with browser_page("question", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                await page.goto(f"/tasks/{task_id}")
+                dialog = page.get_by_role("dialog")
+                await expect(dialog.get_by_role("heading")).to_have_text("Checkpoint: question")
+                await expect(dialog.locator("#cp-question")).to_have_text(
+                    "Who is the note on onboarding for?")
+                await dialog.get_by_label("Your answer").fill("new hires")
+                await dialog.get_by_role("button", name="Answer").click()
+                await expect(page.locator("#task-status")).to_have_text("completed")
+                await expect(page.locator("#blackboard [data-entry=audience]")).to_contain_text(
+                    "new hires")
+                await expect(page.locator("#blackboard [data-entry=write]")).to_contain_text(
+                    "Write on onboarding for new hires")
+                watched.clean()
+        finally:
+            await client.aclose()

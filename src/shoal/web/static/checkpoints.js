@@ -1,8 +1,8 @@
-// Open checkpoints, of every task of the user's: a badge in the header counts them, and a modal
-// dialog shows one at a time: why it opened, the work so far and its scores; approve, reject
-// with a reason, correct with guidance, or answer a question. A checkpoint that opens while the
-// page is open is shown at once, on any page; a task's page shows its own on arrival; the
-// badge shows the others, one after the other.
+// Open checkpoints, of every task of the user's: a badge in the header counts them, and a
+// modal dialog shows one at a time: why it opened, the work so far and its scores; approve,
+// reject with a reason, correct with guidance and reference files, or answer a question. A
+// checkpoint that opens while the page is open is shown at once, on any page; a task's page
+// shows its own on arrival; the badge shows the others, one after the other.
 
 import {api, h, live} from "./core.js";
 
@@ -63,6 +63,7 @@ export function checkpoints(badge) {
       h("p", {}, h("a", {href: `/tasks/${cp.task_id}`, "data-link": true, id: "checkpoint-task",
                      onclick: () => later()}, cp.task_description)),
       h("p", {}, cp.message || ""),
+      cp.question ? h("p", {id: "cp-question"}, h("strong", {}, cp.question)) : "",
       score !== null && score !== undefined ? h("p", {class: "muted"}, `Score: ${score}`) : "",
       h("p", {class: "muted"}, `${cp.subtasks_completed.length} subtask(s) done so far.`)];
     if (cp.reason === "question") {
@@ -76,6 +77,13 @@ export function checkpoints(badge) {
                      CORRECTION_TYPES.map((t) => h("option", {value: t}, t.replace("_", " "))));
       const guidance = h("textarea", {id: "cp-guidance", rows: 3});
       const future = h("input", {id: "cp-apply", type: "checkbox"});
+      // The files the work produced, to point the correction at
+      const produced = cp.subtask_id ? (await api(`/api/v1/subtasks/${cp.subtask_id}/files`)
+        .catch(() => ({files: []}))).files : [];
+      const references = produced.length ? h("fieldset", {id: "cp-references"},
+        h("legend", {}, "Reference files"), produced.map((f) => h("label", {class: "inline"},
+          h("input", {type: "checkbox", name: "reference_files", value: f.path}), ` ${f.path}`)))
+        : "";
       parts.push(
         h("p", {}, h("button", {class: "primary", type: "button",
                                 onclick: () => decide("approve", undefined, "reason")}, "Approve")),
@@ -83,10 +91,12 @@ export function checkpoints(badge) {
           h("button", {type: "button", onclick: () => decide("reject", {reason: reason.value},
                                                               "reason")}, "Reject")),
         h("fieldset", {}, h("legend", {}, "Correct"), field("cp-correction_type", "Type", kind),
-          field("cp-guidance", "Guidance", guidance),
+          field("cp-guidance", "Guidance", guidance), references,
           h("p", {}, future, h("label", {for: "cp-apply"}, " Apply to my future subtasks")),
           h("button", {type: "button", onclick: () => decide("correct", {
             correction_type: kind.value, guidance: guidance.value,
+            reference_files: [...dialog.querySelectorAll("[name=reference_files]:checked")]
+              .map((i) => i.value),
             apply_to_future: future.checked}, "guidance")}, "Correct")));
     }
     parts.push(h("p", {}, h("button", {type: "button", onclick: () => later()},
