@@ -102,3 +102,31 @@ async def test_files_reach_every_descendant(server: RunningServer, settings: Set
     await client.aclose()
     assert tool.seen["p1"] == tool.seen["p2"] == tool.seen["a"] == []
     assert tool.seen["b"] == tool.seen["c"] == tool.seen["d"] == ["a.txt"]
+
+
+class FailsFirst(EchoTool):
+    """Echo whose first run fails, so that the subtask is retried."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Fail the first run; echo after."""
+        self.runs += 1
+        if self.runs == 1:
+            return ToolOutcome(status="failed", error="flaky")
+        return await super().run(run)
+
+
+async def test_subtask_updates_count_attempts(server: RunningServer, settings: Settings) -> None:
+    """Each `subtask_update` says how many attempts the subtask has had: a live page shows a
+    retry without reading the task again."""
+    client = await login(server, settings)
+    async with echo_worker(server, settings, tools={"echo": FailsFirst()}):
+        task_id = await submit(client, [{"name": "flaky", "description": "d", "tool": "echo"}])
+        events = await sse_events(client, task_id, until={"task_complete", "task_failed"})
+    updates = [(e["data"]["status"], e["data"]["attempts"], e["data"]["review_cycles"])
+               for e in events if e["type"] == "subtask_update"]
+    assert updates[-1] == ("completed", 2, 0)
+    assert any(a == 1 for _, a, _ in updates)  # said during the first attempt
+    await client.aclose()

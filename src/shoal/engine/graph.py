@@ -307,6 +307,7 @@ def subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
         "assigned_worker": str(sub.assigned_worker) if sub.assigned_worker else None,
         "assigned_tool": sub.assigned_tool, "error": sub.error, "kind": sub.kind,
         "target_id": str(sub.target_id) if sub.target_id else None,
+        "attempts": sub.attempts, "review_cycles": sub.review_cycles,
     }
 
 
