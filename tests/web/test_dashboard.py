@@ -320,3 +320,40 @@ async def test_a_tool_approval_request_is_answered_in_the_dialog(settings: Setti
                 watched.clean()
         finally:
             await client.aclose()
+
+
+class FailsOnce(EchoTool):
+    """Echo whose first run fails: the task retries it."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        self.runs += 1
+        if self.runs == 1:
+            return ToolOutcome(status="failed", error="A flaky failure, on purpose.")
+        return await super().run(run)
+
+
+async def test_a_retried_subtask_shows_its_attempts(settings: Settings) -> None:
+    async with running_server(settings) as srv, \
+            echo_worker(srv, settings, tools={"echo": FailsOnce()}):
+        client = await login(srv, settings)
+        try:
+            task_id = await submit(client, [{"name": "Flaky", "description": "once",
+                                             "tool": "echo"}], description="Try again")
+            async with browser_page("retried", srv.url) as watched:
+                page = watched.page
+                await sign_in(page, "alice")
+                await page.goto(f"/tasks/{task_id}")
+                await expect(page.locator("#task-status")).to_have_text("completed")
+                node = page.locator("#graph .node", has_text="Flaky")
+                await expect(node).to_contain_text("2 attempts")
+                await node.click()
+                attempts = page.locator("ol.attempts li")
+                await expect(attempts).to_have_count(2)
+                await expect(attempts.first).to_contain_text("A flaky failure, on purpose.")
+                await expect(attempts.last.locator(".badge")).to_have_text("succeeded")
+                watched.clean()
+        finally:
+            await client.aclose()
