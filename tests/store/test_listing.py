@@ -1,0 +1,72 @@
+"""What the dashboard reads, on SQLite and PostgreSQL: the task list's workflow filter and
+case-blind search (with `%` and `_` taken literally), and a file's versions across a piece of
+work (the subtask and the correction that rewrote its files)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from shoal.engine.model import TaskMeta, TaskRecord
+from shoal.states import TaskStatus
+from shoal.store import accounts, queries
+from shoal.store import files as file_rows
+from shoal.store.db import Database
+from shoal.store.models import Subtask, table_of
+from shoal.store.state import insert_task
+from tests.store.test_state import NOW, started_task
+
+
+async def test_tasks_are_found_by_workflow_and_words(db: Database) -> None:
+    async with db.begin() as conn:
+        user = await accounts.create_user(conn, username="alice", password_hash="x",
+                                          is_admin=False, email=None, now=NOW)
+        made = {}
+        for n, (text, workflow) in enumerate((("Compare SALES figures", "dag"),
+                                              ("Raise by 5% now", "dag"),
+                                              ("compare two databases", "pipeline"))):
+            task = TaskRecord(id=uuid.uuid4(), user_id=user, description=text,
+                              status=TaskStatus.PENDING, created_at=NOW + timedelta(seconds=n),
+                              updated_at=NOW, workflow=workflow, meta=TaskMeta())
+            await insert_task(conn, task)
+            made[text] = task.id
+
+    async def found(**filters: str) -> list[uuid.UUID]:
+        async with db.connection() as conn:
+            rows, total = await queries.list_tasks(conn, user_id=user, status=None, limit=10,
+                                                   offset=0, **filters)
+        assert total == len(rows)
+        return [r.id for r in rows]
+
+    assert await found(search="COMPARE") == [made["compare two databases"],
+                                             made["Compare SALES figures"]]
+    assert await found(search="compare", workflow="pipeline") == [
+        made["compare two databases"]]
+    assert await found(search="5%") == [made["Raise by 5% now"]]
+    assert await found(search="5_") == []
+    assert await found(search="%") == [made["Raise by 5% now"]]
+    assert len(await found(workflow="dag")) == 2
+
+
+async def test_a_files_versions_span_the_work_and_its_correction(db: Database) -> None:
+    state = await started_task(db)
+    work, other, correction = sorted(state.subtasks.values(), key=lambda s: s.name)
+    subtasks = table_of(Subtask)
+    async with db.begin() as conn:  # the third subtask plays a correction of the first
+        await conn.execute(sa.update(subtasks).where(subtasks.c.id == correction.id)
+                           .values(target_id=work.id))
+        for at, (sub, sha) in enumerate(((work, "a" * 64), (other, "b" * 64),
+                                         (correction, "c" * 64))):
+            await conn.execute(sa.insert(file_rows.artifacts), file_rows.manifest_rows(
+                task_id=state.task.id, subtask_id=sub.id, attempt_id=uuid.uuid4(),
+                entries=[{"path": "calc.py", "size": 1, "sha256": sha}],
+                now=datetime(2026, 1, 2, 3, 5, at, tzinfo=UTC)))
+    async with db.connection() as conn:
+        of_work = await file_rows.file_versions(conn, work.id, None, "calc.py")
+        of_fix = await file_rows.file_versions(conn, correction.id, work.id, "calc.py")
+        of_other = await file_rows.file_versions(conn, other.id, None, "calc.py")
+    assert [v.sha256[0] for v in of_work] == ["c", "a"]  # newest first, not the other's
+    assert [v.sha256[0] for v in of_fix] == ["c", "a"]
+    assert [v.sha256[0] for v in of_other] == ["b"]
