@@ -12,12 +12,15 @@ benchmark workers (a no-op `echo` tool) in a second process. Measured:
   `shoal:graph-drawn` mark), both from the start of navigation; and how long the page takes to
   replay the task's history (`shoal:caught-up`, when the replay's last event was applied).
   Targets: first contentful paint < 1 s (issue 17), the graph drawn < 1 s.
-- **Event → colour**: a task page is open on a task whose root is held for two seconds, then 498
-  subtasks run at once and a join after them (some 1,500 status events in about a second,
-  the worst burst a page sees). For every `subtask_update` the control plane published after
-  the page was drawn, the time from the event's timestamp to the first animation frame after
-  the node's `data-status` took that value (its colour is painted in that frame). Both clocks
-  are this machine's wall clock. Target p95 < 100 ms.
+- **Event → colour**: a task page is open on a task whose root is held for two seconds. For
+  every `subtask_update` the control plane published after the page was drawn, the time from
+  the event's timestamp to the first animation frame after the node's `data-status` took that
+  value (its colour is painted in that frame), split into event → bus (this process hears it
+  as the socket does), event → the page's socket, and socket → colour. Both clocks are this
+  machine's wall clock. Target p95 < 100 ms. Two runs:
+  - burst: then 498 subtasks run at once and a join after them (some 1,300 status events in
+    about a second, the worst burst a page sees);
+  - steady: a chain of 500 subtasks of 20 ms each.
 """
 
 from __future__ import annotations
