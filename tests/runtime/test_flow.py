@@ -114,7 +114,7 @@ class FailsFirst(EchoTool):
         """Fail the first run; echo after."""
         self.runs += 1
         if self.runs == 1:
-            return ToolOutcome(status="failed", error="flaky")
+            return ToolOutcome(status="failed", error="A flaky failure, on purpose.")
         return await super().run(run)
 
 

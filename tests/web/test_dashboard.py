@@ -20,6 +20,7 @@ from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
 from shoal.tools.evaluator import EvaluatorTool
 from tests.runtime.harness import echo_worker, login, sse_events, submit
+from tests.runtime.test_flow import FailsFirst
 from tests.web.browser import SCREENSHOTS, browser_page, sign_in
 
 COMPLETED = "rgb(31, 157, 85)"  # --completed in app.css
@@ -322,22 +323,9 @@ async def test_a_tool_approval_request_is_answered_in_the_dialog(settings: Setti
             await client.aclose()
 
 
-class FailsOnce(EchoTool):
-    """Echo whose first run fails: the task retries it."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-    async def run(self, run: ToolRun) -> ToolOutcome:
-        self.runs += 1
-        if self.runs == 1:
-            return ToolOutcome(status="failed", error="A flaky failure, on purpose.")
-        return await super().run(run)
-
-
 async def test_a_retried_subtask_shows_its_attempts(settings: Settings) -> None:
     async with running_server(settings) as srv, \
-            echo_worker(srv, settings, tools={"echo": FailsOnce()}):
+            echo_worker(srv, settings, tools={"echo": FailsFirst()}):
         client = await login(srv, settings)
         try:
             task_id = await submit(client, [{"name": "Flaky", "description": "once",
