@@ -281,7 +281,6 @@ async def test_ws_subscription_delivers_only_chosen_types(
     assert all(isinstance(m["seq"], int) and m["timestamp"] for m in seen)
 
 
-
 async def test_ws_following_a_task_replays_it_then_says_caught_up(
     server: RunningServer, client: httpx.AsyncClient, worker: Worker
 ) -> None:
@@ -307,7 +306,6 @@ async def test_ws_following_a_task_replays_it_then_says_caught_up(
                 live.append(json.loads(await ws.recv()))
     assert [(m["type"], m["data"]["task_id"]) for m in live] == [
         ("task_created", second), ("task_complete", second)]
-
 
 
 async def test_ws_batch_sends_a_queued_up_replay_in_few_frames_in_order(

@@ -222,7 +222,6 @@ async def test_checkpoints_are_decided_in_the_dialog(settings: Settings) -> None
             await client.aclose()
 
 
-
 async def corrected_work_is_shown(page: Page) -> None:
     """The corrected subtask's drawer: five scores, two attempts' worth of files with the
     correction's change in the diff, and every file of the task as a zip."""
@@ -242,6 +241,7 @@ async def corrected_work_is_shown(page: Page) -> None:
     with zipfile.ZipFile(saved) as archive:
         assert any(name.endswith("calc.py") for name in archive.namelist()), archive.namelist()
     await page.screenshot(path=str(SCREENSHOTS / "corrected-file.png"), full_page=True)
+
 
 class Held(EchoTool):
     """Echo that never finishes: the task stays running until it is cancelled."""

@@ -239,7 +239,6 @@ class FileList(BaseModel):
     files: list[FileEntry]
 
 
-
 class FilePreview(BaseModel):
     """`GET /api/v1/subtasks/{id}/previews/{path}`: a produced file to read in the dashboard,
     highlighted, with its changes since the version written before it in the same work (by
@@ -254,6 +253,7 @@ class FilePreview(BaseModel):
     note: str | None  # why `html` is None: binary, or too large
     previous_attempt_id: uuid.UUID | None  # None: nothing wrote this file before
     diff_html: str | None  # the unified diff from that version ("" when unchanged)
+
 
 class Login(_Strict):
     """`POST /api/v1/auth/login`."""

@@ -39,7 +39,6 @@ async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa
     return latest
 
 
-
 async def file_versions(
     conn: AsyncConnection, subtask_id: uuid.UUID, target_id: uuid.UUID | None, path: str
 ) -> list[sa.Row[Any]]:
@@ -54,6 +53,7 @@ async def file_versions(
          .where(artifacts.c.subtask_id.in_(members), artifacts.c.path == path)
          .order_by(artifacts.c.created_at.desc()))
     return list((await conn.execute(q)).all())
+
 
 async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
     """Every file of every subtask of a task (latest version per subtask and path)."""

@@ -67,7 +67,6 @@ async def get_file(subtask_id: str, path: str, user: UserDep, services: Services
                              "X-Content-Type-Options": "nosniff"})
 
 
-
 @router.get("/{subtask_id}/previews/{path:path}", response_model=FilePreview)
 async def preview_file(
     subtask_id: str, path: str, user: UserDep, services: ServicesDep
@@ -103,6 +102,7 @@ def _wanted(path: str) -> str:
         return check_relative_path(path)
     except Exception as exc:
         raise NotFound(f"No file {path!r}.") from exc
+
 
 def _media_type(path: str) -> str:
     text = (".py", ".md", ".txt", ".json", ".toml", ".yaml", ".yml", ".js", ".ts", ".css",
