@@ -10,38 +10,22 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal import admin
-from shoal.api.server import RunningServer, running_server
+from shoal.api.server import RunningServer
 from shoal.config import Settings
 from tests.e2e.procs import receive_until
-from tests.runtime.harness import echo_worker, login, task_detail, wait_until
+from tests.runtime.harness import echo_worker, task_detail, wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-@pytest.fixture
-async def server(settings: Settings) -> AsyncIterator[RunningServer]:
-    async with running_server(settings) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A signed-in user's client, closed even when the test fails."""
-    signed_in = await login(server, settings)
-    try:
-        yield signed_in
-    finally:
-        await signed_in.aclose()
 
 
 async def scrape(srv: RunningServer) -> Samples:

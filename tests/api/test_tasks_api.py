@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -13,13 +12,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from shoal import admin
-from shoal.api.server import RunningServer, running_server
+from shoal.api.server import RunningServer
 from shoal.config import Settings
 from shoal.worker.agent import Worker
 from tests.runtime.harness import (
     DEADLINE,
-    echo_worker,
-    login,
     submit,
     wait_for_status,
 )
@@ -33,24 +30,7 @@ SLOW: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-async def server(settings: Settings) -> AsyncIterator[RunningServer]:
-    async with running_server(settings) as srv:
-        yield srv
 
-
-@pytest.fixture
-async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """Signed in as alice."""
-    c = await login(server, settings)
-    yield c
-    await c.aclose()
-
-
-@pytest.fixture
-async def worker(server: RunningServer, settings: Settings) -> AsyncIterator[Worker]:
-    async with echo_worker(server, settings) as w:
-        yield w
 
 
 def ws_url(server: RunningServer, token: str) -> str:

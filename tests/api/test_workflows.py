@@ -77,14 +77,6 @@ async def server(settings: Settings) -> AsyncIterator[RunningServer]:
         yield srv
 
 
-@pytest.fixture
-async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    signed_in = await login(server, settings)
-    try:
-        yield signed_in
-    finally:
-        await signed_in.aclose()
-
 
 def cli(server: RunningServer, client: httpx.AsyncClient,
         tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
