@@ -13,8 +13,24 @@ every task of the user's (a page following one task still hears of every checkpo
 Server → client: `{type, data, timestamp, seq}` events (with `batch`, those that queued up
 while the last frame was being sent come together, in order, as `{"type": "batch", "items":
 [...]}`); `caught_up` (`data.seq`) once the replay a `since` asked for has been sent; `pong`,
-`subscribed`, `unsubscribed`, and `error` (`data`: `code`, `message`, `field`) for a message
-it cannot take; the socket stays open after an error.
+`subscribed` (`data.since`: the stream carries the events after it), `unsubscribed`, and
+`error` (`data`: `code`, `message`, `field`) for a message it cannot take; the socket stays
+open after an error. Every frame of the old subscription comes before `subscribed`, every
+frame of the new one after it.
+
+Where a subscription starts:
+- With `since` in the message: every event it wants after `since` (a page redrawing a task
+  from its history asks for it again), except those the socket sent before its first
+  subscription because of the URL's `since` (the two are one resume).
+- Without it, on a socket opened with `?since=N` (a client resuming): every event it wants
+  after N that this socket has not sent yet, whichever subscriptions came before; so a
+  client that resumes with the URL's `since` and then subscribes, changes task, or comes
+  back to a task, misses nothing and gets nothing twice.
+- Without it on any other socket: from now on; or, when it wants less than the subscription
+  before (one task of all, fewer types), from where that one was, so nothing it was about
+  to send is lost.
+A socket opened with `?since=N` starts as if subscribed to every event of the user's after N;
+any other socket sends no event before its first subscription.
 """
 
 from __future__ import annotations
@@ -23,7 +39,8 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -31,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from shoal.api import streams
 from shoal.api.deps import Services, bearer_token
+from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.auth.tokens import Claims, decode_token
 from shoal.errors import ShoalError
 from shoal.events import EventType
@@ -93,21 +111,35 @@ class BadMessage(Exception):
         self.message, self.field, self.code = message, field, code
 
 
-class _Subscription:
-    """What one client wants to see."""
+@dataclass(slots=True)
+class _Plan:
+    """A stream to start: what it carries, where it starts, whether it skips what the socket
+    has already sent, and whether it says `caught_up` after its replay."""
 
-    def __init__(self) -> None:
-        self.types: set[str] = set(ALL_TYPES)
-        self.task_id: uuid.UUID | None = None
-        self.also: frozenset[str] = frozenset()  # types wanted from every task
-        self.batch = False
+    interest: Interest
+    after: int
+    skip: bool
+    announce: bool
 
-    def wants(self, item: dict[str, Any]) -> bool:
-        if item["type"] in self.also:
-            return True
-        if item["type"] not in self.types:
-            return False
-        return self.task_id is None or item["data"].get("task_id") == str(self.task_id)
+
+@dataclass(slots=True)
+class _Socket:
+    """One client socket: its user, its URL's `since`, what it has sent, and its stream."""
+
+    ws: WebSocket
+    services: Services
+    user_id: uuid.UUID
+    resume_from: int | None  # the URL's `since`: this socket resumes a client's stream
+    sent: Sent = field(default_factory=Sent)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one frame at a time
+    interest: Interest = field(default_factory=lambda: Interest(ALL_TYPES))
+    span: Span | None = None  # the current stream's
+    subscribed: bool = False
+    catching_up: bool = False  # a replay is under way: its `caught_up` is still owed
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """One frame (the caller holds `lock`)."""
+        await self.ws.send_text(json.dumps(frame))
 
 
 @router.websocket("/ws")
@@ -123,23 +155,56 @@ async def client_socket(ws: WebSocket) -> None:
 
 
 async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
-    sub = _Subscription()
-    state: dict[str, Any] = {"since": None}
     try:
-        state["since"] = _query_since(ws.query_params.get("since"))
+        resume_from = _query_since(ws.query_params.get("since"))
     except BadMessage as exc:
+        resume_from = None
         await _error(ws, exc)
+    sock = _Socket(ws, services, claims.user_id, resume_from)
     async with asyncio.TaskGroup() as tg:
-        pusher = [tg.create_task(_push(ws, services, claims.user_id, sub, state))]
+        pusher: list[asyncio.Task[None]] = []
+        if resume_from is not None:  # as if subscribed to everything after the URL's since
+            plan = _Plan(sock.interest, resume_from, skip=False, announce=True)
+            pusher.append(tg.create_task(_push(sock, _begin(sock, plan))))
 
-        def restart() -> None:
-            pusher[0].cancel()
-            pusher[0] = tg.create_task(_push(ws, services, claims.user_id, sub, state))
+        async def resubscribe(interest: Interest, since: int | None) -> None:
+            """Stop the stream at a frame's edge, say `subscribed`, start the next one."""
+            for task in pusher:
+                task.cancel()
+            await asyncio.gather(*pusher, return_exceptions=True)
+            plan = await _plan(sock, interest, since)
+            await sock.send(_frame("subscribed", {
+                "event_types": sorted(interest.types),
+                "task_id": str(interest.task_id) if interest.task_id else None,
+                "since": plan.after}))
+            pusher[:] = [tg.create_task(_push(sock, _begin(sock, plan)))]
 
         try:
-            await _read(ws, sub, state, restart)
+            await _read(sock, resubscribe)
         finally:
-            pusher[0].cancel()
+            for task in pusher:
+                task.cancel()
+
+
+async def _plan(sock: _Socket, interest: Interest, since: int | None) -> _Plan:
+    """Where a new subscription's stream starts (see the module's docstring)."""
+    first, sock.subscribed = not sock.subscribed, True
+    if since is not None:  # exactly what it asks for, but what the URL's stream sent
+        skip = first and sock.resume_from is not None
+        return _Plan(interest, _start(sock, interest, since, skip), skip, announce=True)
+    if sock.resume_from is not None:  # a resuming socket: everything after the URL's since
+        return _Plan(interest, _start(sock, interest, sock.resume_from, True), True, True)
+    current = sock.span
+    if current is not None and current.interest.covers(interest):
+        base = current.through  # narrower: carry on where the stream was
+    else:
+        base = await streams.current_seq(sock.services)  # from now on
+        sock.catching_up = False
+    return _Plan(interest, _start(sock, interest, base, True), True, sock.catching_up)
+
+
+def _start(sock: _Socket, interest: Interest, base: int, skip: bool) -> int:
+    return sock.sent.resume_point(interest, base) if skip else base
 
 
 async def _sign_in(ws: WebSocket, services: Services) -> Claims | None:
@@ -168,30 +233,42 @@ async def _auth_frame(ws: WebSocket) -> str:
     return msg.token
 
 
-async def _read(
-    ws: WebSocket, sub: _Subscription, state: dict[str, Any], restart: Callable[[], None]
-) -> None:
+Resubscribe = Callable[[Interest, int | None], Awaitable[None]]
+
+
+async def _read(sock: _Socket, resubscribe: Resubscribe) -> None:
     with contextlib.suppress(WebSocketDisconnect):
         while True:
-            raw = await ws.receive_text()
-            try:
-                msg = _parse(raw)
-            except BadMessage as exc:
-                await _error(ws, exc)
-                continue
-            match msg:
-                case Ping():
-                    await _reply(ws, "pong", {})
-                case Subscribe():
-                    _subscribe(sub, msg, state, restart)
-                    await _reply(ws, "subscribed", {"event_types": sorted(sub.types),
-                                                    "task_id": str(sub.task_id or "") or None})
-                case Unsubscribe():
-                    sub.types -= set(msg.event_types or ALL_TYPES)
-                    await _reply(ws, "unsubscribed", {"event_types": sorted(sub.types)})
-                case Auth():
-                    await _error(ws, BadMessage("This socket is signed in already.",
-                                                code="already_signed_in"))
+            raw = await sock.ws.receive_text()
+            async with sock.lock:
+                await _answer(sock, raw, resubscribe)
+
+
+async def _answer(sock: _Socket, raw: str, resubscribe: Resubscribe) -> None:
+    """Act on one client frame (holding the socket's lock: no event frame in between)."""
+    try:
+        msg = _parse(raw)
+    except BadMessage as exc:
+        await _error(sock.ws, exc)
+        return
+    match msg:
+        case Ping():
+            await sock.send(_frame("pong", {}))
+        case Subscribe():
+            types = msg.event_types
+            await resubscribe(Interest(
+                types=frozenset(t for t in types if t in ALL_TYPES) if types else ALL_TYPES,
+                task_id=msg.task_id, batch=msg.batch,
+                also=frozenset(t for t in msg.any_task_types or () if t in ALL_TYPES),
+            ), msg.since)
+        case Unsubscribe():
+            old = sock.interest
+            await resubscribe(Interest(old.types - set(msg.event_types or ALL_TYPES),
+                                       old.task_id, old.also, old.batch), None)
+            await sock.send(_frame("unsubscribed", {"event_types": sorted(sock.interest.types)}))
+        case Auth():
+            await _error(sock.ws, BadMessage("This socket is signed in already.",
+                                             code="already_signed_in"))
 
 
 def _parse(raw: str) -> ClientMessage:
@@ -217,54 +294,51 @@ def _parse(raw: str) -> ClientMessage:
         raise BadMessage(f"{field}: {first['msg']}.", field=field) from None
 
 
-def _subscribe(
-    sub: _Subscription, msg: Subscribe, state: dict[str, Any], restart: Callable[[], None]
-) -> None:
-    types = msg.event_types
-    before = (sub.task_id, sub.also)
-    sub.types = {t for t in types if t in ALL_TYPES} if types else set(ALL_TYPES)
-    sub.task_id = msg.task_id
-    sub.also = frozenset(t for t in msg.any_task_types or () if t in ALL_TYPES)
-    sub.batch = msg.batch
-    if msg.since is not None:
-        state["since"] = msg.since
-        restart()
-    elif (sub.task_id, sub.also) != before:  # another stream: from now on
-        state["since"] = None
-        restart()
+def _begin(sock: _Socket, plan: _Plan) -> _Plan:
+    """Make `plan` the socket's stream (its interest, and its span of what it sends)."""
+    sock.interest, sock.catching_up = plan.interest, plan.announce
+    sock.span = sock.sent.open(plan.interest, plan.after)
+    return plan
 
 
-async def _push(
-    ws: WebSocket, services: Services, user_id: uuid.UUID, sub: _Subscription,
-    state: dict[str, Any],
-) -> None:
-    since = state["since"]
-    replay = since is not None  # asked to resume: say when the past has been sent
-    if since is None:
-        since = state["since"] = await streams.current_seq(services)
+async def _push(sock: _Socket, plan: _Plan) -> None:
+    """Stream `plan` to the client; each frame is sent, and counted as sent, under the lock."""
+    interest, span = plan.interest, sock.span
+    assert span is not None
+    stream: AsyncIterator[dict[str, Any]]
     stream = streams.replay_then_live(
-        services, user_id=user_id, task_id=sub.task_id, since=since, also=sub.also,
-        announce=replay, kind=StreamKind.WEBSOCKET)
-    async for items in streams.batched(stream, limit=BATCH if sub.batch else 1):
-        out = []
-        for item in items:
-            if item.get("seq"):  # a live-only event (seq 0) is outside the order it resumes from
-                state["since"] = item["seq"]
-            if item["type"] == "caught_up" or sub.wants(item):
-                out.append(item)
-        if len(out) == 1:
-            await ws.send_text(json.dumps(out[0]))
-        elif out:
-            await ws.send_text(json.dumps({"type": "batch", "items": out}))
+        sock.services, user_id=sock.user_id, task_id=interest.task_id, since=plan.after,
+        also=interest.also, announce=plan.announce, kind=StreamKind.WEBSOCKET)
+    with contextlib.suppress(WebSocketDisconnect):  # the reader sees the client leave too
+        await _send_stream(sock, plan, stream, span)
 
 
-async def _reply(ws: WebSocket, kind: str, data: dict[str, Any]) -> None:
-    await ws.send_text(json.dumps({"type": kind, "data": data,
-                                   "timestamp": utcnow().isoformat().replace("+00:00", "Z")}))
+async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[dict[str, Any]],
+                       span: Span) -> None:
+    interest = plan.interest
+    async for items in streams.batched(stream, limit=BATCH if interest.batch else 1):
+        async with sock.lock:
+            out = [item for item in items if item["type"] == "caught_up" or (
+                interest.wants(item) and not (plan.skip and sock.sent.has_sent(item)))]
+            if len(out) == 1:
+                await sock.send(out[0])
+            elif out:
+                await sock.send({"type": "batch", "items": out})
+            for item in items:
+                if item.get("seq"):  # a live-only event (seq 0) is outside the log's order
+                    sock.sent.record(span, item)
+                elif item["type"] == "caught_up":
+                    sock.catching_up = False
+
+
+def _frame(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": kind, "data": data,
+            "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
 
 
 async def _error(ws: WebSocket, exc: BadMessage) -> None:
-    await _reply(ws, "error", {"code": exc.code, "message": exc.message, "field": exc.field})
+    await ws.send_text(json.dumps(_frame("error", {"code": exc.code, "message": exc.message,
+                                                   "field": exc.field})))
 
 
 def _query_since(value: str | None) -> int | None:

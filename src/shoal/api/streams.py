@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from shoal.bus.base import Lagged
@@ -120,6 +120,9 @@ async def _pumped(stream: AsyncIterator[dict[str, Any]], size: int) -> AsyncIter
             await queue.put(exc)
         else:
             await queue.put(None)
+        finally:  # stopped while waiting to queue an item: close the stream (its bus feed) now
+            if isinstance(stream, AsyncGenerator):
+                await stream.aclose()
 
     task = asyncio.create_task(pump())
     try:
