@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import structlog
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from shoal import __version__, heap
 from shoal.api import client_ws, health, worker_ws
 from shoal.api.body_limit import BodyLimit
-from shoal.api.deps import Services
+from shoal.api.deps import Services, checked_path
 from shoal.api.errors import install_error_handlers
 from shoal.api.request_times import RequestTimes
 from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers, workflows
@@ -103,7 +103,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             await services.db.dispose()
 
     app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,
-                  description="Multi-agent task orchestration across many machines.")
+                  description="Multi-agent task orchestration across many machines.",
+                  dependencies=[Depends(checked_path)])
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too

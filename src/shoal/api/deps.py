@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
@@ -15,6 +16,7 @@ from shoal.auth.tokens import Claims, decode_token
 from shoal.bus.base import EventBus
 from shoal.config import Settings
 from shoal.errors import Unauthorized
+from shoal.limits import text_problem
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
 from shoal.workflows import Catalog
@@ -65,6 +67,24 @@ async def current_user(
     await services.limiter.hit(f"user:{claims.user_id}",
                                limit=services.settings.rate_limit_per_minute, window=60)
     return claims
+
+
+MAX_PATH_PARAMETER = 1024  # characters: ids and names are far shorter, a file's path too
+
+
+async def checked_path(connection: HTTPConnection) -> None:
+    """Every route's path parameters are text the store can look up, checked before the route
+    runs (an app-wide dependency, so a route added later is covered): 422 naming the
+    parameter otherwise."""
+    for name, value in connection.path_params.items():
+        if not isinstance(value, str):
+            continue
+        problem = text_problem(value)
+        if problem is None and len(value) > MAX_PATH_PARAMETER:
+            problem = f"is {len(value)} characters long; at most {MAX_PATH_PARAMETER} are allowed"
+        if problem is not None:
+            raise RequestValidationError([{"loc": ("path", name), "msg": problem,
+                                           "type": "value_error"}])
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
