@@ -3,6 +3,7 @@ and nothing poisoned (a normal request afterwards still works, nothing half-stor
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import uuid
@@ -20,7 +21,7 @@ from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.limits import MAX_INT64, shown
 from shoal.worker.agent import Worker
-from tests.runtime.harness import echo_worker, login, submit, wait_for_status
+from tests.runtime.harness import login, submit, wait_for_status
 
 NUL, SURROGATE = "a\x00b", "a\ud800b"
 BAD_TEXT = [(NUL, "NUL"), (SURROGATE, "surrogate")]
@@ -32,18 +33,6 @@ async def server(settings: Settings) -> AsyncIterator[RunningServer]:
         yield srv
 
 
-@pytest.fixture
-async def client(server: RunningServer, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """Signed in as alice."""
-    c = await login(server, settings)
-    yield c
-    await c.aclose()
-
-
-@pytest.fixture
-async def worker(server: RunningServer, settings: Settings) -> AsyncIterator[Worker]:
-    async with echo_worker(server, settings) as w:
-        yield w
 
 
 def _raw(body: dict[str, Any]) -> bytes:
@@ -151,6 +140,45 @@ async def test_a_body_over_the_limit_is_413(client: httpx.AsyncClient) -> None:
                                 headers={"content-type": "application/json"})
     assert chunked.status_code == 413, chunked.text
     assert (await client.get("/api/v1/tasks")).status_code == 200
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_a_client_that_keeps_sending_a_large_body_reads_the_413(
+    server: RunningServer, framing: str,
+) -> None:
+    """A raw client sending 32 MB to an endpoint whose limit is 64 kB, without waiting for an
+    answer, gets to send it all, then reads the 413 and a clean close, not a reset."""
+    size, piece = 32 * 1024 * 1024, b"y" * 65_536
+    framed = (f"Content-Length: {size}" if framing == "content-length"
+              else "Transfer-Encoding: chunked")
+    host, port = server.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"POST /api/v1/tasks HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json"
+                 f"\r\n{framed}\r\n\r\n".encode())
+
+    async def keep_sending() -> int:
+        sent = 0
+        while sent < size:
+            chunk = piece if framing == "content-length" else (
+                b"%x\r\n" % len(piece) + piece + b"\r\n")
+            writer.write(chunk)
+            await writer.drain()
+            sent += len(piece)
+        if framing == "chunked":
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        return sent
+
+    async with asyncio.timeout(60):
+        sending = asyncio.create_task(keep_sending())
+        answer = await reader.read()  # to the end: raises ConnectionResetError on a reset
+        sent = await sending
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"connection: close" in head.lower()
+    assert json.loads(body)["error"] == "payload_too_large"
+    assert sent == size
 
 
 async def test_file_names_beyond_latin1_download_with_rfc6266(

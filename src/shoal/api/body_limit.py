@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shoal.api.errors import error_body
 
+DRAIN_BYTES = 64 * 1024 * 1024  # of a refused body read and dropped, so the client sees 413
+DRAIN_SECONDS = 10.0  # and for at most this long
+
 
 class BodyLimit:
     """ASGI middleware: refuse HTTP request bodies over `max_bytes` with 413, whether the
-    client announced the size (`Content-Length`) or streamed it in chunks."""
+    client announced the size (`Content-Length`) or streamed it in chunks.
+
+    A refused body is read and dropped (up to `DRAIN_BYTES`, for up to `DRAIN_SECONDS`)
+    before the 413 and `Connection: close` go out: a server that closes while the client is
+    still sending makes the kernel reset the connection, and the client never reads the 413.
+    A client that sent `Expect: 100-continue` has sent no body yet: it is answered at once."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
@@ -22,8 +32,11 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            if headers.get(b"expect", b"").lower() != b"100-continue":
+                await _drain(receive, {"type": "http.request", "more_body": True})
             await self._refuse(send)
             return
         if declared is not None:
@@ -35,7 +48,7 @@ class BodyLimit:
             messages.append(message)
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await _drain(receive, message, budget=3 * self.max_bytes)
+                await _drain(receive, message)
                 await self._refuse(send)
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
@@ -53,12 +66,15 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-async def _drain(receive: Receive, message: Message, *, budget: int) -> None:
-    """Read and drop the rest of a refused body, up to `budget` bytes, so that a client still
-    sending it reads the 413 instead of a reset connection."""
-    while message["type"] == "http.request" and message.get("more_body", False) and budget > 0:
-        message = await receive()
-        budget -= len(message.get("body", b""))
+async def _drain(receive: Receive, message: Message) -> None:
+    """Read and drop the rest of a refused body, within `DRAIN_BYTES` and `DRAIN_SECONDS`."""
+    budget = DRAIN_BYTES
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while (message["type"] == "http.request" and message.get("more_body", False)
+                   and budget > 0):
+                message = await receive()
+                budget -= len(message.get("body", b""))
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:
