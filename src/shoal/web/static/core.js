@@ -18,6 +18,26 @@ export function h(tag, attrs = {}, ...kids) {
   return el;
 }
 
+// Replace `container`'s children with `kids`, keeping the keyboard's focus: when a control
+// inside it had the focus, the new control that stands for the same thing (`focusKey`) gets
+// it back, so a live redraw never drops a keyboard user's place.
+export function replaceKeepingFocus(container, ...kids) {
+  const had = document.activeElement;
+  const key = had && had !== container && container.contains(had) ? focusKey(had) : null;
+  container.replaceChildren(...kids);
+  if (key) container.querySelector(key)?.focus();
+}
+
+// What names a control across redraws: its id, else the first of these attributes it has.
+const FOCUS_KEYS = ["data-subtask-id", "data-path", "data-worker-id", "href", "aria-label"];
+
+function focusKey(el) {
+  if (el.id) return `#${CSS.escape(el.id)}`;
+  const name = FOCUS_KEYS.find((key) => el.hasAttribute(key));
+  return name ? `${el.tagName.toLowerCase()}[${name}="${CSS.escape(el.getAttribute(name))}"]`
+    : null;
+}
+
 export function age(iso) {
   const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
   if (s < 60) return `${Math.floor(s)} s ago`;

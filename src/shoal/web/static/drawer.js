@@ -2,7 +2,7 @@
 // as a five-dimension chart with the analysers' findings; the review's findings; its files, each
 // highlighted with its changes since the previous attempt; and the agent's log, live.
 
-import {api, failed, h} from "./core.js";
+import {api, failed, h, replaceKeepingFocus} from "./core.js";
 
 // The evaluator's five dimensions (`shoal.tools.evaluator.WEIGHTS`), scored out of 10.
 const DIMENSIONS = ["completeness", "code_quality", "security", "architecture", "testability"];
@@ -102,6 +102,7 @@ export function subtaskDrawer(element, stepsOf) {
   let current = null;  // the subtask id shown
   let detail = null;   // its attempts, loaded when it is selected or changes status
   let files = [];
+  let viewer = h("div", {id: "file-view"});  // the file open in it: kept across redraws
   const logs = new Map();  // subtask id → its log lines, as they arrived
   const streams = new Map();  // subtask id → the model's text streamed so far (its tail)
   const render = (event) => {
@@ -113,12 +114,11 @@ export function subtaskDrawer(element, stepsOf) {
       : event;
     const log = h("pre", {class: "log", id: "log", "aria-live": "polite"},
                   (logs.get(s.subtask_id) || []).join("\n"));
-    const viewer = h("div", {id: "file-view"});
     const fileList = files.length ? h("ul", {class: "files", "aria-label": "Files"},
       files.map((f) => h("li", {}, h("button", {type: "button", class: "link",
         "data-path": f.path, onclick: () => fileView(f.writer, f.path, viewer).catch(failed)},
         f.path), h("small", {class: "muted"}, ` ${f.size} B`)))) : "";
-    element.replaceChildren(h("h2", {}, s.name),
+    replaceKeepingFocus(element, h("h2", {}, s.name),
       h("p", {}, h("span", {class: "badge", "data-status": s.status}, s.status)),
       h("p", {class: "muted"}, `Tool: ${s.assigned_tool || "—"} · worker: `
         + `${s.assigned_worker || "—"} · attempts: ${s.attempts ?? 0}`),
@@ -153,7 +153,7 @@ export function subtaskDrawer(element, stepsOf) {
     show(s, {changed = true} = {}) {
       const fresh = current !== s.subtask_id;
       if (!fresh && !changed) return;  // progress only: an open file stays open
-      if (fresh) { detail = null; files = []; }
+      if (fresh) { detail = null; files = []; viewer = h("div", {id: "file-view"}); }
       current = s.subtask_id;
       render(s);
       load(s).catch(failed);

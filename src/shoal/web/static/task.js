@@ -1,6 +1,8 @@
 // A task's page: its graph drawn live, and a subtask drawer with the agent's log and work.
 
-import {api, failed, fetchBlob, h, later, live, notFound, onLeave, show} from "./core.js";
+import {
+  api, failed, fetchBlob, h, later, live, notFound, onLeave, replaceKeepingFocus, show,
+} from "./core.js";
 import {subtaskDrawer} from "./drawer.js";
 import {criticalPath, layers} from "./graph.js";
 import {blackboard, routeDecisions, taskFacts} from "./taskinfo.js";
@@ -78,7 +80,7 @@ export async function taskView(taskId) {
 
   const work = () => [...subtasks.values()].filter((s) => !s.target_id);
   const draw = () => {
-    graph.replaceChildren(...layers(work(), subtasks).map((layer) =>
+    replaceKeepingFocus(graph, ...layers(work(), subtasks).map((layer) =>
       h("div", {class: "layer"}, layer.map(node))));
     markCritical();
   };

@@ -2,7 +2,9 @@
 // that a reload or a shared link shows the same; live updates without polling; cancel from the
 // list after a confirmation.
 
-import {age, api, failed, h, later, live, navigate, onLeave, show} from "./core.js";
+import {
+  age, api, failed, h, later, live, navigate, onLeave, replaceKeepingFocus, show,
+} from "./core.js";
 
 const STATUSES = ["pending", "initializing", "in_progress", "checkpoint_pending", "completed",
                   "failed", "cancelled", "budget_exceeded"];
@@ -76,7 +78,7 @@ export async function tasksView() {
     for (const key of ["status", "workflow", "q"]) if (wanted.get(key)) query.set(key, wanted.get(key));
     const found = await api(`/api/v1/tasks?${query}`);
     rows.clear();
-    body.replaceChildren(...found.tasks.map(row));
+    replaceKeepingFocus(body, ...found.tasks.map(row));
     if (!found.tasks.length) {
       body.append(h("tr", {}, h("td", {colspan: 7, class: "muted"},
         wanted.toString() ? "No task matches these filters."

@@ -3,7 +3,9 @@
 // an admin sees all); and, for an admin, the worker tokens: create one (its secret shown
 // once), list them, revoke one.
 
-import {age, api, failed, h, later, live, onLeave, session, show} from "./core.js";
+import {
+  age, api, failed, h, later, live, onLeave, replaceKeepingFocus, session, show,
+} from "./core.js";
 
 const percent = (v) => (typeof v === "number" ? `${Math.round(v)} %` : "—");
 const SVG = "http://www.w3.org/2000/svg";
@@ -101,7 +103,7 @@ export async function workersView() {
     detail, tokens ? tokens.element : "");
   const load = async () => {
     const {workers} = await api("/api/v1/workers");
-    body.replaceChildren(...workers.map((w) => h("tr", {"data-worker-id": w.worker_id},
+    replaceKeepingFocus(body, ...workers.map((w) => h("tr", {"data-worker-id": w.worker_id},
       h("td", {}, h("button", {type: "button", class: "link", "aria-expanded": open === w.worker_id,
         onclick: () => { open = w.worker_id; workerDetail(open, detail).catch(failed); }},
         w.machine_name)),
