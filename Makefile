@@ -5,7 +5,7 @@ PORT ?= 8000
 WORKFLOW ?= dag
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
-.PHONY: setup clis browser run up test test-fast lint fmt bench clean
+.PHONY: setup clis browser pdf run up test test-fast lint fmt bench clean
 
 # The AI CLIs the tests drive for real, pinned (installed by npm into .tools/, not in git).
 CLI_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.169.0
@@ -45,6 +45,20 @@ browser:
 		fi; \
 	fi
 
+## Pango, which WeasyPrint needs to render reports as PDF (Debian packages; chromium brings it
+## too); as root with apt-get, else a notice (the PDF tests then skip, or fail under CI).
+pdf:
+	@if ! ldconfig -p 2>/dev/null | grep -q libpangoft2-1.0.so.0; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "Installing Pango for PDF reports"; \
+			apt-get install -y -q libpango-1.0-0 libpangoft2-1.0-0 >/dev/null 2>&1 || \
+				(apt-get update -q >/dev/null && \
+				 apt-get install -y -q libpango-1.0-0 libpangoft2-1.0-0 >/dev/null); \
+		else \
+			echo "NOTICE: Pango is missing: reports cannot be rendered as PDF."; \
+		fi; \
+	fi
+
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
 ## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline
 ## or WORKFLOW=supervisor runs that workflow's sample instead of the default `dag`.
@@ -57,7 +71,7 @@ up: setup
 
 ## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
 ## and fail under CI=true).
-test: setup clis browser
+test: setup clis browser pdf
 	@$(PY) -m compileall -q -j 0 src >/dev/null
 	$(PY) -m pytest -q
 
