@@ -140,6 +140,19 @@ class SubtaskSummary(BaseModel):
     review: dict[str, Any] | None = None
     review_cycles: int = 0
 
+    @classmethod
+    def from_row(cls, s: Any) -> SubtaskSummary:
+        """A subtask row (with its worker's name) in the API's shape."""
+        return cls(
+            subtask_id=s.id, key=s.key, name=s.name, role=s.role, status=s.status,
+            progress=s.progress, dependencies=[uuid.UUID(str(d)) for d in s.dependencies or []],
+            assigned_worker=s.worker_name, assigned_worker_id=s.assigned_worker,
+            assigned_tool=s.assigned_tool, recommended_tool=s.recommended_tool,
+            attempts=s.attempts, error=s.error, started_at=s.started_at,
+            completed_at=s.completed_at, kind=s.kind, target_id=s.target_id,
+            evaluation=s.evaluation, review=s.review, review_cycles=s.review_cycles or 0,
+        )
+
 
 class SubtaskDetail(SubtaskSummary):
     """`GET /api/v1/subtasks/{id}`: a subtask with its output and attempts."""

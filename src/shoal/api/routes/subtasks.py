@@ -13,8 +13,7 @@ from shoal.api import previews
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
-from shoal.api.routes.tasks import subtask_summary
-from shoal.api.schemas import FileEntry, FileList, FilePreview, SubtaskDetail
+from shoal.api.schemas import FileEntry, FileList, FilePreview, SubtaskDetail, SubtaskSummary
 from shoal.artifacts.paths import check_relative_path
 from shoal.errors import NotFound
 from shoal.ids import parse_id
@@ -36,7 +35,7 @@ async def get_subtask(subtask_id: str, user: UserDep, services: ServicesDep) -> 
                 "dispatched_at": a.dispatched_at.isoformat(),
                 "finished_at": a.finished_at.isoformat() if a.finished_at else None}
                for a in attempts]
-    return SubtaskDetail(**subtask_summary(row).model_dump(), task_id=row.task_id,
+    return SubtaskDetail(**SubtaskSummary.from_row(row).model_dump(), task_id=row.task_id,
                          description=row.description, output=row.output,
                          attempt_history=history)
 

@@ -18,10 +18,10 @@ from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from shoal.api import streams
+from shoal.api.catalog import offered_to
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
-from shoal.api.routes.workflows import offered_to
 from shoal.api.schemas import (
     StateRevision,
     SubtaskSummary,
@@ -182,7 +182,7 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         subs = await queries.task_subtasks(conn, row.id)
         cps, _ = await queries.list_checkpoints(conn, user_id=user.user_id, task_id=row.id,
                                                 status=None, limit=100, offset=0)
-    summaries = [subtask_summary(s) for s in subs]
+    summaries = [SubtaskSummary.from_row(s) for s in subs]
     return TaskDetail(
         **_summary(row).model_dump(),
         checkpoint_frequency=row.checkpoint_frequency, privacy_level=row.privacy_level,
@@ -215,7 +215,7 @@ async def list_subtasks(task_id: str, user: UserDep, services: ServicesDep) -> l
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
         subs = await queries.task_subtasks(conn, row.id)
-    return [subtask_summary(s) for s in subs]
+    return [SubtaskSummary.from_row(s) for s in subs]
 
 
 @router.get("/{task_id}/download", response_class=FileResponse)
@@ -293,17 +293,3 @@ def _summary(row: sa.Row[Any]) -> TaskSummary:
                        workflow=row.workflow,
                        usage=Usage(input_tokens=row.input_tokens,
                                    output_tokens=row.output_tokens, cost_usd=row.cost_usd))
-
-
-def subtask_summary(s: sa.Row[Any]) -> SubtaskSummary:
-    """A subtask row in the API's shape."""
-    return SubtaskSummary(
-        subtask_id=s.id, key=s.key, name=s.name, role=s.role, status=s.status,
-        progress=s.progress, dependencies=[uuid.UUID(str(d)) for d in s.dependencies or []],
-        assigned_worker=s.worker_name, assigned_worker_id=s.assigned_worker,
-        assigned_tool=s.assigned_tool, recommended_tool=s.recommended_tool,
-        attempts=s.attempts, error=s.error, started_at=s.started_at,
-        completed_at=s.completed_at, kind=s.kind, target_id=s.target_id,
-        evaluation=s.evaluation, review=s.review, review_cycles=s.review_cycles or 0,
-    )
-

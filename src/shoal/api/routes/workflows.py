@@ -3,7 +3,6 @@ workflow documents."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import structlog
@@ -11,7 +10,8 @@ from fastapi import APIRouter, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
-from shoal.api.deps import Services, ServicesDep, UserDep
+from shoal.api.catalog import offered_to, stored_offer
+from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.api.schemas import _Strict
 from shoal.errors import Conflict, InvalidInput, NotFound
@@ -58,7 +58,7 @@ async def list_workflows(user: UserDep, services: ServicesDep) -> WorkflowList:
     return WorkflowList(workflows=[
         *(WorkflowPublic(name=w.name, description=w.description, version=w.document.version)
           for w in services.workflows.all()),
-        *(_public(offered, yours=True) for offered in map(_offered, rows)
+        *(_public(offered, yours=True) for offered in map(stored_offer, rows)
           if offered is not None)])
 
 
@@ -113,27 +113,6 @@ async def delete_workflow(name: str, user: UserDep, services: ServicesDep) -> Re
         if not await user_workflows.remove(conn, user.user_id, name):
             raise NotFound("No workflow of yours has that name.")
     return Response(status_code=204)
-
-
-async def offered_to(services: Services, user_id: uuid.UUID, name: str) -> Offered | None:
-    """The workflow `name` as a task of `user_id` would run it: the server's, else theirs."""
-    offered = services.workflows.get(name)
-    if offered is not None:
-        return offered
-    async with services.db.connection() as conn:
-        rows = await user_workflows.latest(conn, user_id, name)
-    return _offered(rows[0]) if rows else None
-
-
-def _offered(row: Any) -> Offered | None:
-    """A stored document, checked again (a version of Shoal may have changed the rules)."""
-    try:
-        doc = load_document(row.text, source=f"{row.name} v{row.version}")
-        DocumentWorkflow(doc)
-    except InvalidInput as exc:
-        log.warning("workflows.user_document_skipped", problem=exc.message)
-        return None
-    return Offered(doc.name, doc.description, doc)
 
 
 def _public(offered: Offered, *, yours: bool) -> WorkflowPublic:
