@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     claim_ttl: float = Field(30.0, gt=0)
     claim_interval: float = Field(10.0, gt=0)
 
+    # What one user may run at once: more tasks wait `queued`, in the order they came (an admin
+    # sets a user's own limit: PATCH /api/v1/users/{id}).
+    max_active_tasks: int = Field(3, ge=1, le=10_000)
+
     # Limits.
     subtask_timeout: float = Field(900.0, gt=0)
     planner_timeout: float = Field(300.0, gt=0)

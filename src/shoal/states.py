@@ -15,6 +15,7 @@ from shoal.errors import Conflict
 class TaskStatus(StrEnum):
     """Where a task is in its life."""
 
+    QUEUED = "queued"  # waiting for one of its user's active-task slots
     PENDING = "pending"
     INITIALIZING = "initializing"  # the planner is running
     IN_PROGRESS = "in_progress"
@@ -60,8 +61,10 @@ class WorkerStatus(StrEnum):
 S = TypeVar("S", TaskStatus, SubtaskStatus, AttemptStatus)
 
 _TASK: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.QUEUED: frozenset({TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELLED}),
     TaskStatus.PENDING: frozenset(
-        {TaskStatus.INITIALIZING, TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED}
+        {TaskStatus.QUEUED, TaskStatus.INITIALIZING, TaskStatus.IN_PROGRESS, TaskStatus.FAILED,
+         TaskStatus.CANCELLED}
     ),
     TaskStatus.INITIALIZING: frozenset(
         {TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED,

@@ -7,6 +7,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -38,6 +39,31 @@ class GatedEcho(EchoTool):
         if run.options.get("gated"):
             self.started.set()
             await self.gate.wait()
+        return await super().run(run)
+
+
+class KeyedGates(EchoTool):
+    """The echo tool, except that a run with option `gate: NAME` waits until the test opens
+    the gate of that name (`open(NAME)`), so tasks can be let finish one at a time."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+        self.waiting: dict[str, int] = {}
+
+    def gate(self, name: str) -> asyncio.Event:
+        """The gate `name` (made closed on first use)."""
+        return self.gates.setdefault(name, asyncio.Event())
+
+    def open(self, name: str) -> None:
+        """Let the runs waiting at gate `name` (and every later one) through."""
+        self.gate(name).set()
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        """Wait at the run's gate, if it names one, then echo."""
+        name = run.options.get("gate")
+        if name:
+            self.waiting[name] = self.waiting.get(name, 0) + 1
+            await self.gate(str(name)).wait()
         return await super().run(run)
 
 
@@ -203,3 +229,18 @@ async def attempt_statuses(client: httpx.AsyncClient, detail: dict[str, Any]) ->
 def by_name(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A task detail's subtasks by name."""
     return {s["name"]: s for s in detail["subtasks"]}
+
+
+def max_running(details: list[dict[str, Any]]) -> int:
+    """The most tasks that ran at one moment, from their start and end times."""
+    edges: list[tuple[datetime, int]] = []
+    for d in details:
+        if d["started_at"]:
+            edges.append((datetime.fromisoformat(d["started_at"]), 1))
+            if d["completed_at"]:
+                edges.append((datetime.fromisoformat(d["completed_at"]), -1))
+    most = now = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+        now += step
+        most = max(most, now)
+    return most

@@ -58,10 +58,10 @@ async def test_a_batching_worker_gets_and_gives_one_frame_per_moment(
         commits = 0
         process = server.services.runtime._process
 
-        async def counted(batch: Any, *, retry_alone: bool) -> None:
+        async def counted(batch: Any, **how: Any) -> None:
             nonlocal commits
             commits += any(isinstance(job, Result) for job in batch)
-            await process(batch, retry_alone=retry_alone)
+            await process(batch, **how)
 
         server.services.runtime._process = counted  # type: ignore[method-assign]
         task_id = await submit(client, PLAN)

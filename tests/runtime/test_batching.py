@@ -27,7 +27,7 @@ class Recorder:
         self.batches: list[list[str]] = []
         self.changed = asyncio.Event()
 
-    async def __call__(self, batch: list[Job], *, retry_alone: bool) -> None:
+    async def __call__(self, batch: list[Job], *, retry_alone: bool, races: int) -> None:
         self.batches.append([type(job).__name__ for job in batch])
         self.changed.set()
 

@@ -114,6 +114,7 @@ class TaskCreated(BaseModel):
     task_id: uuid.UUID
     status: str
     message: str
+    queue_position: int | None = None  # `queued`: 1 starts next
 
 
 class SubtaskSummary(BaseModel):
@@ -218,6 +219,7 @@ class TaskDetail(TaskSummary):
     subtasks: list[SubtaskSummary]
     checkpoints: list[dict[str, Any]]
     evaluation_scores: dict[str, Any] | None
+    queue_position: int | None = None  # `queued`: where it stands in your queue (1: next)
 
 
 class TaskPage(BaseModel):

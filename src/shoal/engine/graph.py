@@ -14,6 +14,7 @@ and an id factory).
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from shoal.engine.inputs import (
     EngineInput,
     Expired,
     Finished,
+    Queued,
     Start,
     Started,
     Unplaceable,
@@ -51,7 +53,14 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
     step = Step(state, ctx)
     match inp:
         case Start():
+            if inp.slot is not None:
+                _take_slot(step, inp.slot)
             flow.start(step, inp)
+        case Queued():
+            step.set_task(status=transition(step.task.status, TaskStatus.QUEUED),
+                          meta=replace(step.task.meta, plan=inp.plan))
+            step.emit(EventType.TASK_UPDATE, status=step.task.status.value,
+                      progress=step.task.progress, queue_position=inp.position)
         case Dispatched():
             _dispatched(step, inp.attempt)
         case DispatchedAll():
@@ -68,6 +77,14 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
         case CheckpointDecision() | CheckpointExpired() | Unplaceable():
             flow.handle(step, inp)
     return step.finish()
+
+
+def _take_slot(step: Step, slot: int) -> None:
+    """The task holds its user's active-task slot `slot` (leaving the queue, if it waited)."""
+    status, meta = step.task.status, step.task.meta
+    if status is TaskStatus.QUEUED:
+        status, meta = transition(status, TaskStatus.PENDING), replace(meta, plan=())
+    step.set_task(status=status, slot=slot, meta=meta)
 
 
 # ---- attempts -------------------------------------------------------------------------------
@@ -246,7 +263,7 @@ def complete_task_if_done(flow: Workflow, step: Step) -> None:
 def complete_task(flow: Workflow, step: Step) -> None:
     """End the task as completed (the workflow has decided nothing more is to be done)."""
     step.set_task(status=transition(step.task.status, TaskStatus.COMPLETED), progress=100,
-                  completed_at=step.ctx.now)
+                  completed_at=step.ctx.now, slot=None)
     emit_task_update(step)
     step.emit(EventType.TASK_COMPLETE, status=step.task.status.value,
               **flow.completion(step), usage=_usage(step.task))
@@ -270,7 +287,7 @@ def _end(step: Step, status: TaskStatus, error: str, closed_because: str) -> Non
     _stop_everything(step, error)
     close_checkpoints(step, closed_because)
     step.set_task(status=transition(step.task.status, status), error=error,
-                  completed_at=step.ctx.now)
+                  completed_at=step.ctx.now, slot=None)
     emit_task_update(step)
 
 

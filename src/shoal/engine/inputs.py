@@ -16,10 +16,21 @@ from shoal.engine.model import AttemptRecord
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """A task was just created; `plan` is the user's own graph, if they sent one."""
+    """A task starts (just created, or let out of its user's queue) holding active-task slot
+    `slot`; `plan` is the user's own graph, if they sent one."""
 
     plan: planning.Plan | None = None
     options: tuple[Mapping[str, Any], ...] = ()  # per planned subtask (explicit plans only)
+    slot: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A task was just created while its user had no active-task slot free: it waits, at
+    `position` in their queue, keeping `plan`, the user's own plan as sent, for its start."""
+
+    position: int
+    plan: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,5 +117,5 @@ class Unplaceable:
     peer: bool = False
 
 
-EngineInput = (Start | Dispatched | DispatchedAll | Started | Finished | Expired | CancelRequested
-               | CheckpointDecision | CheckpointExpired | Unplaceable)
+EngineInput = (Start | Queued | Dispatched | DispatchedAll | Started | Finished | Expired
+               | CancelRequested | CheckpointDecision | CheckpointExpired | Unplaceable)

@@ -267,6 +267,7 @@ class TaskMeta:
     parameters: Mapping[str, Any] = field(default_factory=dict)  # a document workflow's
     workflow: Mapping[str, Any] | None = None  # the document the task runs, pinned at submit
     skip: frozenset[str] = frozenset()  # the document's optional steps the user switched off
+    plan: tuple[Mapping[str, Any], ...] = ()  # the user's own plan, as sent (read at its start)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -283,6 +284,8 @@ class TaskMeta:
             out[WORKFLOW_KEY] = dict(self.workflow)
         if self.skip:
             out[SKIP_KEY] = sorted(self.skip)
+        if self.plan:
+            out[PLAN_KEY] = [dict(item) for item in self.plan]
         return out
 
     @classmethod
@@ -292,6 +295,7 @@ class TaskMeta:
         parameters = data.get(PARAMETERS_KEY)
         workflow = data.get(WORKFLOW_KEY)
         skip = data.get(SKIP_KEY)
+        plan = data.get(PLAN_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
@@ -301,7 +305,9 @@ class TaskMeta:
             if isinstance(deadline, Mapping) and seconds else None,
             parameters=parameters if isinstance(parameters, Mapping) else {},
             workflow=workflow if isinstance(workflow, Mapping) else None,
-            skip=frozenset(str(s) for s in skip) if isinstance(skip, list) else frozenset())
+            skip=frozenset(str(s) for s in skip) if isinstance(skip, list) else frozenset(),
+            plan=tuple(p for p in plan if isinstance(p, Mapping)) if isinstance(plan, list)
+            else ())
 
 
 PERMISSIONS_KEY = "shoal.permissions"
@@ -310,6 +316,7 @@ DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
 PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
 WORKFLOW_KEY = "shoal.workflow"  # the workflow document a task runs, as it was at submit
 SKIP_KEY = "shoal.skip"  # the optional steps of that document the user switched off
+PLAN_KEY = "shoal.plan"  # the user's own plan, kept until the task starts (it may wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +342,7 @@ class TaskRecord:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     version: int = 1
+    slot: int | None = None  # the user's active-task slot it holds while it runs
 
     @property
     def sensitive(self) -> bool:

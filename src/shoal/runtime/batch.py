@@ -72,6 +72,8 @@ class Batch:
     fenced: list[str] = field(default_factory=list)  # tools of results refused: lease lost
     owner: str | None = None  # the control-plane copy that claims the tasks this batch creates
     owner_expires_at: datetime | None = None  # … until then
+    slots: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # user → slots given
+    queued: dict[uuid.UUID, int] = field(default_factory=dict)  # user → tasks queued
 
     def apply(self, work: TaskWork, d: Decision) -> None:
         """Fold a decision into its task's work and keep its events in order."""

@@ -30,6 +30,7 @@ from shoal.engine.inputs import (
     CheckpointExpired,
     EngineInput,
     Expired,
+    Queued,
     Start,
 )
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
@@ -55,8 +56,10 @@ from shoal.runtime.dispatch import (
     send_to,
 )
 from shoal.runtime.fleet import Connection, Fleet
+from shoal.runtime.admission import Admission
 from shoal.runtime.jobs import (
     Accepted,
+    Admit,
     AdoptTasks,
     Beat,
     Cancel,
@@ -79,7 +82,7 @@ from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
 from shoal.store import pg_batch, queries
 from shoal.store import workers as worker_rows
-from shoal.store.db import Database
+from shoal.store.db import Database, lost_a_race
 from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
 from shoal.store.state import (
@@ -90,6 +93,7 @@ from shoal.store.state import (
 from shoal.workflows import decide
 
 log = structlog.get_logger(__name__)
+MAX_RACES = 5  # times a job alone is decided again after another copy's commit beat it
 
 
 class Runtime:
@@ -114,6 +118,8 @@ class Runtime:
         self.memory = TaskMemory(clock)
         self._scheduler = Scheduler(settings, self.fleet, self.memory, self._decide)
         self._ownership = Ownership(settings, db, self.memory, self.fleet)
+        self._admission = Admission(self.memory, default_limit=settings.max_active_tasks,
+                                    max_subtasks=settings.max_subtasks)
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
@@ -130,7 +136,7 @@ class Runtime:
             Disconnect: workers.disconnect, Beat: workers.heartbeat, Accepted: workers.accepted,
             Log: workers.log, Result: workers.result,
             Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
-            ReleaseTasks: self._on_release_tasks, Tick: self._on_tick}
+            ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit}
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -170,10 +176,11 @@ class Runtime:
 
     async def submit(
         self, task: TaskRecord, plan: planning.Plan | None = None,
-        options: tuple[dict[str, Any], ...] = (),
+        options: tuple[dict[str, Any], ...] = (), plan_items: tuple[dict[str, Any], ...] = (),
     ) -> TaskRecord:
-        """Store a new task and start it; returns once it is durable."""
-        result: TaskRecord = await self._call(Submit(task, plan, options))
+        """Store a new task and start it, or queue it when its user has no active-task slot
+        free (`plan_items`: the plan as sent, kept for its start); returns once durable."""
+        result: TaskRecord = await self._call(Submit(task, plan, options, plan_items))
         return result
 
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
@@ -252,7 +259,7 @@ class Runtime:
                 await self._linger(batch)
             batch = [j for j in batch if type(j) is not Wake]
             if batch:
-                await self._process(batch, retry_alone=len(batch) > 1)
+                await self._process(batch, retry_alone=len(batch) > 1, races=0)
 
     def _drain(self, batch: list[Job]) -> None:
         while len(batch) < self.settings.batch_max and not self._inbox.empty():
@@ -276,7 +283,7 @@ class Runtime:
             await asyncio.sleep(self.settings.sweep_interval)
             self._post(Tick())
 
-    async def _process(self, batch: list[Job], *, retry_alone: bool) -> None:
+    async def _process(self, batch: list[Job], *, retry_alone: bool, races: int) -> None:
         b = Batch(now=self._clock())
         ctx = Context(now=b.now, retry=self._retry, rand=self._rand(),
                       max_subtasks=self.settings.max_subtasks,
@@ -291,7 +298,7 @@ class Runtime:
                 written = await self.db.run_write(lambda conn: _write(conn, b), inline=True)
             states, stored = written
         except Exception as exc:  # the transaction rolled back: nothing of it happened
-            await self._rollback(batch, b, exc, retry_alone=retry_alone)
+            await self._rollback(batch, b, exc, retry_alone=retry_alone, races=races)
             return
         await self._after_commit(batch, b, states, stored)
 
@@ -307,7 +314,7 @@ class Runtime:
         return None if stored is None else (states, stored)
 
     async def _rollback(
-        self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool
+        self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool, races: int
     ) -> None:
         log.warning("runtime.batch_failed", error=str(exc), jobs=len(batch))
         for conn, aid in b.reserved:
@@ -323,7 +330,12 @@ class Runtime:
         if retry_alone:
             for job in batch:
                 job.error = None
-                await self._process([job], retry_alone=False)
+                await self._process([job], retry_alone=False, races=races)
+            return
+        if races < MAX_RACES and lost_a_race(exc):  # another copy committed first: decide again
+            for job in batch:
+                job.error = None
+            await self._process(batch, retry_alone=False, races=races + 1)
             return
         for job in batch:
             if isinstance(job, Result):
@@ -367,7 +379,12 @@ class Runtime:
             EventType.TASK_CREATED, {"task_id": str(task.id), "description": task.description,
                                      "status": task.status.value},
             task_id=task.id, user_id=task.user_id))
-        self._decide(b, work, Start(plan=plan, options=options), ctx)
+        slot = await self._admission.slot_for_new(rd, b, task.user_id)
+        if slot is None:
+            position = await self._admission.position_for_new(rd, b, task.user_id)
+            self._decide(b, work, Queued(position, plan=job.plan_items), ctx)
+        else:
+            self._decide(b, work, Start(plan=plan, options=options, slot=slot), ctx)
         job.result = lambda: work.state.task
 
     async def _on_cancel(self, rd: Reader, b: Batch, job: Cancel, ctx: Context) -> None:
@@ -414,12 +431,25 @@ class Runtime:
                     work = await self._work(rd, b, tid)
                     if cp.id in work.state.checkpoints:
                         self._decide(b, work, CheckpointExpired(cp.id), ctx)
+        for user_id in self._admission.waiting_users():
+            await self._let_out(rd, b, user_id, ctx)
+
+    async def _on_admit(self, rd: Reader, b: Batch, job: Admit, ctx: Context) -> None:
+        for user_id in job.user_ids:
+            await self._let_out(rd, b, user_id, ctx)
+
+    async def _let_out(self, rd: Reader, b: Batch, user_id: uuid.UUID, ctx: Context) -> None:
+        """Start the queued tasks of `user_id` that may start now."""
+        for task, start in await self._admission.let_out(rd, b, user_id):
+            self._decide(b, await self._work(rd, b, task.id), start, ctx)
 
     # ---- after commit -----------------------------------------------------------------------
 
     async def _after_commit(
         self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
     ) -> None:
+        freed = {st.task.user_id for tid, st in states.items()
+                 if st.task.slot is None and b.works[tid].old.task.slot is not None}
         for tid, st in states.items():
             work = b.works[tid]
             self.memory.remember(st, work)
@@ -431,6 +461,8 @@ class Runtime:
                     self._guidance.pop(st.task.user_id, None)
         for job in batch:
             job.settle()
+        if waiting := freed & self._admission.waiting_users():  # their next may start now
+            self._post(Admit(frozenset(waiting)))
         for old in b.closes:
             await old.close(4000, "replaced by a newer connection from the same machine")
         for wc, text in b.messages:

@@ -55,6 +55,7 @@ class Submit(Job):
     task: TaskRecord
     plan: planning.Plan | None = None
     options: tuple[Mapping[str, Any], ...] = ()
+    plan_items: tuple[Mapping[str, Any], ...] = ()  # the plan as sent, kept if it must wait
 
 
 @dataclass(slots=True)
@@ -145,6 +146,14 @@ class ReleaseTasks(Job):
     """Drop the tasks another copy took."""
 
     task_ids: frozenset[uuid.UUID]
+
+
+@dataclass(slots=True)
+class Admit(Job):
+    """Slots of these users' may have freed: start their queued tasks that may start."""
+
+    user_ids: frozenset[uuid.UUID]
+    bookkeeping: ClassVar[bool] = True
 
 
 @dataclass(slots=True)

@@ -50,7 +50,7 @@ def task_from_row(row: sa.Row[Any]) -> TaskRecord:
         meta=TaskMeta.from_json(m["metadata"] or {}),
         error=m["error"], input_tokens=m["input_tokens"], output_tokens=m["output_tokens"],
         cost_usd=m["cost_usd"], started_at=m["started_at"], completed_at=m["completed_at"],
-        version=m["version"],
+        version=m["version"], slot=m["slot"],
     )
 
 
@@ -64,6 +64,7 @@ def task_values(t: TaskRecord) -> dict[str, Any]:
         "error": t.error, "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
         "cost_usd": t.cost_usd, "created_at": t.created_at, "updated_at": t.updated_at,
         "started_at": t.started_at, "completed_at": t.completed_at, "version": t.version,
+        "slot": t.slot,
     }
 
 

@@ -305,6 +305,24 @@ class Database:
             self._sync_engine.dispose()
 
 
+_RACE_STATES = frozenset({"23505", "40001"})  # unique_violation, serialization_failure
+
+
+def lost_a_race(exc: BaseException) -> bool:
+    """Whether a write failed because another writer committed first (a unique key taken, a
+    row at another version): reading again and deciding again may well succeed."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, sa.exc.IntegrityError | sqlite3.IntegrityError):
+            return True
+        if getattr(seen, "code", None) == "stale_write":
+            return True
+        if getattr(seen, "sqlstate", None) in _RACE_STATES:
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
 def normalise_url(url: str) -> str:
     """Accept plain postgresql:// and sqlite:// URLs and pick the async drivers."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):

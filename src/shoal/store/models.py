@@ -71,6 +71,9 @@ class User(Base):
     is_admin: Mapped[bool] = mapped_column(sa.Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_login: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # An admin's limits for this user; None: the server's settings apply.
+    max_active_tasks: Mapped[int | None] = mapped_column(sa.Integer)
+    daily_budget: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class ApiToken(Base):
@@ -131,6 +134,10 @@ class Task(Base):
     __table_args__ = (
         sa.Index("ix_tasks_unfinished_owner", "owner_id", "owner_expires_at",
                  postgresql_where=UNFINISHED_TASK, sqlite_where=UNFINISHED_TASK),
+        # A running task holds one of its user's numbered slots: the database, not a copy's
+        # memory, keeps a user to their limit of active tasks (two copies taking the same
+        # slot: one commit fails).
+        sa.UniqueConstraint("user_id", "slot"),
     )
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
     user_id: Mapped[uuid.UUID] = mapped_column(
@@ -155,6 +162,7 @@ class Task(Base):
     version: Mapped[int] = mapped_column(sa.Integer, default=1)
     owner_id: Mapped[str | None] = mapped_column(sa.String(255))
     owner_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    slot: Mapped[int | None] = mapped_column(sa.Integer)  # None: queued or ended
 
 
 class Subtask(Base):
@@ -361,6 +369,57 @@ class UserWorkflow(Base):
     version: Mapped[int] = mapped_column(sa.Integer)
     text: Mapped[str] = mapped_column(sa.Text)  # the YAML, as sent
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Upload(Base):
+    """A file a user uploaded to give their tasks (a source): its kind, sniffed from its
+    content, its bytes and its extracted text, both content-addressed."""
+
+    __tablename__ = "uploads"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(sa.String(255))
+    kind: Mapped[str] = mapped_column(sa.String(20))
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    text_sha256: Mapped[str | None] = mapped_column(sa.String(64))
+    text_chars: Mapped[int] = mapped_column(sa.Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TaskSource(Base):
+    """An upload a task reads, under `sources/<name>` of its workspaces."""
+
+    __tablename__ = "task_sources"
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True)
+    upload_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("uploads.id", ondelete="CASCADE"), primary_key=True, index=True)
+    name: Mapped[str] = mapped_column(sa.String(255))
+
+
+class Share(Base):
+    """A public, read-only link to a task's report; only the token's hash is kept."""
+
+    __tablename__ = "shares"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class FileSweep(Base):
+    """A stored file that may no longer be referenced (its task was deleted): the sweeper
+    deletes it once no row refers to it, and removes this row; a crash half-way leaves the
+    row for the next sweep."""
+
+    __tablename__ = "file_sweep"
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    queued_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 def table_of(model: type[Base]) -> sa.Table:

@@ -43,7 +43,7 @@ from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
 from shoal.store import files as file_rows
-from shoal.store import queries
+from shoal.store import queries, slots
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
@@ -90,7 +90,15 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         checkpoint_frequency=body.checkpoint_frequency, privacy_level=body.privacy_level,
         tool_preferences=tuple(body.tool_preferences or ()), meta=meta,
     )
-    stored = await services.runtime.submit(task, plan, options)
+    stored = await services.runtime.submit(
+        task, plan, options, tuple(p.model_dump(mode="json") for p in body.plan or ()))
+    if stored.status is TaskStatus.QUEUED:
+        async with services.db.connection() as conn:
+            position = await slots.queue_position(conn, stored.id)
+        return TaskCreated(
+            task_id=stored.id, status=stored.status.value, queue_position=position,
+            message=f"Task queued at position {position}: you have as many tasks running as "
+                    "you may; it starts when one of them ends (cancel it to leave the queue).")
     message = ("Task submitted successfully. Running your plan..." if plan else
                "Task submitted successfully. Decomposing into subtasks..." if flow.plans_first()
                else f"Task submitted successfully. Running the {offered.name} workflow...")
@@ -182,6 +190,8 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         subs = await queries.task_subtasks(conn, row.id)
         cps, _ = await queries.list_checkpoints(conn, user_id=user.user_id, task_id=row.id,
                                                 status=None, limit=100, offset=0)
+        position = (await slots.queue_position(conn, row.id)
+                    if row.status == TaskStatus.QUEUED else None)
     summaries = [SubtaskSummary.from_row(s) for s in subs]
     return TaskDetail(
         **_summary(row).model_dump(),
@@ -195,6 +205,7 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
                      for c in cps],
         evaluation_scores=quality.mean_scores(
             [s.evaluation for s in summaries if s.kind == StepKind.AGENT and s.evaluation]),
+        queue_position=position,
     )
 
 
