@@ -31,10 +31,12 @@ def test_a_queued_task_keeps_its_plan_and_says_its_position() -> None:
     """`Queued` makes the task `queued`, holding no slot and its plan as sent."""
     d = decide(_new(), Queued(2, plan=ITEMS), Context(now=NOW))
     assert d.state.task.status is TaskStatus.QUEUED
-    assert d.state.task.slot is None and d.state.task.meta.plan == ITEMS
+    assert d.state.task.slot is None
+    assert d.state.task.meta.plan == ITEMS
     assert not d.state.subtasks
     (event,) = d.events
-    assert event.type is EventType.TASK_UPDATE and event.data["queue_position"] == 2
+    assert event.type is EventType.TASK_UPDATE
+    assert event.data["queue_position"] == 2
 
 
 def test_a_queued_task_starts_holding_its_slot_and_forgets_the_kept_plan() -> None:
@@ -44,7 +46,8 @@ def test_a_queued_task_starts_holding_its_slot_and_forgets_the_kept_plan() -> No
                                             if k != "options"}]), options=({"x": 1},), slot=3)
     d = decide(queued, start, Context(now=NOW))
     assert d.state.task.status is TaskStatus.IN_PROGRESS
-    assert d.state.task.slot == 3 and d.state.task.meta.plan == ()
+    assert d.state.task.slot == 3
+    assert d.state.task.meta.plan == ()
     assert [s.name for s in d.state.subtasks.values()] == ["a"]
 
 
@@ -59,7 +62,8 @@ def test_ending_gives_the_slot_back(queued_first: bool) -> None:
                        Context(now=NOW)).state
         assert state.task.slot == 1
     d = decide(state, CancelRequested(), Context(now=NOW))
-    assert d.state.task.status is TaskStatus.CANCELLED and d.state.task.slot is None
+    assert d.state.task.status is TaskStatus.CANCELLED
+    assert d.state.task.slot is None
 
 
 def test_a_started_task_cannot_be_queued() -> None:

@@ -47,6 +47,7 @@ from shoal.protocol import (
     TaskResult,
     WorkerRegister,
 )
+from shoal.runtime.admission import Admission
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.dispatch import (
     PendingAcks,
@@ -56,7 +57,6 @@ from shoal.runtime.dispatch import (
     send_to,
 )
 from shoal.runtime.fleet import Connection, Fleet
-from shoal.runtime.admission import Admission
 from shoal.runtime.jobs import (
     Accepted,
     Admit,
