@@ -114,7 +114,9 @@ class TaskCreated(BaseModel):
     task_id: uuid.UUID
     status: str
     message: str
-    queue_position: int | None = None  # `queued`: 1 starts next
+    # Only for a task that waits (the seed's answer has exactly the three fields above).
+    queue_position: int | None = Field(None, exclude_if=lambda v: v is None,
+                                       description="`queued`: its place in your queue (1 next)")
 
 
 class SubtaskSummary(BaseModel):
