@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     # sets a user's own limit: PATCH /api/v1/users/{id}).
     max_active_tasks: int = Field(3, ge=1, le=10_000)
 
+    # Stored files no row refers to any more (a deleted task's) are removed by a sweeper every
+    # `file_sweep_interval` seconds, but only once `file_sweep_grace` seconds have passed since
+    # they were last stored (another task may be storing the same bytes at that moment).
+    file_sweep_interval: float = Field(60.0, gt=0)
+    file_sweep_grace: float = Field(3600.0, ge=0)
+
     # Limits.
     subtask_timeout: float = Field(900.0, gt=0)
     planner_timeout: float = Field(300.0, gt=0)

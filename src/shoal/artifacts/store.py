@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ class ArtifactStore:
     def _put(self, data: bytes) -> str:
         sha256 = hashlib.sha256(data).hexdigest()
         target = self.path_of(sha256)
-        if target.is_file():
+        if target.is_file() and _touched(target):
             return sha256
         target.parent.mkdir(parents=True, exist_ok=True)
         self._scratch.mkdir(parents=True, exist_ok=True)
@@ -103,6 +104,37 @@ class ArtifactStore:
             Path(temp).unlink(missing_ok=True)
             raise
         return sha256
+
+
+def _touched(path: Path) -> bool:
+    """Mark an object as stored just now (the sweeper leaves recent ones alone); False if
+    the sweeper took it a moment ago, so it must be stored again."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def remove_unless_recent(store: ArtifactStore, sha256: str, *, grace: float) -> bool | None:
+    """Remove object `sha256` unless it was stored (or stored again) within `grace` seconds:
+    True when removed or already gone, None when kept as too recent.
+
+    The object is first renamed aside and its time read there, so that a `put` of the same
+    bytes racing with this either touched it before (it is kept) or finds it gone and stores
+    it anew."""
+    target = store.path_of(sha256)
+    store._scratch.mkdir(parents=True, exist_ok=True)
+    aside = store._scratch / f"sweep-{sha256}"
+    try:
+        os.replace(target, aside)
+    except FileNotFoundError:
+        return True
+    if time.time() - aside.stat().st_mtime < grace:
+        os.replace(aside, target)
+        return None
+    aside.unlink(missing_ok=True)
+    return True
 
 
 def validate_files(

@@ -56,6 +56,7 @@ from shoal.runtime.dispatch import (
     send_grouped,
     send_to,
 )
+from shoal.runtime.file_sweep import FileSweeper
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.jobs import (
     Accepted,
@@ -120,6 +121,8 @@ class Runtime:
         self._ownership = Ownership(settings, db, self.memory, self.fleet)
         self._admission = Admission(self.memory, default_limit=settings.max_active_tasks,
                                     max_subtasks=settings.max_subtasks)
+        self.files = FileSweeper(db, artifacts, grace=settings.file_sweep_grace,
+                                 interval=settings.file_sweep_interval)
         self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
@@ -148,9 +151,11 @@ class Runtime:
         async with asyncio.TaskGroup() as tg:
             sweeper = tg.create_task(self._sweep())
             claims = tg.create_task(self._ownership.keep(self._call, self._post))
+            files = tg.create_task(self.files.run())
             await self._loop()
             sweeper.cancel()
             claims.cancel()
+            files.cancel()
             await self._acks.flush()
         await self._ownership.release()  # not reached when cancelled (a crash): claims expire
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from shoal.api import streams
@@ -42,8 +42,8 @@ from shoal.ids import parse_id
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
+from shoal.store import deletion, queries, slots
 from shoal.store import files as file_rows
-from shoal.store import queries, slots
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
@@ -218,6 +218,17 @@ async def cancel_task(task_id: str, user: UserDep, services: ServicesDep) -> Tas
     task = await services.runtime.cancel(tid, user.user_id)
     return TaskCancelled(task_id=task.id, status=task.status.value,
                          message="Task cancelled. All agents stopped.")
+
+
+@router.delete("/{task_id}", status_code=204)
+async def delete_task(task_id: str, user: UserDep, services: ServicesDep) -> Response:
+    """Delete an ended task and everything of it: subtasks, events, files no other task has,
+    sources no other task reads, share links (409 while it runs or waits: cancel it first)."""
+    tid = parse_id(task_id, kind="task")
+    await services.db.run_write(
+        lambda conn: deletion.delete_task(conn, tid, user.user_id, now=utcnow()))
+    services.runtime.files.nudge()
+    return Response(status_code=204)
 
 
 @router.get("/{task_id}/subtasks", response_model=list[SubtaskSummary])

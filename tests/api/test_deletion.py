@@ -1,0 +1,123 @@
+"""Deleting a task: everything of it goes (rows, events, files no other task has), nothing of
+another task that shares a file, and a crash half-way through the file sweep is finished by
+the next round."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from shoal.api.server import RunningServer, running_server
+from shoal.artifacts.store import ArtifactStore
+from shoal.store.models import Base
+from tests.conftest import make_settings
+from tests.runtime.harness import GatedEcho, echo_worker, login, wait_for_status
+
+
+def _plan(files: dict[str, str], **options: Any) -> list[dict[str, Any]]:
+    return [{"name": "write", "description": "write files", "tool": "echo",
+             "options": {"files": files, **options}}]
+
+
+@pytest.fixture
+async def server(database_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
+    settings = make_settings(tmp_path, database_url=database_url, file_sweep_grace=0,
+                             file_sweep_interval=3600)
+    async with running_server(settings) as srv:
+        yield srv
+
+
+async def _run(client: httpx.AsyncClient, files: dict[str, str], **options: Any) -> str:
+    resp = await client.post("/api/v1/tasks", json={"description": "Write",
+                                                    "plan": _plan(files, **options)})
+    assert resp.status_code == 201, resp.text
+    task_id = str(resp.json()["task_id"])
+    if not options.get("gated"):
+        await wait_for_status(client, task_id, "completed")
+    return task_id
+
+
+async def _rows_of(server: RunningServer, task_id: str) -> dict[str, int]:
+    """How many rows of each table mention `task_id`."""
+    counts: dict[str, int] = {}
+    async with server.services.db.connection() as conn:
+        for table in Base.metadata.sorted_tables:
+            column = table.c.get("task_id") if table.name != "tasks" else table.c.id
+            if column is None:
+                continue
+            n = (await conn.execute(sa.select(sa.func.count()).select_from(table).where(
+                column == uuid.UUID(task_id)))).scalar()
+            counts[table.name] = int(n or 0)
+    return counts
+
+
+def _stored(store: ArtifactStore) -> set[str]:
+    return {p.parent.name + p.name for p in (store.root / "objects").glob("*/*")}
+
+
+async def test_deleting_a_task_removes_it_all_and_spares_a_shared_file(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """Its rows and events go at once, its own file after the sweep; a file another task also
+    wrote stays, with that task whole."""
+    async with echo_worker(server, server.services.settings):
+        mine = await _run(client, {"own.txt": "only mine", "shared.txt": "shared bytes"})
+        other = await _run(client, {"shared.txt": "shared bytes"})
+    store = server.services.artifacts
+    before, other_rows = _stored(store), await _rows_of(server, other)
+    had = await _rows_of(server, mine)
+    assert all(had[t] for t in ("tasks", "subtasks", "attempts", "artifacts", "events")), had
+    assert (await client.delete(f"/api/v1/tasks/{mine}")).status_code == 204
+    assert (await client.get(f"/api/v1/tasks/{mine}")).status_code == 404
+    assert (await client.delete(f"/api/v1/tasks/{mine}")).status_code == 404
+    assert set((await _rows_of(server, mine)).values()) == {0}
+    assert await _rows_of(server, other) == other_rows
+    await server.services.runtime.files.sweep_once()
+    after = _stored(store)
+    assert len(before - after) == 1, "only the file no other task has goes"
+    download = await client.get(f"/api/v1/tasks/{other}/download")
+    assert download.status_code == 200
+    async with server.services.db.connection() as conn:
+        assert (await conn.execute(sa.text("SELECT count(*) FROM file_sweep"))).scalar() == 0
+
+
+async def test_a_running_task_is_not_deleted_and_another_users_is_not_found(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """409 while it runs (cancel first), 404 for somebody else."""
+    tool = GatedEcho()
+    async with echo_worker(server, server.services.settings, tools={"echo": tool}):
+        task_id = await _run(client, {"a.txt": "a"}, gated=True)
+        refused = await client.delete(f"/api/v1/tasks/{task_id}")
+        assert refused.status_code == 409, refused.text
+        assert "cancel" in refused.json()["message"]
+        bob = await login(server, server.services.settings, "bob")
+        try:
+            assert (await bob.delete(f"/api/v1/tasks/{task_id}")).status_code == 404
+        finally:
+            await bob.aclose()
+        await client.post(f"/api/v1/tasks/{task_id}/cancel")
+        assert (await client.delete(f"/api/v1/tasks/{task_id}")).status_code == 204
+        tool.gate.set()
+
+
+async def test_a_sweep_cut_short_is_finished_by_the_next(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """A file removed without its sweep row cleared (a crash between the two) is no trouble:
+    the next round finds it gone and clears the row."""
+    async with echo_worker(server, server.services.settings):
+        task_id = await _run(client, {"own.txt": "lonely bytes"})
+    store = server.services.artifacts
+    (sha,) = [h for h in _stored(store)]
+    assert (await client.delete(f"/api/v1/tasks/{task_id}")).status_code == 204
+    store.path_of(sha).unlink()  # what the crashed round did before it could record it
+    assert await server.services.runtime.files.sweep_once() == 1
+    async with server.services.db.connection() as conn:
+        assert (await conn.execute(sa.text("SELECT count(*) FROM file_sweep"))).scalar() == 0
