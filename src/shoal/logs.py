@@ -24,8 +24,8 @@ MASK = "[redacted]"
 _SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # A JWT: three base64url parts, the first two JSON objects (`{"` encodes as `eyJ`).
     (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),
-    # Shoal's opaque tokens (worker tokens, one-time login links).
-    (re.compile(r"\bsh[wl]_[A-Za-z0-9_-]{8,}"), MASK),
+    # Shoal's opaque tokens (worker tokens, one-time login links, share links).
+    (re.compile(r"\bsh[wls]_[A-Za-z0-9_-]{8,}"), MASK),
     # Vendor API keys: OpenAI and Anthropic (`sk-…`, `sk-ant-…`), Google (`AIza…`).
     (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK),

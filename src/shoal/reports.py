@@ -84,7 +84,7 @@ class Report:
     title: str
     markdown: str
     created_at: datetime
-    task_id: uuid.UUID
+    task_id: uuid.UUID | None  # None: not shown (a public page tells nothing of the task)
     subtitle: str | None = None
 
 
@@ -141,12 +141,14 @@ def _title_page(report: Report, title: str, created: datetime) -> str:
     long = ' class="long"' if len(title) > _LONG_TITLE else ""
     subtitle = ("" if report.subtitle is None else
                 f'\n<p class="subtitle">{html.escape(storable_text(report.subtitle))}</p>')
+    when = f'<time datetime="{created.isoformat()}">{created:%Y-%m-%d %H:%M} UTC</time>'
+    task = ("" if report.task_id is None else
+            f"\n<dt>Task</dt><dd><code>{report.task_id}</code></dd>")
     return f"""<header class="title-page">
 <p class="kicker">Task report</p>
 <h1{long}>{html.escape(title)}</h1>{subtitle}
 <dl>
-<dt>Date</dt><dd><time datetime="{created.isoformat()}">{created:%Y-%m-%d %H:%M} UTC</time></dd>
-<dt>Task</dt><dd><code>{report.task_id}</code></dd>
+<dt>Date</dt><dd>{when}</dd>{task}
 </dl>
 </header>"""
 

@@ -30,8 +30,8 @@ HOSTILE = {
     "not a UUID": "not-a-uuid",
     "2^63": str(2**63),
 }
-# Routes that answer without a token: health, metrics and signing in.
-PUBLIC = re.compile(r"^/(healthz|readyz|metrics)$|^/api/v1/auth/")
+# Routes that answer without a token: health, metrics, signing in and shared reports.
+PUBLIC = re.compile(r"^/(healthz|readyz|metrics)$|^/api/v1/auth/|^/s/")
 ONE_EXAMPLE = hypothesis.settings(database=None, derandomize=True, max_examples=10,
                                   phases=[hypothesis.Phase.generate])
 

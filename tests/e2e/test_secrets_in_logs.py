@@ -123,6 +123,35 @@ async def _normal_work(client: httpx.AsyncClient, url: str, access: str, run: Ru
                     what="the task to complete")
     await sse_events(client, task_id, until={"task_complete"})
     assert (await client.get(f"/api/v1/tasks/{task_id}/download")).status_code == 200
+    await _shared_report(client, url, run)
+
+
+NOTE = """\
+name: note
+version: 1
+description: One note, which is the report.
+roles:
+  writer: {prompt: "# A note on {query}", tools: [echo]}
+steps:
+  - {id: write, kind: agent, role: writer, writes: report}
+result: report
+"""
+
+
+async def _shared_report(client: httpx.AsyncClient, url: str, run: Run) -> None:
+    """A share link, opened and revoked: its token is a secret like any other."""
+    assert (await client.post("/api/v1/workflows", json={"document": NOTE})).status_code == 201
+    task_id = await submit(client, {"description": "Cats", "workflow": "note"})
+    await wait_task(client, task_id, until=lambda d: d["status"] == "completed", within=20,
+                    what="the note to be written")
+    share = (await client.post(f"/api/v1/tasks/{task_id}/shares")).json()
+    token = run.keep("share token", share["url"].rsplit("/", 1)[1])
+    async with httpx.AsyncClient(base_url=url, timeout=15) as anyone:
+        assert (await anyone.get(f"/s/{token}")).status_code == 200
+        await client.delete(f"/api/v1/tasks/{task_id}/shares/{share['share_id']}")
+        revoked = await anyone.get(f"/s/{token}")
+        assert revoked.status_code == 404
+        assert token not in revoked.text
 
 
 async def _hostile(client: httpx.AsyncClient, url: str, access: str, password: str,

@@ -20,8 +20,18 @@ from shoal.api import client_ws, health, worker_ws
 from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services, checked_path
 from shoal.api.errors import install_error_handlers
+from shoal.api.reporting import PdfRenderer
 from shoal.api.request_times import RequestTimes
-from shoal.api.routes import auth, checkpoints, subtasks, tasks, workers, workflows
+from shoal.api.routes import (
+    auth,
+    checkpoints,
+    public,
+    reports,
+    subtasks,
+    tasks,
+    workers,
+    workflows,
+)
 from shoal.api.traces import TaskTraces
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
@@ -57,7 +67,8 @@ async def build_services(settings: Settings) -> Services:
     artifacts = ArtifactStore(settings.artifacts_dir)
     runtime = Runtime(settings, db, bus, artifacts)
     return Services(settings=settings, db=db, bus=bus, artifacts=artifacts, runtime=runtime,
-                    limiter=limiter, workflows=load_workflows(settings.data_dir / "workflows"))
+                    limiter=limiter, workflows=load_workflows(settings.data_dir / "workflows"),
+                    pdf=PdfRenderer())
 
 
 def load_workflows(folder: Path) -> Catalog:
@@ -99,6 +110,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(runner, timeout=30)
             await services.bus.close()
+            services.pdf.close()
             await traces.close()
             await services.db.dispose()
 
@@ -108,9 +120,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
-    for router in (health.router, auth.router, tasks.router, subtasks.router,
-                   checkpoints.router, workers.router, workflows.router, client_ws.router,
-                   worker_ws.router):
+    for router in (health.router, auth.router, tasks.router, reports.router, subtasks.router,
+                   checkpoints.router, workers.router, workflows.router, public.router,
+                   client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)
     return app

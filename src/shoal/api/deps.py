@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
+from shoal.api.reporting import PdfRenderer
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import RateLimiter
 from shoal.auth.tokens import Claims, decode_token
@@ -33,6 +34,7 @@ class Services:
     runtime: Runtime
     limiter: RateLimiter
     workflows: Catalog
+    pdf: PdfRenderer
 
 
 def get_services(request: Request) -> Services:

@@ -65,3 +65,12 @@ async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[A
     for r in (await conn.execute(q)).all():
         latest[(r.subtask_id, r.path)] = r
     return list(latest.values())
+
+
+async def newest_version(conn: AsyncConnection, task_id: uuid.UUID, path: str) -> str | None:
+    """The content hash of the newest version of file `path` among a task's files."""
+    q = (sa.select(artifacts.c.sha256)
+         .where(artifacts.c.task_id == task_id, artifacts.c.path == path)
+         .order_by(artifacts.c.created_at.desc()).limit(1))
+    found = (await conn.execute(q)).scalar()
+    return str(found) if found is not None else None
