@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     # What one user may run at once: more tasks wait `queued`, in the order they came (an admin
     # sets a user's own limit: PATCH /api/v1/users/{id}).
     max_active_tasks: int = Field(3, ge=1, le=10_000)
+    # What one user may spend in a day (UTC), across their tasks; None: no limit. Past it, a
+    # submission is refused with 429 until midnight UTC (an admin sets a user's own).
+    daily_tokens: int | None = Field(None, ge=1)
+    daily_cost_usd: float | None = Field(None, gt=0)
 
     # Stored files no row refers to any more (a deleted task's) are removed by a sweeper every
     # `file_sweep_interval` seconds, but only once `file_sweep_grace` seconds have passed since

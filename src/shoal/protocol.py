@@ -140,6 +140,15 @@ class TaskAccepted(_Message):
     attempt_id: uuid.UUID
 
 
+class AttemptUsage(_Message):
+    """What a running attempt of a task with a budget has spent so far, in all (sent after
+    each model call the tool reports; the control plane stops the task past its budget)."""
+
+    type: Literal["attempt_usage"] = "attempt_usage"
+    attempt_id: uuid.UUID
+    usage: Usage
+
+
 class AgentLog(_Message):
     """A line of live output from an attempt."""
 
@@ -183,8 +192,8 @@ class TaskResults(_Message):
 
 
 WorkerMessage = Annotated[
-    WorkerRegister | Heartbeat | TaskAccepted | AgentLog | AgentTokens | TaskResult
-    | TaskResults,
+    WorkerRegister | Heartbeat | TaskAccepted | AttemptUsage | AgentLog | AgentTokens
+    | TaskResult | TaskResults,
     Field(discriminator="type"),
 ]
 
@@ -199,6 +208,20 @@ class Registered(_Message):
     heartbeat_interval: float
     lease_seconds: float
     features: list[str] = Field(default_factory=list, max_length=20)  # e.g. "batches"
+
+
+class BudgetLeft(BaseModel):
+    """What a task may still spend (None: no limit on that)."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+    tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    cost_usd: float | None = Field(None, ge=0, le=MAX_COST_USD)
+
+    def allows(self, usage: Usage) -> bool:
+        """Whether an attempt that has spent `usage` may make another model call."""
+        if self.tokens is not None and usage.input_tokens + usage.output_tokens >= self.tokens:
+            return False
+        return self.cost_usd is None or usage.cost_usd < self.cost_usd
 
 
 class ExecuteTask(_Message):
@@ -221,6 +244,9 @@ class ExecuteTask(_Message):
     # a workflow's final answer: the worker also saves the output as this workspace file
     output_file: str | None = Field(None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$",
                                     exclude_if=lambda value: value is None)
+    # what is left of the task's budget when this attempt starts, sent only for a task with a
+    # budget: the agent makes no model call past it, and reports what it spends as it goes
+    budget: BudgetLeft | None = Field(None, exclude_if=lambda value: value is None)
     # W3C trace context of the subtask's span, sent only while the control plane traces
     # (`shoal.tracing`); a worker ignores one it cannot parse.
     traceparent: str | None = Field(None, exclude_if=lambda value: value is None)

@@ -75,7 +75,8 @@ _TASK: dict[TaskStatus, frozenset[TaskStatus]] = {
          TaskStatus.BUDGET_EXCEEDED}
     ),
     TaskStatus.CHECKPOINT: frozenset(
-        {TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED}
+        {TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED,
+         TaskStatus.BUDGET_EXCEEDED}
     ),
     TaskStatus.COMPLETED: frozenset(),
     TaskStatus.FAILED: frozenset(),

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from shoal.limits import value_problem
+from shoal.limits import MAX_INT64, value_problem
 
 ToolName = Literal[
     "claude_code", "gemini_cli", "codex", "ollama", "anthropic", "openai", "gemini",
@@ -73,6 +73,22 @@ class InsertedRole(_Strict):
     tools: list[ToolName] = Field(default_factory=list, max_length=9)
 
 
+class BudgetIn(_Strict):
+    """What a task may spend; each limit optional. Past one, the task ends `budget_exceeded`
+    (what its steps finished is kept)."""
+
+    tokens: int | None = Field(None, ge=1, le=MAX_INT64, description="input and output tokens")
+    cost_usd: float | None = Field(None, gt=0, le=1e9)
+    seconds: float | None = Field(None, gt=0, le=366 * 86400, description="from its start")
+
+
+class DailyBudgetIn(_Strict):
+    """What a user may spend in a day (UTC) across their tasks; each limit optional."""
+
+    tokens: int | None = Field(None, ge=1, le=MAX_INT64)
+    cost_usd: float | None = Field(None, gt=0, le=1e9)
+
+
 class TaskCreate(_Strict):
     """`POST /api/v1/tasks`."""
 
@@ -90,6 +106,7 @@ class TaskCreate(_Strict):
     permissions: Permissions | None = None
     quality: Literal["on", "off"] = "on"  # evaluation, peer review and checkpoints
     checkpoint_deadline: CheckpointDeadline | None = None
+    budget: BudgetIn | None = None
 
     @field_validator("description")
     @classmethod
@@ -222,6 +239,8 @@ class TaskDetail(TaskSummary):
     checkpoints: list[dict[str, Any]]
     evaluation_scores: dict[str, Any] | None
     queue_position: int | None = None  # `queued`: where it stands in your queue (1: next)
+    budget: dict[str, Any] | None = None  # what it may spend, as submitted
+    budget_remaining: dict[str, Any] | None = None  # what is left of each limit
 
 
 class TaskPage(BaseModel):
@@ -310,13 +329,23 @@ class UserCreate(_Strict):
 
 
 class UserPublic(BaseModel):
-    """A user as the API shows them."""
+    """A user as the API shows them, with their own limits (None: the server's apply)."""
 
     user_id: uuid.UUID
     username: str
     email: str | None
     is_admin: bool
     created_at: datetime
+    max_active_tasks: int | None = None
+    daily_budget: dict[str, Any] | None = None
+
+
+class UserLimits(_Strict):
+    """`PATCH /api/v1/users/{id}` (admins only): a user's own limits; null returns a limit
+    to the server's setting."""
+
+    max_active_tasks: int | None = Field(None, ge=1, le=10_000)
+    daily_budget: DailyBudgetIn | None = None
 
 
 class WorkerTokenCreate(_Strict):

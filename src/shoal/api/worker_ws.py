@@ -25,6 +25,7 @@ from shoal.errors import UnstorableText
 from shoal.protocol import (
     AgentLog,
     AgentTokens,
+    AttemptUsage,
     ErrorMessage,
     Heartbeat,
     TaskAccepted,
@@ -150,6 +151,8 @@ def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: A
         runtime.agent_log(conn, msg)
     elif isinstance(msg, AgentTokens):
         runtime.agent_tokens(msg)
+    elif isinstance(msg, AttemptUsage):
+        runtime.attempt_usage(msg)
     elif isinstance(msg, TaskResult):
         _route_result(runtime, conn, msg, services, tg)
     elif isinstance(msg, TaskResults):  # queued together, so one commit handles them all

@@ -14,11 +14,13 @@ and an id factory).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from shoal.engine.inputs import (
+    BudgetCheck,
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
@@ -31,8 +33,16 @@ from shoal.engine.inputs import (
     Start,
     Started,
     Unplaceable,
+    UsageReported,
 )
-from shoal.engine.model import AttemptRecord, StepOutput, SubtaskRecord, TaskRecord, TaskState
+from shoal.engine.model import (
+    AttemptRecord,
+    BudgetLimit,
+    StepOutput,
+    SubtaskRecord,
+    TaskRecord,
+    TaskState,
+)
 from shoal.engine.step import Context, Decision, Step
 from shoal.engine.workflow import Workflow
 from shoal.errors import Conflict, StaleAttempt
@@ -72,6 +82,10 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
             _finished(flow, step, inp)
         case Expired():
             _expired(flow, step, inp)
+        case UsageReported():
+            _usage_reported(step, inp)
+        case BudgetCheck():
+            check_budget(step)
         case CancelRequested():
             cancel(step, inp.reason)
         case CheckpointDecision() | CheckpointExpired() | Unplaceable():
@@ -140,10 +154,12 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
                           f"'{sub.name}': {names}")
     if ok:
         flow.step_done(step, sub, inp)
-        return
-    error = inp.error or f"The attempt ended with status {inp.status}."
-    if not flow.attempt_failed(step, sub, error):
-        _retry_or_fail(flow, step, sub, error, backoff=True)
+    else:
+        error = inp.error or f"The attempt ended with status {inp.status}."
+        if not flow.attempt_failed(step, sub, error):
+            _retry_or_fail(flow, step, sub, error, backoff=True)
+    if any(spent) and step.task.meta.budget is not None:
+        check_budget(step)
 
 
 def _expired(flow: Workflow, step: Step, inp: Expired) -> None:
@@ -245,6 +261,51 @@ def close_checkpoints(step: Step, why: str) -> None:
                             notes=f"Closed: {why}.")
 
 
+# ---- budgets --------------------------------------------------------------------------------
+
+
+def _usage_reported(step: Step, inp: UsageReported) -> None:
+    """A live attempt's spending so far: kept on the attempt, counted against the budget."""
+    att = step.attempts.get(inp.attempt_id)
+    if att is None or step.task.status in TERMINAL_TASK:
+        return  # it ended meanwhile: its result carries what it spent
+    step.set_attempt(att, usage=dict(inp.usage))
+    check_budget(step)
+
+
+def spending(task: TaskRecord, live: Iterable[AttemptRecord]) -> tuple[int, float]:
+    """Tokens and dollars `task` has spent: its finished attempts' and, so far, its `live`
+    ones'."""
+    tokens, cost = task.input_tokens + task.output_tokens, task.cost_usd
+    for att in live:
+        tokens += int(att.usage.get("input_tokens", 0)) + int(att.usage.get("output_tokens", 0))
+        cost += float(att.usage.get("cost_usd", 0.0))
+    return tokens, cost
+
+
+def check_budget(step: Step) -> None:
+    """End the task `budget_exceeded` once it has spent what its budget allows."""
+    budget, task = step.task.meta.budget, step.task
+    if budget is None or task.status in TERMINAL_TASK or task.status is TaskStatus.QUEUED:
+        return
+    tokens, cost = spending(task, step.attempts.values())
+    seconds = (step.ctx.now - task.started_at).total_seconds() if task.started_at else 0.0
+    which = budget.spent_past(tokens, cost, seconds)
+    if which is None:
+        return
+    match which:
+        case BudgetLimit.TOKENS:
+            used = f"{tokens} tokens of {budget.tokens}"
+        case BudgetLimit.COST_USD:
+            used = f"${cost:.4f} of ${budget.cost_usd}"
+        case BudgetLimit.SECONDS:
+            used = f"{seconds:.0f} s of {budget.seconds} s"
+    message = (f"The task's budget ran out ({which.value}: {used}); it stopped. What its steps "
+               "finished is kept.")
+    step.emit(EventType.NOTICE, level="warning", limit=which.value, message=message)
+    _end(step, TaskStatus.BUDGET_EXCEEDED, message, "the task's budget ran out")
+
+
 # ---- task endings ---------------------------------------------------------------------------
 
 
@@ -292,7 +353,16 @@ def _end(step: Step, status: TaskStatus, error: str, closed_because: str) -> Non
 
 
 def _stop_everything(step: Step, reason: str) -> None:
-    """Cancel every live attempt and every subtask that has not ended."""
+    """Cancel every live attempt and every subtask that has not ended; what a cancelled
+    attempt said it had spent (a task with a budget) counts in the task's usage."""
+    tokens, cost = spending(step.task, step.attempts.values())
+    if (tokens, cost) != spending(step.task, ()):
+        live = [att.usage for att in step.attempts.values()]
+        step.set_task(
+            input_tokens=step.task.input_tokens + sum(int(u.get("input_tokens", 0)) for u in live),
+            output_tokens=step.task.output_tokens + sum(int(u.get("output_tokens", 0))
+                                                        for u in live),
+            cost_usd=cost)
     for att in list(step.attempts.values()):
         step.d.cancels.append(att)
         step.set_attempt(att, status=AttemptStatus.CANCELLED, finished_at=step.ctx.now,

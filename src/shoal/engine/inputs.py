@@ -79,6 +79,19 @@ class Expired:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageReported:
+    """A live attempt of a task with a budget says what it has spent so far (in all)."""
+
+    attempt_id: uuid.UUID
+    usage: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetCheck:
+    """Time passed: a task with a time budget may have run out of it."""
+
+
+@dataclass(frozen=True, slots=True)
 class CancelRequested:
     """A person cancelled the task."""
 
@@ -118,4 +131,5 @@ class Unplaceable:
 
 
 EngineInput = (Start | Queued | Dispatched | DispatchedAll | Started | Finished | Expired
-               | CancelRequested | CheckpointDecision | CheckpointExpired | Unplaceable)
+               | UsageReported | BudgetCheck | CancelRequested | CheckpointDecision
+               | CheckpointExpired | Unplaceable)

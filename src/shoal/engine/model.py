@@ -254,6 +254,47 @@ class Deadline:
     action: str = "escalate"  # escalate | approve | reject
 
 
+class BudgetLimit(StrEnum):
+    """What a task's budget limits."""
+
+    TOKENS = "tokens"  # input and output tokens together
+    COST_USD = "cost_usd"
+    SECONDS = "seconds"  # from its start, waiting at checkpoints included
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What a task may spend (None: no limit on that)."""
+
+    tokens: int | None = None
+    cost_usd: float | None = None
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in (("tokens", self.tokens), ("cost_usd", self.cost_usd),
+                                  ("seconds", self.seconds)) if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Budget:
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return float(value) if isinstance(value, int | float) and value > 0 else None
+
+        tokens = number("tokens")
+        return cls(tokens=int(tokens) if tokens is not None else None,
+                   cost_usd=number("cost_usd"), seconds=number("seconds"))
+
+    def spent_past(self, tokens: int, cost_usd: float, seconds: float) -> BudgetLimit | None:
+        """The first limit that `tokens`, `cost_usd` and `seconds` reach, if any."""
+        if self.tokens is not None and tokens >= self.tokens:
+            return BudgetLimit.TOKENS
+        if self.cost_usd is not None and cost_usd >= self.cost_usd:
+            return BudgetLimit.COST_USD
+        if self.seconds is not None and seconds >= self.seconds:
+            return BudgetLimit.SECONDS
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class TaskMeta:
     """What a task asked for besides its description: the user's requirements, kept as they
@@ -268,6 +309,7 @@ class TaskMeta:
     workflow: Mapping[str, Any] | None = None  # the document the task runs, pinned at submit
     skip: frozenset[str] = frozenset()  # the document's optional steps the user switched off
     plan: tuple[Mapping[str, Any], ...] = ()  # the user's own plan, as sent (read at its start)
+    budget: Budget | None = None  # what it may spend
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -286,6 +328,8 @@ class TaskMeta:
             out[SKIP_KEY] = sorted(self.skip)
         if self.plan:
             out[PLAN_KEY] = [dict(item) for item in self.plan]
+        if self.budget is not None:
+            out[BUDGET_KEY] = self.budget.to_json()
         return out
 
     @classmethod
@@ -296,6 +340,7 @@ class TaskMeta:
         workflow = data.get(WORKFLOW_KEY)
         skip = data.get(SKIP_KEY)
         plan = data.get(PLAN_KEY)
+        budget = data.get(BUDGET_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
@@ -307,7 +352,8 @@ class TaskMeta:
             workflow=workflow if isinstance(workflow, Mapping) else None,
             skip=frozenset(str(s) for s in skip) if isinstance(skip, list) else frozenset(),
             plan=tuple(p for p in plan if isinstance(p, Mapping)) if isinstance(plan, list)
-            else ())
+            else (),
+            budget=Budget.from_json(budget) if isinstance(budget, Mapping) else None)
 
 
 PERMISSIONS_KEY = "shoal.permissions"
@@ -316,6 +362,7 @@ DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
 PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
 WORKFLOW_KEY = "shoal.workflow"  # the workflow document a task runs, as it was at submit
 SKIP_KEY = "shoal.skip"  # the optional steps of that document the user switched off
+BUDGET_KEY = "shoal.budget"  # {"tokens": n, "cost_usd": x, "seconds": s}, each optional
 PLAN_KEY = "shoal.plan"  # the user's own plan, kept until the task starts (it may wait)
 
 

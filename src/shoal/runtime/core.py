@@ -25,6 +25,7 @@ from shoal.bus.base import EventBus
 from shoal.config import Settings
 from shoal.engine import planning
 from shoal.engine.inputs import (
+    BudgetCheck,
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
@@ -32,6 +33,7 @@ from shoal.engine.inputs import (
     Expired,
     Queued,
     Start,
+    UsageReported,
 )
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
@@ -43,6 +45,7 @@ from shoal.protocol import (
     BATCH_BYTES,
     AgentLog,
     AgentTokens,
+    AttemptUsage,
     Heartbeat,
     TaskResult,
     WorkerRegister,
@@ -72,6 +75,7 @@ from shoal.runtime.jobs import (
     Register,
     ReleaseTasks,
     Result,
+    Spent,
     Submit,
     Tick,
     Wake,
@@ -139,7 +143,8 @@ class Runtime:
             Disconnect: workers.disconnect, Beat: workers.heartbeat, Accepted: workers.accepted,
             Log: workers.log, Result: workers.result,
             Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
-            ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit}
+            ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit,
+            Spent: self._on_spent}
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -224,6 +229,10 @@ class Runtime:
     def agent_log(self, conn: Connection, msg: AgentLog) -> None:
         """A line of live output from an attempt."""
         self._post(Log(conn, msg))
+
+    def attempt_usage(self, msg: AttemptUsage) -> None:
+        """What a live attempt of a task with a budget has spent so far."""
+        self._post(Spent(msg))
 
     def agent_tokens(self, msg: AgentTokens) -> None:
         """Streamed model text of a live attempt: to its task's watchers now, stored nowhere."""
@@ -436,8 +445,20 @@ class Runtime:
                     work = await self._work(rd, b, tid)
                     if cp.id in work.state.checkpoints:
                         self._decide(b, work, CheckpointExpired(cp.id), ctx)
+            budget = state.task.meta.budget
+            started = state.task.started_at
+            if (budget is not None and budget.seconds is not None and started is not None
+                    and (b.now - started).total_seconds() >= budget.seconds):
+                self._decide(b, await self._work(rd, b, tid), BudgetCheck(), ctx)
         for user_id in self._admission.waiting_users():
             await self._let_out(rd, b, user_id, ctx)
+
+    async def _on_spent(self, rd: Reader, b: Batch, job: Spent, ctx: Context) -> None:
+        tid = self.memory.attempt_task.get(job.msg.attempt_id)
+        if tid is not None:  # else it ended: its result said what it spent
+            usage = job.msg.usage.model_dump(exclude_none=True)
+            self._decide(b, await self._work(rd, b, tid),
+                         UsageReported(job.msg.attempt_id, usage), ctx)
 
     async def _on_admit(self, rd: Reader, b: Batch, job: Admit, ctx: Context) -> None:
         for user_id in job.user_ids:

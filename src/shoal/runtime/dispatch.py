@@ -12,11 +12,13 @@ import structlog
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.config import Settings
+from shoal.engine.graph import spending
 from shoal.engine.model import AttemptRecord, StepKind, SubtaskRecord, TaskState
 from shoal.protocol import (
     BATCH_BYTES,
     Ack,
     Acks,
+    BudgetLeft,
     CancelTask,
     ExecuteTask,
     FilePayload,
@@ -66,8 +68,20 @@ async def execute_message(
         mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers],
         output_file=sub.options.output_file,
         traceparent=attempt_traceparent(state.task.id, sub.id),
+        budget=_budget_left(state),
     )
     return msg.model_dump_json()
+
+
+def _budget_left(state: TaskState) -> BudgetLeft | None:
+    """What the task may still spend, for a task with a budget on tokens or cost."""
+    budget = state.task.meta.budget
+    if budget is None or (budget.tokens is None and budget.cost_usd is None):
+        return None
+    tokens, cost = spending(state.task, state.attempts.values())
+    return BudgetLeft(
+        tokens=None if budget.tokens is None else max(0, budget.tokens - tokens),
+        cost_usd=None if budget.cost_usd is None else max(0.0, budget.cost_usd - cost))
 
 
 async def upstream_results(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shoal.engine.inputs import CheckpointDecision
 from shoal.engine.model import TaskRecord
-from shoal.protocol import AgentLog, Heartbeat, TaskResult, WorkerRegister
+from shoal.protocol import AgentLog, AttemptUsage, Heartbeat, TaskResult, WorkerRegister
 
 if TYPE_CHECKING:
     from shoal.engine import planning
@@ -116,6 +116,14 @@ class Log(Job):
 
     conn: Connection | None
     msg: AgentLog
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
+class Spent(Job):
+    """What a live attempt of a task with a budget has spent so far."""
+
+    msg: AttemptUsage
     bookkeeping: ClassVar[bool] = True
 
 

@@ -285,8 +285,14 @@ class AgentLoopTool:
             if known.text:
                 chat.run.log(known.text)
             return _numbered(known, turn)
+        budget, run = chat.run.budget, chat.run
+        if budget is not None and not budget.allows(with_cost(chat.tokens.usage(), client.model)):
+            raise ModelError("The task's budget ran out, so the agent made no more model calls "
+                             "(the control plane ends the task).", retryable=False)
         answer = await self._complete(chat, system)
         chat.tokens.add(answer.usage)
+        if run.spent is not None:
+            run.spent(with_cost(chat.tokens.usage(), client.model))
         answer = _numbered(answer, turn)
         chat.journal.put(key, answer)
         return answer

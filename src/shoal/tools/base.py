@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from shoal.protocol import McpServer, Usage
+from shoal.protocol import BudgetLeft, McpServer, Usage
 from shoal.tools.permissions import Denial
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ class ToolRun:
     trace: AttemptTrace | None = None  # set when the attempt is traced: spans of model calls
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers the agent may use (its role's)
     stream: Callable[[str], None] | None = None  # model text as it streams, if anyone watches
+    budget: BudgetLeft | None = None  # what the task may still spend: no model call past it
+    spent: Callable[[Usage], None] | None = None  # tell what the attempt has spent so far
 
 
 @dataclass(frozen=True, slots=True)

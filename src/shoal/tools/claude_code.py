@@ -62,6 +62,7 @@ from shoal.tools.cli_support import (
     private_home,
 )
 from shoal.tools.permissions import Decision, Denial, PermissionPolicy
+from shoal.tools.pricing import with_cost
 
 NAME = "claude_code"
 MCP_START_MS = 60_000  # the most a run waits for its MCP servers to start
@@ -154,6 +155,7 @@ class _Session:
         self.denials: list[Denial] = []
         self.model: str | None = None  # as the CLI names it in its init event
         self._denied_ids: set[str] = set()
+        self._spent = Usage()  # the assistant messages' tokens so far (a task with a budget)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -199,6 +201,7 @@ class _Session:
                 self._run.trace.note_model(self.model)
         elif kind == "assistant":
             self._log_assistant(event.get("message"))
+            self._count(event.get("message"))
         elif kind == "user":
             self._log_results(event.get("message"))
         elif kind == "result":
@@ -250,6 +253,16 @@ class _Session:
             elif block.get("type") == "tool_use":
                 self._run.log(f"tool: {block.get('name')} "
                               f"{_describe(block.get('input'), self._workspace)}".rstrip())
+
+    def _count(self, message: Any) -> None:
+        """Add one model answer's tokens, and tell the worker what the attempt has spent so
+        far (only for a task with a budget: past it, the control plane stops the CLI)."""
+        if self._run.spent is None or not isinstance(message, dict):
+            return
+        turn = usage_of(message)
+        self._spent = Usage(input_tokens=self._spent.input_tokens + turn.input_tokens,
+                            output_tokens=self._spent.output_tokens + turn.output_tokens)
+        self._run.spent(with_cost(self._spent, self.model or ""))
 
     def _log_results(self, message: Any) -> None:
         for block in _blocks(message):

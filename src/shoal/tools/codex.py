@@ -61,7 +61,8 @@ class CodexTool:
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Run `codex exec` on the instructions; raise TimeoutError past `run.timeout`."""
         policy = PermissionPolicy.from_options(run.options)
-        progress = Progress(run.log, stream=run.stream)
+        progress = Progress(run.log, stream=run.stream, spent=run.spent,
+                            model=self._settings.codex_model)
         servers, refused = mcp_config.allowed(run, policy)
         with private_home("codex") as home:
             codex_home = home / ".codex"
@@ -139,6 +140,8 @@ class Progress:
     failure: str | None = None
     last_error: str | None = None
     stream: Callable[[str], None] | None = None  # each agent message, as it comes
+    spent: Callable[[Usage], None] | None = None  # the attempt's spending after each turn
+    model: str = ""  # for the cost of `spent`
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = str(event.get("type", ""))
@@ -193,6 +196,8 @@ class Progress:
             self.usage = Usage(
                 input_tokens=self.usage.input_tokens + int(raw.get("input_tokens") or 0),
                 output_tokens=self.usage.output_tokens + int(raw.get("output_tokens") or 0))
+            if self.spent is not None:
+                self.spent(with_cost(self.usage, self.model))
 
     def outcome(self, result: CommandResult) -> ToolOutcome:
         """How the run ended, from the events seen and the exit code."""

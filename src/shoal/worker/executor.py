@@ -8,6 +8,7 @@ attempt becomes a result saying so, never an exception that takes the worker dow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
@@ -25,12 +26,14 @@ from shoal.limits import storable_text
 from shoal.protocol import (
     AgentLog,
     AgentTokens,
+    AttemptUsage,
     ExecuteTask,
     FilePayload,
     RejectedFile,
     ResultStatus,
     TaskAccepted,
     TaskResult,
+    Usage,
 )
 from shoal.tools.base import Tool, ToolOutcome, ToolRun
 from shoal.worker.batching import Batcher
@@ -143,10 +146,16 @@ class Executor:
         return result
 
     def _accept(self, attempt_id: uuid.UUID) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._send(TaskAccepted(attempt_id=attempt_id)))
+        self._send_soon(TaskAccepted(attempt_id=attempt_id))
+
+    def _send_soon(self, message: BaseModel) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(message))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _reporter(self, attempt_id: uuid.UUID) -> Callable[[Usage], None]:
+        """What a tool calls with its attempt's spending so far (a task with a budget)."""
+        return lambda usage: self._send_soon(AttemptUsage(attempt_id=attempt_id, usage=usage))
 
     async def _outcome(self, attempt: Attempt) -> TaskResult:
         try:
@@ -191,8 +200,10 @@ class Executor:
             for file in skipped:
                 stream.write(f"[shoal] upstream file {file.path} skipped: {file.reason}")
             tokens = TokenStream() if self.stream_tokens else None
-            status, outcome = await self._run_tool(
-                tool, _tool_run(msg, workspace, stream, attempt.trace, tokens), stream, tokens)
+            run = _tool_run(msg, workspace, stream, attempt.trace, tokens)
+            if msg.budget is not None:  # the control plane counts it as it goes
+                run = dataclasses.replace(run, spent=self._reporter(msg.attempt_id))
+            status, outcome = await self._run_tool(tool, run, stream, tokens)
             if msg.output_file is not None and status == "succeeded" and outcome.output:
                 await asyncio.to_thread(_save_output, workspace, msg.output_file, outcome.output)
             empty = not before and is_bare(workspace)  # the tool wrote nothing
@@ -364,6 +375,7 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
         trace=trace,
         mcp_servers=tuple(msg.mcp_servers),
         stream=tokens.write if tokens is not None else None,
+        budget=msg.budget,
     )
 
 

@@ -8,11 +8,20 @@ from fastapi import APIRouter, Request
 
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import Exchange, Login, Refresh, TokenPairOut, UserCreate, UserPublic
+from shoal.api.schemas import (
+    Exchange,
+    Login,
+    Refresh,
+    TokenPairOut,
+    UserCreate,
+    UserLimits,
+    UserPublic,
+)
 from shoal.auth.passwords import hash_password, hash_password_async, verify_password_async
 from shoal.auth.tokens import decode_token, hash_opaque_token, issue_token_pair
 from shoal.errors import Forbidden, NotFound, Unauthorized
-from shoal.store import accounts
+from shoal.ids import parse_id
+from shoal.store import accounts, usage
 from shoal.store.models import utcnow
 
 router = APIRouter(prefix="/api/v1", tags=["auth"],
@@ -96,6 +105,27 @@ async def create_user(body: UserCreate, user: UserDep, services: ServicesDep) ->
     return _public(row)
 
 
+@router.patch("/users/{user_id}", response_model=UserPublic)
+async def set_user_limits(user_id: str, body: UserLimits, user: UserDep,
+                          services: ServicesDep) -> UserPublic:
+    """Set a user's own limits: active tasks at once and daily budget (admins only; a
+    field sent as null returns to the server's setting, a field left out is unchanged)."""
+    if not user.is_admin:
+        raise Forbidden("Only an admin can change a user's limits.")
+    uid = parse_id(user_id, kind="user")
+    changes = body.model_dump(include=body.model_fields_set, exclude_none=False)
+    if isinstance(changes.get("daily_budget"), dict):
+        changes["daily_budget"] = {k: v for k, v in changes["daily_budget"].items()
+                                   if v is not None} or None
+    async with services.db.begin() as conn:
+        if changes and not await usage.set_limits(conn, uid, changes):
+            raise NotFound(f"No user {user_id}.")
+        row = await accounts.user_by_id(conn, uid)
+    if row is None:
+        raise NotFound(f"No user {user_id}.")
+    return _public(row)
+
+
 def _pair(row: object, services: ServicesDep) -> TokenPairOut:
     pair = issue_token_pair(row.id, username=row.username,  # type: ignore[attr-defined]
                             is_admin=row.is_admin,  # type: ignore[attr-defined]
@@ -107,4 +137,6 @@ def _pair(row: object, services: ServicesDep) -> TokenPairOut:
 def _public(row: object) -> UserPublic:
     r = row
     return UserPublic(user_id=r.id, username=r.username, email=r.email,  # type: ignore[attr-defined]
-                      is_admin=r.is_admin, created_at=r.created_at)  # type: ignore[attr-defined]
+                      is_admin=r.is_admin, created_at=r.created_at,  # type: ignore[attr-defined]
+                      max_active_tasks=r.max_active_tasks,  # type: ignore[attr-defined]
+                      daily_budget=r.daily_budget)  # type: ignore[attr-defined]

@@ -36,13 +36,13 @@ from shoal.api.schemas import (
 )
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
-from shoal.engine.model import Deadline, StepKind, TaskMeta, TaskRecord
-from shoal.errors import InvalidGraph, InvalidInput, NotFound, Unavailable
+from shoal.engine.model import Budget, Deadline, StepKind, TaskMeta, TaskRecord
+from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
-from shoal.store import deletion, queries, slots
+from shoal.store import accounts, deletion, queries, slots, usage
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
@@ -77,6 +77,7 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         raise _invalid(str(exc.details["field"]), exc.message) from None
     meta = replace(meta, parameters=parameters, skip=skip,
                    workflow=doc.model_dump(mode="json", by_alias=True))
+    await _within_daily_budget(services, user.user_id)
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
@@ -105,6 +106,35 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
 
 
+async def _within_daily_budget(services: ServicesDep, user_id: uuid.UUID) -> None:
+    """429 until midnight UTC for a user who has spent their daily budget (their own, an
+    admin's choice, else the server's setting)."""
+    settings, now = services.settings, utcnow()
+    async with services.db.connection() as conn:
+        row = await accounts.user_by_id(conn, user_id)
+        own = row.daily_budget if row is not None else None
+        own = own if own is not None else {"tokens": settings.daily_tokens,
+                                           "cost_usd": settings.daily_cost_usd}
+        most_tokens, most_cost = own.get("tokens"), own.get("cost_usd")
+        if most_tokens is None and most_cost is None:
+            return
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        tokens, cost = await usage.spent_since(conn, user_id, midnight)
+    reached = [f"{tokens} of {most_tokens} tokens"
+               if most_tokens is not None and tokens >= most_tokens else "",
+               f"${cost:.2f} of ${most_cost}"
+               if most_cost is not None and cost >= most_cost else ""]
+    if not any(reached):
+        return
+    resets = midnight + timedelta(days=1)
+    wait = (resets - now).total_seconds()
+    raise RateLimited(
+        f"You have spent your daily budget ({'; '.join(r for r in reached if r)}). It resets at "
+        f"midnight UTC, in {int(wait // 3600)} h {int(wait % 3600 // 60)} min; until then new "
+        "tasks are refused (running ones go on).", retry_after=wait,
+        code="daily_budget_spent", details={"resets_at": resets.isoformat()})
+
+
 def _invalid(field: str, message: str) -> RequestValidationError:
     """A 422 in the shape of every validation error: `details` names the field."""
     return RequestValidationError([{"loc": ("body", *field.split(".")), "msg": message,
@@ -121,7 +151,8 @@ def _meta(body: TaskCreate) -> TaskMeta:
         permissions=(body.permissions.model_dump(exclude_defaults=True)
                      if body.permissions is not None else None),
         quality=body.quality != "off",
-        checkpoint_deadline=Deadline(deadline.seconds, deadline.action) if deadline else None)
+        checkpoint_deadline=Deadline(deadline.seconds, deadline.action) if deadline else None,
+        budget=Budget(**body.budget.model_dump()) if body.budget is not None else None)
 
 
 async def _worker_online_elsewhere(services: ServicesDep) -> bool:
@@ -205,8 +236,25 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
                      for c in cps],
         evaluation_scores=quality.mean_scores(
             [s.evaluation for s in summaries if s.kind == StepKind.AGENT and s.evaluation]),
-        queue_position=position,
+        queue_position=position, **_budget_view(row),
     )
+
+
+def _budget_view(row: sa.Row[Any]) -> dict[str, Any]:
+    """A task's budget, as submitted, and what is left of each of its limits."""
+    budget = task_from_row(row).meta.budget
+    if budget is None:
+        return {}
+    left: dict[str, Any] = {}
+    if budget.tokens is not None:
+        left["tokens"] = max(0, budget.tokens - row.input_tokens - row.output_tokens)
+    if budget.cost_usd is not None:
+        left["cost_usd"] = max(0.0, round(budget.cost_usd - row.cost_usd, 6))
+    if budget.seconds is not None:
+        ran = ((row.completed_at or utcnow()) - row.started_at).total_seconds() \
+            if row.started_at else 0.0
+        left["seconds"] = max(0.0, round(budget.seconds - ran, 1))
+    return {"budget": budget.to_json(), "budget_remaining": left}
 
 
 @router.post("/{task_id}/cancel", response_model=TaskCancelled)

@@ -1,0 +1,37 @@
+"""What a user has spent: tokens and dollars of their attempts that finished since a moment
+(their day so far, for the daily budget), and their own limits an admin set."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shoal.store.models import Attempt, Task, User, table_of
+
+attempts = table_of(Attempt)
+tasks = table_of(Task)
+users = table_of(User)
+
+
+async def spent_since(conn: AsyncConnection, user_id: uuid.UUID,
+                      since: datetime) -> tuple[int, float]:
+    """Tokens and dollars of `user_id`'s attempts that finished at or after `since`."""
+    usage = attempts.c.usage
+    q = (sa.select(sa.func.coalesce(sa.func.sum(usage["input_tokens"].as_integer()), 0),
+                   sa.func.coalesce(sa.func.sum(usage["output_tokens"].as_integer()), 0),
+                   sa.func.coalesce(sa.func.sum(usage["cost_usd"].as_float()), 0.0))
+         .select_from(attempts.join(tasks, tasks.c.id == attempts.c.task_id))
+         .where(tasks.c.user_id == user_id, attempts.c.finished_at >= since))
+    row = (await conn.execute(q)).one()
+    return int(row[0]) + int(row[1]), float(row[2])
+
+
+async def set_limits(conn: AsyncConnection, user_id: uuid.UUID,
+                     changes: dict[str, Any]) -> bool:
+    """Change a user's own limits (`max_active_tasks`, `daily_budget`); False: no such user."""
+    done = await conn.execute(sa.update(users).where(users.c.id == user_id).values(**changes))
+    return done.rowcount > 0
