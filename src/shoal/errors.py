@@ -8,7 +8,9 @@ ShoalError                      base; carries `code`, `retryable`, `retry_after`
 ├── InvalidInput                a request the domain refuses                    → 422
 │   ├── InvalidGraph            cycles, dangling or self dependencies, limits
 │   ├── UnstorableText          a NUL, a lone surrogate or a non-finite number
-│   └── UnsafePath              an agent's file name that could escape its folder
+│   ├── UnsafePath              an agent's file name that could escape its folder
+│   ├── UnsupportedMedia        an uploaded file of a kind Shoal cannot read    → 415
+│   └── PayloadTooLarge         an upload past its limit (per file, per user)   → 413
 ├── Unauthorized                missing or bad credentials                      → 401
 ├── Forbidden                   authenticated, but not allowed                  → 403
 ├── RateLimited                 too many requests                               → 429
@@ -95,6 +97,19 @@ class UnsafePath(InvalidInput):
     """A file path that is absolute, climbs out of its folder, or holds bad characters."""
 
     code = "unsafe_path"
+
+
+class UnsupportedMedia(InvalidInput):
+    """An uploaded file whose content is of no kind Shoal reads (an image, a program, UTF-16
+    text); a file that is of a known kind but broken, or named as another, is `InvalidInput`."""
+
+    code = "unsupported_media"
+
+
+class PayloadTooLarge(InvalidInput):
+    """An upload larger than a file may be, or than what its user may still store."""
+
+    code = "payload_too_large"
 
 
 class Unauthorized(ShoalError):

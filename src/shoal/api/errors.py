@@ -20,6 +20,8 @@ log = structlog.get_logger(__name__)
 STATUS: list[tuple[type[errors.ShoalError], int]] = [
     (errors.NotFound, 404),
     (errors.Conflict, 409),
+    (errors.UnsupportedMedia, 415),  # before InvalidInput, their base: the first match wins
+    (errors.PayloadTooLarge, 413),
     (errors.InvalidInput, 422),
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
@@ -37,6 +39,7 @@ _DESCRIPTIONS = {
     404: "No such resource, or not yours.",
     409: "Not allowed in the resource's current state.",
     413: "The request body is too large.",
+    415: "The file is of a kind Shoal cannot read; the message lists the kinds it reads.",
     422: "The request is not valid; `details` names each field and why.",
     429: "Too many requests; `Retry-After` says when to try again.",
     503: "Not available right now; `Retry-After` says when to try again.",
