@@ -105,6 +105,13 @@ class Settings(BaseSettings):
     login_rate_limit_per_minute: int = Field(20, ge=1)  # sign-in attempts per client address
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # larger bodies: 413
 
+    # Uploads (a task's sources): per file, per request (`POST /api/v1/uploads`, which may
+    # carry several files, or a zip of them), and in all per user; past one: 413.
+    max_upload_bytes: int = Field(100 * 1024 * 1024, ge=1024)
+    max_upload_files: int = Field(20, ge=1, le=1000)
+    max_user_upload_bytes: int = Field(2 * 1024**3, ge=1024)
+    source_text_chars: int = Field(2_000_000, ge=1000)  # of a source's text, kept and searched
+
     # Worker side.
     worker_name: str | None = None
     worker_slots: int = Field(2, ge=1, le=256)

@@ -29,6 +29,7 @@ from shoal.api.routes import (
     reports,
     subtasks,
     tasks,
+    uploads,
     workers,
     workflows,
 )
@@ -45,6 +46,7 @@ from shoal.web.pages import CSP, app_html, static_dir
 from shoal.workflows import Catalog
 
 log = structlog.get_logger(__name__)
+UPLOAD_OVERHEAD = 64 * 1024  # bytes of multipart framing allowed beside an upload's files
 
 
 async def build_services(settings: Settings) -> Services:
@@ -118,10 +120,12 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                   description="Multi-agent task orchestration across many machines.",
                   dependencies=[Depends(checked_path)])
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, larger={
+        "/api/v1/uploads": settings.max_upload_bytes + UPLOAD_OVERHEAD})
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, reports.router, subtasks.router,
-                   checkpoints.router, workers.router, workflows.router, public.router,
+                   checkpoints.router, workers.router, workflows.router, uploads.router,
+                   public.router,
                    client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)

@@ -23,21 +23,24 @@ class BodyLimit:
     still sending makes the kernel reset the connection, and the client never reads the 413.
     A client that sent `Expect: 100-continue` has sent no body yet: it is answered at once."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int,
+                 larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger or {}  # path → its own limit (uploads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, unless its body is too large."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope["path"], self.max_bytes)
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
             if headers.get(b"expect", b"").lower() != b"100-continue":
                 await _drain(receive, {"type": "http.request", "more_body": True})
-            await self._refuse(send)
+            await self._refuse(send, limit)
             return
         if declared is not None:
             await self.app(scope, receive, send)  # the server enforces the declared length
@@ -47,18 +50,18 @@ class BodyLimit:
             message = await receive()
             messages.append(message)
             size += len(message.get("body", b""))
-            if size > self.max_bytes:
+            if size > limit:
                 await _drain(receive, message)
-                await self._refuse(send)
+                await self._refuse(send, limit)
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
         await self.app(scope, _replay(messages, receive), send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, limit: int) -> None:
         body = json.dumps(error_body(
-            "payload_too_large", f"The request body is larger than {self.max_bytes} bytes. "
-            "Send less (large files travel as a task's results, not in requests).")).encode()
+            "payload_too_large", f"The request body is larger than {limit} bytes. Send less "
+            "(files for a task go to POST /api/v1/uploads, within its own limit).")).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode()),

@@ -107,6 +107,8 @@ class TaskCreate(_Strict):
     quality: Literal["on", "off"] = "on"  # evaluation, peer review and checkpoints
     checkpoint_deadline: CheckpointDeadline | None = None
     budget: BudgetIn | None = None
+    sources: list[uuid.UUID] | None = Field(None, max_length=100, description=(
+        "Ids of your uploads (POST /api/v1/uploads) the task reads, under sources/."))
 
     @field_validator("description")
     @classmethod
@@ -240,6 +242,7 @@ class TaskDetail(TaskSummary):
     evaluation_scores: dict[str, Any] | None
     queue_position: int | None = None  # `queued`: where it stands in your queue (1: next)
     budget: dict[str, Any] | None = None  # what it may spend, as submitted
+    sources: list[dict[str, Any]] = Field(default_factory=list)  # the uploads it reads
     budget_remaining: dict[str, Any] | None = None  # what is left of each limit
 
 

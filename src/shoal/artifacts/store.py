@@ -62,6 +62,31 @@ class ArtifactStore:
         """Store `data` and return its SHA-256 hex digest; storing it again changes nothing."""
         return await asyncio.to_thread(self._put, data)
 
+    def scratch_file(self) -> Path:
+        """A new empty file in the store's scratch folder (on the store's file system, so it
+        can be moved in with `adopt`); the caller removes it if it is not adopted."""
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self._scratch, prefix="upload.")
+        os.close(fd)
+        return Path(name)
+
+    def scratch_folder(self) -> Path:
+        """A new empty folder in the store's scratch folder; the caller removes it."""
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=self._scratch, prefix="folder."))
+
+    def adopt(self, path: Path, sha256: str) -> None:
+        """Move the file at `path`, whose SHA-256 is `sha256`, into the store (blocking: run
+        it in a thread); if the object is stored already, `path` is removed instead."""
+        target = self.path_of(sha256)
+        if target.is_file() and _touched(target):
+            path.unlink(missing_ok=True)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("rb") as file:
+            os.fsync(file.fileno())
+        os.replace(path, target)
+
     async def put_files(self, files: Sequence[tuple[str, bytes]]) -> list[ManifestEntry]:
         """Store already-validated `(path, data)` files and return their manifest, in order."""
         return [

@@ -296,6 +296,26 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRef:
+    """One of the user's files a task reads: under `sources/<name>` of its workspaces."""
+
+    name: str
+    kind: str
+    size: int
+    sha256: str
+    text_sha256: str  # its text, as extracted at upload
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "size": self.size,
+                "sha256": self.sha256, "text_sha256": self.text_sha256}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SourceRef:
+        return cls(str(data["name"]), str(data.get("kind", "")), int(data.get("size", 0)),
+                   str(data["sha256"]), str(data.get("text_sha256", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class TaskMeta:
     """What a task asked for besides its description: the user's requirements, kept as they
     gave them, and Shoal's settings for it. Stored as one JSON object (`tasks.metadata`) with
@@ -310,6 +330,7 @@ class TaskMeta:
     skip: frozenset[str] = frozenset()  # the document's optional steps the user switched off
     plan: tuple[Mapping[str, Any], ...] = ()  # the user's own plan, as sent (read at its start)
     budget: Budget | None = None  # what it may spend
+    sources: tuple[SourceRef, ...] = ()  # the user's files it reads
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.requirements.items() if not str(k).startswith("shoal.")}
@@ -330,6 +351,8 @@ class TaskMeta:
             out[PLAN_KEY] = [dict(item) for item in self.plan]
         if self.budget is not None:
             out[BUDGET_KEY] = self.budget.to_json()
+        if self.sources:
+            out[SOURCES_KEY] = [s.to_json() for s in self.sources]
         return out
 
     @classmethod
@@ -341,6 +364,7 @@ class TaskMeta:
         skip = data.get(SKIP_KEY)
         plan = data.get(PLAN_KEY)
         budget = data.get(BUDGET_KEY)
+        sources = data.get(SOURCES_KEY)
         seconds = deadline.get("seconds") if isinstance(deadline, Mapping) else None
         return cls(
             requirements={k: v for k, v in data.items() if not str(k).startswith("shoal.")},
@@ -353,7 +377,9 @@ class TaskMeta:
             skip=frozenset(str(s) for s in skip) if isinstance(skip, list) else frozenset(),
             plan=tuple(p for p in plan if isinstance(p, Mapping)) if isinstance(plan, list)
             else (),
-            budget=Budget.from_json(budget) if isinstance(budget, Mapping) else None)
+            budget=Budget.from_json(budget) if isinstance(budget, Mapping) else None,
+            sources=tuple(SourceRef.from_json(s) for s in sources if isinstance(s, Mapping))
+            if isinstance(sources, list) else ())
 
 
 PERMISSIONS_KEY = "shoal.permissions"
@@ -362,6 +388,7 @@ DEADLINE_KEY = "shoal.checkpoint_deadline"  # {"seconds": s, "action": a}
 PARAMETERS_KEY = "shoal.parameters"  # a document workflow's parameters, as given
 WORKFLOW_KEY = "shoal.workflow"  # the workflow document a task runs, as it was at submit
 SKIP_KEY = "shoal.skip"  # the optional steps of that document the user switched off
+SOURCES_KEY = "shoal.sources"  # [{"name", "kind", "size", "sha256", "text_sha256"}]
 BUDGET_KEY = "shoal.budget"  # {"tokens": n, "cost_usd": x, "seconds": s}, each optional
 PLAN_KEY = "shoal.plan"  # the user's own plan, kept until the task starts (it may wait)
 

@@ -85,7 +85,7 @@ from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
-from shoal.store import pg_batch, queries
+from shoal.store import pg_batch, queries, uploads
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database, lost_a_race
 from shoal.store.events import append_events_sync
@@ -187,10 +187,13 @@ class Runtime:
     async def submit(
         self, task: TaskRecord, plan: planning.Plan | None = None,
         options: tuple[dict[str, Any], ...] = (), plan_items: tuple[dict[str, Any], ...] = (),
+        links: list[dict[str, Any]] | None = None,
     ) -> TaskRecord:
         """Store a new task and start it, or queue it when its user has no active-task slot
-        free (`plan_items`: the plan as sent, kept for its start); returns once durable."""
-        result: TaskRecord = await self._call(Submit(task, plan, options, plan_items))
+        free (`plan_items`: the plan as sent, kept for its start; `links`: its
+        `task_sources` rows); returns once durable."""
+        result: TaskRecord = await self._call(Submit(task, plan, options, plan_items,
+                                                     links or []))
         return result
 
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
@@ -387,6 +390,8 @@ class Runtime:
     async def _on_submit(self, rd: Reader, b: Batch, job: Submit, ctx: Context) -> None:
         task, plan, options = job.task, job.plan, job.options
         b.new_tasks.append(task)
+        if job.links:
+            b.rows.append((uploads.task_sources, job.links))
         b.owner, b.owner_expires_at = self._ownership.owner, self._ownership.expires_at(b.now)
         work = b.works[task.id] = TaskWork(TaskState(task=task, subtasks={}, attempts={}))
         b.events.append(NewEvent(

@@ -55,15 +55,21 @@ async def execute_message(
     options.update(sub.options.to_json())
     options.pop("mcp_servers", None)
     options.pop("output_file", None)
+    upstream = await upstream_results(state, sub, artifacts=artifacts,
+                                      budget=settings.max_result_bytes,
+                                      files_possible=files_possible)
+    instructions = workflow_for(state.task).instructions(
+        state.task, sub, tools, target=target, files=files,
+        guidance=guidance if sub.role == "coder" else ())
+    if state.task.meta.sources:
+        given, note = await _sources(state, artifacts, settings.max_result_bytes - sum(
+            len(f.content_b64) * 3 // 4 for u in upstream for f in u.files))
+        upstream.append(given)
+        instructions = f"{instructions}\n\n{note}"
     msg = ExecuteTask(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
-        role=sub.role, tool=att.tool, name=sub.name,
-        instructions=workflow_for(state.task).instructions(
-            state.task, sub, tools, target=target, files=files,
-            guidance=guidance if sub.role == "coder" else ()),
-        upstream=await upstream_results(state, sub, artifacts=artifacts,
-                                        budget=settings.max_result_bytes,
-                                        files_possible=files_possible),
+        role=sub.role, tool=att.tool, name=sub.name, instructions=instructions,
+        upstream=upstream,
         timeout=float(options.pop("timeout", timeout)), options=options,
         mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers],
         output_file=sub.options.output_file,
@@ -71,6 +77,30 @@ async def execute_message(
         budget=_budget_left(state),
     )
     return msg.model_dump_json()
+
+
+async def _sources(state: TaskState, artifacts: ArtifactStore,
+                   room: int) -> tuple[UpstreamResult, str]:
+    """The task's sources as files under `sources/` (within `room` bytes; a source too large
+    comes as its extracted text, `<name>.txt`), and a note for the agent naming them."""
+    files: list[FilePayload] = []
+    lines = []
+    for src in state.task.meta.sources:
+        sha, path, how = src.sha256, f"sources/{src.name}", ""
+        if src.size > room:
+            sha, path, how = src.text_sha256, f"sources/{src.name}.txt", " (its text only: " \
+                "the file is too large to send)"
+        data = await artifacts.read(sha) if sha else b""
+        if not sha or len(data) > room:
+            lines.append(f"- {src.name} ({src.kind}): too large to send to this worker")
+            continue
+        room -= len(data)
+        files.append(FilePayload(path=path, content_b64=base64.b64encode(data).decode()))
+        lines.append(f"- {path} ({src.kind}, {src.size} bytes){how}")
+    note = ("The user's own files for this task (its sources) are in the workspace:\n"
+            + "\n".join(lines))
+    return UpstreamResult(subtask_id=state.task.id, name="sources", output="",
+                          files=files), note
 
 
 def _budget_left(state: TaskState) -> BudgetLeft | None:

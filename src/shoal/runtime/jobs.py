@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shoal.engine.inputs import CheckpointDecision
@@ -56,6 +56,7 @@ class Submit(Job):
     plan: planning.Plan | None = None
     options: tuple[Mapping[str, Any], ...] = ()
     plan_items: tuple[Mapping[str, Any], ...] = ()  # the plan as sent, kept if it must wait
+    links: list[dict[str, Any]] = field(default_factory=list)  # `task_sources` rows
 
 
 @dataclass(slots=True)

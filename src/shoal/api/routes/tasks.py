@@ -36,7 +36,7 @@ from shoal.api.schemas import (
 )
 from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality
-from shoal.engine.model import Budget, Deadline, StepKind, TaskMeta, TaskRecord
+from shoal.engine.model import Budget, Deadline, SourceRef, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64, value_problem
@@ -44,6 +44,7 @@ from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
 from shoal.store import accounts, deletion, queries, slots, usage
 from shoal.store import files as file_rows
+from shoal.store import uploads as upload_rows
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
@@ -78,6 +79,8 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     meta = replace(meta, parameters=parameters, skip=skip,
                    workflow=doc.model_dump(mode="json", by_alias=True))
     await _within_daily_budget(services, user.user_id)
+    sources = await _sources(services, user.user_id, body.sources or [])
+    meta = replace(meta, sources=tuple(ref for _, ref in sources))
     plan, options = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
@@ -92,7 +95,8 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         tool_preferences=tuple(body.tool_preferences or ()), meta=meta,
     )
     stored = await services.runtime.submit(
-        task, plan, options, tuple(p.model_dump(mode="json") for p in body.plan or ()))
+        task, plan, options, tuple(p.model_dump(mode="json") for p in body.plan or ()),
+        links=upload_rows.link_rows(task.id, [(uid, ref.name) for uid, ref in sources]))
     if stored.status is TaskStatus.QUEUED:
         async with services.db.connection() as conn:
             position = await slots.queue_position(conn, stored.id)
@@ -104,6 +108,26 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
                "Task submitted successfully. Decomposing into subtasks..." if flow.plans_first()
                else f"Task submitted successfully. Running the {offered.name} workflow...")
     return TaskCreated(task_id=stored.id, status=stored.status.value, message=message)
+
+
+async def _sources(services: ServicesDep, user_id: uuid.UUID,
+                   ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, SourceRef]]:
+    """The uploads a task is to read, each yours (422 naming the one that is not)."""
+    if not ids:
+        return []
+    async with services.db.connection() as conn:
+        found = {r.id: r for r in await upload_rows.of_user(conn, user_id, ids)}
+    out: list[tuple[uuid.UUID, SourceRef]] = []
+    for at, uid in enumerate(ids):
+        row = found.get(uid)
+        if row is None:
+            raise _invalid(f"sources.{at}", f"no upload {uid} of yours; POST /api/v1/uploads "
+                                            "gives the ids")
+        if any(ref.name == row.name for _, ref in out):
+            raise _invalid(f"sources.{at}", f"another source is named {row.name!r} too")
+        out.append((uid, SourceRef(row.name, row.kind, row.size, row.sha256,
+                                   row.text_sha256 or "")))
+    return out
 
 
 async def _within_daily_budget(services: ServicesDep, user_id: uuid.UUID) -> None:
@@ -237,6 +261,8 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         evaluation_scores=quality.mean_scores(
             [s.evaluation for s in summaries if s.kind == StepKind.AGENT and s.evaluation]),
         queue_position=position, **_budget_view(row),
+        sources=[{"name": s.name, "kind": s.kind, "size": s.size}
+                 for s in task_from_row(row).meta.sources],
     )
 
 
