@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import httpx
@@ -347,3 +348,16 @@ async def test_openapi_is_served(server: RunningServer) -> None:
     assert "/api/v1/tasks" in schema.json()["paths"]
     assert docs.status_code == 200
     assert "swagger" in docs.text.lower()
+
+
+async def test_the_attempts_of_a_task_make_its_timeline(
+    client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """Each attempt with its step, worker and times, in the order they were sent."""
+    task_id = await submit(client, ECHO)
+    await wait_for_status(client, task_id, "completed")
+    found = (await client.get(f"/api/v1/tasks/{task_id}/attempts")).json()["attempts"]
+    assert [(a["subtask_name"], a["status"], a["worker_name"]) for a in found] == [
+        ("a", "succeeded", "w1"), ("b", "succeeded", "w1")]
+    assert all(a["dispatched_at"] <= a["finished_at"] for a in found)
+    assert (await client.get(f"/api/v1/tasks/{uuid.uuid4()}/attempts")).status_code == 404

@@ -246,6 +246,28 @@ class TaskDetail(TaskSummary):
     budget_remaining: dict[str, Any] | None = None  # what is left of each limit
 
 
+class AttemptSpan(BaseModel):
+    """One attempt on the task's timeline: which step, on which worker, from when to when."""
+
+    attempt_id: uuid.UUID
+    subtask_id: uuid.UUID
+    subtask_name: str
+    kind: str
+    worker_id: uuid.UUID | None
+    worker_name: str | None
+    tool: str
+    status: str
+    dispatched_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class AttemptTimeline(BaseModel):
+    """`GET /api/v1/tasks/{id}/attempts`: every attempt, in the order they were sent."""
+
+    attempts: list[AttemptSpan]
+
+
 class TaskPage(BaseModel):
     """`GET /api/v1/tasks`."""
 

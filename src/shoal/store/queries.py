@@ -82,6 +82,18 @@ async def subtask_attempts(conn: AsyncConnection, subtask_id: uuid.UUID) -> list
     return list((await conn.execute(q)).all())
 
 
+async def task_attempts(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
+    """Every attempt of a task's subtasks with its subtask's name and its worker's, in the
+    order they were dispatched (a timeline of the run)."""
+    q = (sa.select(attempts, subtasks.c.name.label("subtask_name"), subtasks.c.kind,
+                   workers.c.machine_name.label("worker_name"))
+         .join(subtasks, subtasks.c.id == attempts.c.subtask_id)
+         .outerjoin(workers, workers.c.id == attempts.c.worker_id)
+         .where(attempts.c.task_id == task_id)
+         .order_by(attempts.c.dispatched_at, attempts.c.id))
+    return list((await conn.execute(q)).all())
+
+
 async def current_attempts(
     conn: AsyncConnection, *, owner: uuid.UUID | None
 ) -> dict[uuid.UUID, Any]:

@@ -23,6 +23,8 @@ from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
 from shoal.api.schemas import (
+    AttemptSpan,
+    AttemptTimeline,
     StateRevision,
     SubtaskSummary,
     TaskCancelled,
@@ -303,6 +305,19 @@ async def delete_task(task_id: str, user: UserDep, services: ServicesDep) -> Res
         lambda conn: deletion.delete_task(conn, tid, user.user_id, now=utcnow()))
     services.runtime.files.nudge()
     return Response(status_code=204)
+
+
+@router.get("/{task_id}/attempts", response_model=AttemptTimeline)
+async def task_attempts(task_id: str, user: UserDep, services: ServicesDep) -> AttemptTimeline:
+    """Every attempt of the task's steps, with its worker and times: the run's timeline."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        found = await queries.task_attempts(conn, row.id)
+    return AttemptTimeline(attempts=[AttemptSpan(
+        attempt_id=a.id, subtask_id=a.subtask_id, subtask_name=a.subtask_name, kind=a.kind,
+        worker_id=a.worker_id, worker_name=a.worker_name, tool=a.tool, status=a.status,
+        dispatched_at=a.dispatched_at, started_at=a.started_at, finished_at=a.finished_at)
+        for a in found])
 
 
 @router.get("/{task_id}/subtasks", response_model=list[SubtaskSummary])
