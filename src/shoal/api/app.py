@@ -23,6 +23,7 @@ from shoal.api.errors import install_error_handlers
 from shoal.api.reporting import PdfRenderer
 from shoal.api.request_times import RequestTimes
 from shoal.api.routes import (
+    account,
     auth,
     checkpoints,
     public,
@@ -125,7 +126,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, reports.router, subtasks.router,
                    checkpoints.router, workers.router, workflows.router, uploads.router,
-                   public.router,
+                   account.router, public.router,
                    client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)

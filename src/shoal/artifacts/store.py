@@ -239,22 +239,26 @@ def _parent_folders(path: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-async def write_zip(dest: Path, members: Sequence[tuple[str, str]], store: ArtifactStore) -> None:
-    """Write a zip of `(archive path, sha256)` members to `dest`, atomically.
+async def write_zip(dest: Path, members: Sequence[tuple[str, str]], store: ArtifactStore,
+                    *, texts: Sequence[tuple[str, bytes]] = ()) -> None:
+    """Write a zip of `(archive path, sha256)` members (and of `texts`, `(archive path,
+    bytes)` made on the spot) to `dest`, atomically.
 
     Archive paths are checked like any file path; an unsafe or repeated one raises instead of
     being renamed. A member missing from the store raises `NotFound`. Contents are streamed
     from the store, never held in memory whole.
     """
-    names = [check_relative_path(name) for name, _ in members]
+    names = [check_relative_path(name) for name, _ in [*members, *texts]]
     if len(set(names)) != len(names):
         repeated = sorted({name for name in names if names.count(name) > 1})
         raise InvalidInput(f"The archive would hold the same path twice: {', '.join(repeated)}.")
     sources = [store.path_of(sha256) for _, sha256 in members]
-    await asyncio.to_thread(_write_zip, dest, list(zip(names, sources, strict=True)))
+    await asyncio.to_thread(_write_zip, dest, list(zip(names, sources, strict=False)),
+                            [(check_relative_path(n), data) for n, data in texts])
 
 
-def _write_zip(dest: Path, members: list[tuple[str, Path]]) -> None:
+def _write_zip(dest: Path, members: list[tuple[str, Path]],
+               texts: Sequence[tuple[str, bytes]] = ()) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
@@ -271,6 +275,11 @@ def _write_zip(dest: Path, members: list[tuple[str, Path]]) -> None:
                 info.file_size = os.fstat(src.fileno()).st_size
                 with src, archive.open(info, "w") as out:
                     shutil.copyfileobj(src, out)
+            for name, data in texts:
+                info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, data)
         os.replace(temp, dest)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
