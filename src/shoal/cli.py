@@ -27,6 +27,7 @@ from shoal.cli_base import (
     run,
     settings_from_env,
 )
+from shoal.cli_tasks import task_app
 from shoal.cli_workflows import workflows_app
 from shoal.config import Settings
 from shoal.demo.samples import SAMPLES
@@ -41,7 +42,6 @@ app = typer.Typer(help="Shoal: plan a task into a graph of agents and run it on 
 user_app = typer.Typer(help="Manage user accounts.", no_args_is_help=True)
 token_app = typer.Typer(help="Manage worker tokens.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
-task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
 checkpoint_app = typer.Typer(help="Look at one checkpoint.", no_args_is_help=True)
 app.add_typer(user_app, name="user")
 app.add_typer(token_app, name="token")
@@ -243,21 +243,6 @@ def tasks(
                       t["description"][:60])
     console.print(table)
     console.print(f"{len(page['tasks'])} of {page['total']}")
-
-
-@task_app.command("show")
-def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """A task with its subtasks."""
-    t = client_call(lambda c: c.task(task_id), server, token)
-    console.print(f"[bold]{t['task_id']}[/]  {t['status']}  {t['progress']}%")
-    console.print(t["description"])
-    if t.get("error"):
-        console.print(f"[red]{t['error']}[/]")
-    table = Table("subtask", "status", "worker", "tool", "attempts")
-    for s in t["subtasks"]:
-        table.add_row(s["name"], s["status"], s.get("assigned_worker") or "",
-                      s.get("assigned_tool") or "", str(s["attempts"]))
-    console.print(table)
 
 
 @app.command()
