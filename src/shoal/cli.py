@@ -27,7 +27,7 @@ from shoal.cli_base import (
     run,
     settings_from_env,
 )
-from shoal.cli_tasks import task_app
+from shoal.cli_tasks import export_account, task_app
 from shoal.cli_workflows import workflows_app
 from shoal.config import Settings
 from shoal.demo.samples import SAMPLES
@@ -47,6 +47,7 @@ app.add_typer(user_app, name="user")
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.add_typer(task_app, name="task")
+app.command("export")(export_account)
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(workflows_app, name="workflows")
 # ---- servers ----------------------------------------------------------------------------------
@@ -195,6 +196,15 @@ def submit(
     insert: Annotated[list[str] | None, typer.Option(
         help="A role of your own, AFTER:ID:PROMPT, run after the step AFTER where the "
              "workflow allows it (repeatable).")] = None,
+    source: Annotated[list[Path] | None, typer.Option(
+        help="A file of yours the task reads (repeatable; a .zip brings its files): "
+             "uploaded first.", exists=True, dir_okay=False, readable=True)] = None,
+    budget_tokens: Annotated[int | None, typer.Option(
+        help="Stop the task past this many tokens.", min=1)] = None,
+    budget_cost: Annotated[float | None, typer.Option(
+        help="Stop the task past this many US dollars.", min=0.000001)] = None,
+    budget_seconds: Annotated[float | None, typer.Option(
+        help="Stop the task this many seconds after it starts.", min=0.001)] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a task; with --follow, exit non-zero if it does not complete."""
@@ -213,8 +223,17 @@ def submit(
         body["tool_preferences"] = tool
     if plan is not None:
         body["plan"] = json.loads(plan.read_text())
+    budget = {k: v for k, v in (("tokens", budget_tokens), ("cost_usd", budget_cost),
+                                ("seconds", budget_seconds)) if v is not None}
+    if budget:
+        body["budget"] = budget
 
     async def go(client: Any) -> str:
+        if source:
+            uploaded = await client.upload(source)
+            body["sources"] = [u["upload_id"] for u in uploaded]
+            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
+                                                  for u in uploaded), highlight=False)
         created = await client.submit(body)
         console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
                       f"{created['message']}")

@@ -90,6 +90,32 @@ class ShoalClient:
         return resp.json() if resp.content and resp.headers.get(
             "content-type", "").startswith("application/json") else resp.content
 
+    async def upload(self, paths: Iterable[Path]) -> list[dict[str, Any]]:
+        """Upload files as sources (streamed from disk); their descriptions, with ids."""
+        handles = [path.open("rb") for path in paths]
+        try:
+            result: dict[str, Any] = await self.request(
+                "POST", "/api/v1/uploads",
+                files=[("file", (Path(h.name).name, h)) for h in handles])
+        finally:
+            for handle in handles:
+                handle.close()
+        return list(result["uploads"])
+
+    async def download(self, path: str, dest: Path) -> int:
+        """Save what `path` answers into `dest` (streamed); its size in bytes."""
+        async with self._http.stream("GET", path) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise ApiError(resp.status_code, resp.json() if resp.headers.get(
+                    "content-type", "").startswith("application/json") else {})
+            size = 0
+            with dest.open("wb") as out:
+                async for chunk in resp.aiter_bytes():
+                    out.write(chunk)
+                    size += len(chunk)
+        return size
+
     async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         """Submit a task."""
         result: dict[str, Any] = await self.request("POST", "/api/v1/tasks", json=body)

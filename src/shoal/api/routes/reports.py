@@ -81,7 +81,8 @@ async def get_report_pdf(task_id: str, user: UserDep, services: ServicesDep) -> 
 
 @router.post("/{task_id}/shares", status_code=201, response_model=ShareOut,
              responses=error_responses(409))
-async def create_share(task_id: str, user: UserDep, services: ServicesDep) -> ShareOut:
+async def create_share(task_id: str, request: Request, user: UserDep,
+                       services: ServicesDep) -> ShareOut:
     """A public, read-only link to the task's report (409 while it has none)."""
     try:
         report = await _report(services, task_id, user.user_id)
@@ -93,7 +94,9 @@ async def create_share(task_id: str, user: UserDep, services: ServicesDep) -> Sh
     async with services.db.begin() as conn:
         row = await shares.create(conn, task_id=_task_id(report), user_id=user.user_id,
                                   token=token, now=utcnow())
-    return _out(row, url=f"{services.settings.base_url}/s/{token}")
+    # The address users reach this server at: the configured one, else the one asked.
+    base = services.settings.public_url or str(request.base_url)
+    return _out(row, url=f"{base.rstrip('/')}/s/{token}")
 
 
 @router.get("/{task_id}/shares", response_model=ShareList)
