@@ -16,7 +16,7 @@ from shoal.auth.ratelimit import RateLimiter
 from shoal.auth.tokens import Claims, decode_token
 from shoal.bus.base import EventBus
 from shoal.config import Settings
-from shoal.errors import Unauthorized
+from shoal.errors import NotFound, Unauthorized
 from shoal.limits import text_problem
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
@@ -76,17 +76,21 @@ MAX_PATH_PARAMETER = 1024  # characters: ids and names are far shorter, a file's
 
 async def checked_path(connection: HTTPConnection) -> None:
     """Every route's path parameters are text the store can look up, checked before the route
-    runs (an app-wide dependency, so a route added later is covered): 422 naming the
-    parameter otherwise."""
+    runs (an app-wide dependency, so a route added later is covered): an id that could not be
+    one is simply not found (404, like any unknown id); other text is 422 naming the
+    parameter."""
     for name, value in connection.path_params.items():
         if not isinstance(value, str):
             continue
         problem = text_problem(value)
         if problem is None and len(value) > MAX_PATH_PARAMETER:
             problem = f"is {len(value)} characters long; at most {MAX_PATH_PARAMETER} are allowed"
-        if problem is not None:
-            raise RequestValidationError([{"loc": ("path", name), "msg": problem,
-                                           "type": "value_error"}])
+        if problem is None:
+            continue
+        if name.endswith("_id"):
+            raise NotFound(f"No {name.removesuffix('_id')} with that id.")
+        raise RequestValidationError([{"loc": ("path", name), "msg": problem,
+                                       "type": "value_error"}])
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
