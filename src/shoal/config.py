@@ -112,6 +112,34 @@ class Settings(BaseSettings):
     max_user_upload_bytes: int = Field(2 * 1024**3, ge=1024)
     source_text_chars: int = Field(2_000_000, ge=1000)  # of a source's text, kept and searched
 
+    # Notifications (webhooks and email). The notifier turns task ends and checkpoints in the
+    # event log into deliveries (docs/notifications.md). A delivery is tried at most
+    # `notify_max_attempts` times; after try n it waits `notify_retry_base *
+    # notify_retry_factor ** (n - 1)` seconds, give or take `notify_retry_jitter` of that:
+    # 90 s, 4.5 min, 13.5 min, 40.5 min by default, an hour in all.
+    notify_poll_interval: float = Field(1.0, gt=0, le=60)  # seconds between looks at the log
+    notify_batch: int = Field(500, ge=1, le=10_000)  # events read per transaction
+    notify_concurrency: int = Field(16, ge=1, le=1024)  # deliveries in flight, per copy
+    notify_per_webhook: int = Field(2, ge=1, le=64)  # of those, to one webhook at once
+    notify_max_attempts: int = Field(5, ge=1, le=20)
+    notify_retry_base: float = Field(90.0, ge=0, le=86_400)
+    notify_retry_factor: float = Field(3.0, ge=1, le=10)
+    notify_retry_jitter: float = Field(0.2, ge=0, le=1)
+    notify_max_webhooks: int = Field(10, ge=1, le=1000)  # per user
+    notify_keep_days: int = Field(30, ge=1, le=3650)  # finished deliveries kept this long
+    webhook_timeout: float = Field(10.0, gt=0, le=300)  # one request, connecting included
+    # Outside dev mode webhooks must use HTTPS and resolve to public addresses only; set this
+    # to let them reach private networks too (an intranet receiver).
+    webhook_allow_private: bool = False
+    smtp_host: str | None = None  # None: this server sends no email
+    smtp_port: int = Field(587, ge=1, le=65535)
+    smtp_tls: Literal["starttls", "tls", "none"] = "starttls"  # "tls": implicit, port 465
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str = "Shoal <shoal@localhost>"
+    smtp_timeout: float = Field(30.0, gt=0, le=300)
+    smtp_ca_file: Path | None = None  # trust this CA bundle instead of the system's
+
     # Worker side.
     worker_name: str | None = None
     worker_slots: int = Field(2, ge=1, le=256)

@@ -64,7 +64,7 @@ class Owned:
 async def _alices_things(server: RunningServer, alice: httpx.AsyncClient,
                          root: httpx.AsyncClient) -> Owned:
     """A task with a file and a report, its share, a waiting checkpoint, an upload, a
-    workflow of her own, a worker and a worker token."""
+    workflow of her own, a webhook, a worker and a worker token."""
     for doc in (NOTE, ASK):
         assert (await alice.post("/api/v1/workflows", json={"document": doc})).status_code == 201
     task = (await alice.post("/api/v1/tasks", json={"description": "Cats", "workflow": "note"}))
@@ -83,13 +83,15 @@ async def _alices_things(server: RunningServer, alice: httpx.AsyncClient,
     upload = (await alice.post("/api/v1/uploads", files=[("file", ("a.md", b"# a"))])).json()
     token = (await root.post("/api/v1/workers/tokens", json={"name": "spare"})).json()
     worker_id = (await alice.get("/api/v1/workers")).json()["workers"][0]["worker_id"]
+    hook = (await alice.post("/api/v1/notifications/webhooks", json={
+        "url": "http://127.0.0.1:9/hook", "secret": "a-secret-of-alice-s"})).json()
     me = (await alice.get("/api/v1/users/me")).json()
     return Owned({
         "task_id": task_id, "subtask_id": subtask_id, "path": "report.md",
         "share_id": share["share_id"], "token": share["url"].rsplit("/", 1)[1],
         "checkpoint_id": checkpoint_id, "upload_id": upload["uploads"][0]["upload_id"],
         "name": "note", "token_id": token["token_id"], "worker_id": worker_id,
-        "user_id": me["user_id"]})
+        "user_id": me["user_id"], "webhook_id": hook["id"]})
 
 
 def _operations(spec: dict[str, Any]) -> list[tuple[str, str, Any, dict[str, Any]]]:

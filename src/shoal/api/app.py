@@ -26,6 +26,7 @@ from shoal.api.routes import (
     account,
     auth,
     checkpoints,
+    notifications,
     public,
     reports,
     subtasks,
@@ -39,6 +40,7 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from shoal.bus.base import EventBus
 from shoal.bus.memory import MemoryBus
+from shoal.notify import Notifier
 from shoal.config import Settings
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
@@ -103,12 +105,18 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
         await _wait_ready(services.runtime, runner)
         runner.add_done_callback(_stop_process_if_failed)
+        # Task ends and checkpoints, from the event log, to webhooks and email (notify/).
+        notifier = asyncio.create_task(Notifier(settings, services.db).run(),
+                                       name="shoal-notifier")
         heap.settle()
         log.info("control_plane.started", url=settings.base_url,
                  database=services.db.dialect, bus=type(services.bus).__name__)
         try:
             yield
         finally:
+            notifier.cancel()  # first: it hands half-done deliveries back to the store
+            with contextlib.suppress(asyncio.CancelledError):
+                await notifier
             services.runtime.stop()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(runner, timeout=30)
@@ -126,7 +134,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, reports.router, subtasks.router,
                    checkpoints.router, workers.router, workflows.router, uploads.router,
-                   account.router, public.router,
+                   account.router, notifications.router, public.router,
                    client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)

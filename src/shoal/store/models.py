@@ -422,6 +422,83 @@ class FileSweep(Base):
     queued_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class Webhook(Base):
+    """A URL a user asked Shoal to POST notifications to, signed with `secret` (which the API
+    never shows again); `events` are the notification types it wants (notify/delivery.py)."""
+
+    __tablename__ = "webhooks"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(sa.String(2048))
+    secret: Mapped[str] = mapped_column(sa.String(255))  # kept: every delivery is signed with it
+    events: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # None: enabled
+
+
+class EmailSetting(Base):
+    """Where a user wants notifications by email, and which ones."""
+
+    __tablename__ = "email_settings"
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    address: Mapped[str] = mapped_column(sa.String(254))
+    events: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class NotifierCursor(Base):
+    """The one row (`id` 1) saying how far the notifier has read the event log: every event
+    up to `seq` has had its deliveries enqueued, in the transaction that moved `seq`.
+
+    `seq_created_at` is when the event at `seq` was created: SQLite hands the seqs of deleted
+    events (the log's tail, when a task is deleted) out again, and the time tells such a new
+    event from the one the cursor passed.
+    """
+
+    __tablename__ = "notifier_cursor"
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(sa.BigInteger)
+    seq_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+# Deliveries still to try, spelled as a literal for the partial index (see UNFINISHED_TASK).
+PENDING_DELIVERY = sa.text("status = 'pending'")
+
+
+class Delivery(Base):
+    """One notification to one target (a webhook or an email address): its payload, and how
+    trying to deliver it went. `next_attempt_at` is also the lease of a try in flight."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        sa.Index("ix_deliveries_due", "next_attempt_at",
+                 postgresql_where=PENDING_DELIVERY, sqlite_where=PENDING_DELIVERY),
+        sa.Index("ix_deliveries_user_id_created_at", "user_id", "created_at"),
+    )
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(sa.String(10))  # webhook | email
+    webhook_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.Uuid, sa.ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
+    target: Mapped[str] = mapped_column(sa.String(2048))  # the URL or the address, as shown
+    event_seq: Mapped[int | None] = mapped_column(sa.BigInteger)  # None: a test ping
+    event_type: Mapped[str] = mapped_column(sa.String(40))
+    task_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)  # no key: outlives its task
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(sa.String(20))  # pending | delivered | failed
+    attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(sa.Integer)
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 def table_of(model: type[Base]) -> sa.Table:
     """The Core table behind a model, typed for statements."""
     table = model.__table__
