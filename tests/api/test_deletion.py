@@ -121,3 +121,22 @@ async def test_a_sweep_cut_short_is_finished_by_the_next(
     assert await server.services.runtime.files.sweep_once() == 1
     async with server.services.db.connection() as conn:
         assert (await conn.execute(sa.text("SELECT count(*) FROM file_sweep"))).scalar() == 0
+
+
+async def test_numbers_of_deleted_events_are_never_given_again(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """When the deleted task's events were the newest, the next events still get higher
+    numbers than any a reader has seen (SQLite would reuse them without AUTOINCREMENT)."""
+    async with echo_worker(server, server.services.settings):
+        task_id = await _run(client, {"a.txt": "a"})
+        async with server.services.db.connection() as conn:
+            newest = (await conn.execute(sa.text("SELECT max(seq) FROM events"))).scalar()
+        assert (await client.delete(f"/api/v1/tasks/{task_id}")).status_code == 204
+        later = await _run(client, {"b.txt": "b"})
+    async with server.services.db.connection() as conn:
+        first = (await conn.execute(sa.text(
+            "SELECT min(seq) FROM events WHERE task_id = :t"),
+            {"t": uuid.UUID(later).hex if server.services.db.dialect == "sqlite"
+             else uuid.UUID(later)})).scalar()
+    assert first > newest

@@ -41,8 +41,11 @@ class FileSweeper:
     async def run(self) -> None:
         """Sweep until cancelled; a round that fails is logged and tried again later."""
         while True:
+            # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` can swallow a
+            # cancellation that comes as the wait ends, and the sweeper would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
+                async with asyncio.timeout(self._interval):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 while await self.sweep_once() == ROUND:

@@ -328,7 +328,10 @@ class EventRow(Base):
     """The append-only event log; `seq` is the global sequence number."""
 
     __tablename__ = "events"
-    __table_args__ = (sa.Index("ix_events_task_seq", "task_id", "seq"),)
+    # AUTOINCREMENT on SQLite: a deleted task's events may be the newest, and without it
+    # SQLite would hand their numbers out again, behind readers that passed them already.
+    __table_args__ = (sa.Index("ix_events_task_seq", "task_id", "seq"),
+                      {"sqlite_autoincrement": True})
     seq: Mapped[int] = mapped_column(SeqType, primary_key=True, autoincrement=True)
     type: Mapped[str] = mapped_column(sa.String(40))
     task_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
