@@ -15,7 +15,8 @@ import sqlalchemy as sa
 
 from shoal.api.server import RunningServer, running_server
 from shoal.artifacts.store import ArtifactStore
-from shoal.store.models import Base
+from shoal.store import deletion
+from shoal.store.models import Base, utcnow
 from tests.conftest import make_settings
 from tests.runtime.harness import GatedEcho, echo_worker, login, wait_for_status
 
@@ -107,16 +108,13 @@ async def test_a_running_task_is_not_deleted_and_another_users_is_not_found(
         tool.gate.set()
 
 
-async def test_a_sweep_cut_short_is_finished_by_the_next(
-    server: RunningServer, client: httpx.AsyncClient,
-) -> None:
+async def test_a_sweep_cut_short_is_finished_by_the_next(server: RunningServer) -> None:
     """A file removed without its sweep row cleared (a crash between the two) is no trouble:
     the next round finds it gone and clears the row."""
-    async with echo_worker(server, server.services.settings):
-        task_id = await _run(client, {"own.txt": "lonely bytes"})
     store = server.services.artifacts
-    (sha,) = [h for h in _stored(store)]
-    assert (await client.delete(f"/api/v1/tasks/{task_id}")).status_code == 204
+    sha = await store.put(b"lonely bytes")
+    await server.services.db.run_write(
+        lambda conn: deletion.queue_for_sweep(conn, [sha], now=utcnow()))
     store.path_of(sha).unlink()  # what the crashed round did before it could record it
     assert await server.services.runtime.files.sweep_once() == 1
     async with server.services.db.connection() as conn:
