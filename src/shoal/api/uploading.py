@@ -57,8 +57,8 @@ def receive(files: list[tuple[str, IO[bytes]]], store: ArtifactStore,
             name = checked_name(sent_name)
             path = store.scratch_file()
             scratch.append(path)
-            _copy(content, path, limit=settings.max_upload_bytes, name=name)
-            taken.extend(_sources(name, path, store, settings, scratch))
+            sha = _copy(content, path, limit=settings.max_upload_bytes, name=name)
+            taken.extend(_sources(name, path, sha, store, settings, scratch))
         _no_twice(t.name for t in taken)
     except BaseException:
         for path in scratch:
@@ -81,21 +81,23 @@ def discard(taken: list[Taken]) -> None:
         t.text_path.unlink(missing_ok=True)
 
 
-def _copy(content: IO[bytes], path: Path, *, limit: int, name: str) -> None:
-    """Copy `content` to `path`, at most `limit` bytes."""
-    size = 0
+def _copy(content: IO[bytes], path: Path, *, limit: int, name: str) -> str:
+    """Copy `content` to `path`, at most `limit` bytes; its SHA-256."""
+    size, digest = 0, hashlib.sha256()
     with path.open("wb") as out:
         while chunk := content.read(CHUNK):
             size += len(chunk)
             if size > limit:
                 raise PayloadTooLarge(f"{name!r} is larger than {limit} bytes, the limit for one "
                                       "upload.", details={"field": "file", "name": name})
+            digest.update(chunk)
             out.write(chunk)
+    return digest.hexdigest()
 
 
-def _sources(name: str, path: Path, store: ArtifactStore, settings: Settings,
+def _sources(name: str, path: Path, sha: str, store: ArtifactStore, settings: Settings,
              scratch: list[Path]) -> list[Taken]:
-    """The sources one uploaded file holds: itself, or a zip's members."""
+    """The sources one uploaded file (of hash `sha`) holds: itself, or a zip's members."""
     kind = sniff_file(path, name)
     if isinstance(kind, Archive):
         into = store.scratch_folder()
@@ -113,22 +115,23 @@ def _sources(name: str, path: Path, store: ArtifactStore, settings: Settings,
                 if isinstance(member_kind, Archive):
                     raise InvalidInput(f"{member!r} in {name!r} is a zip inside a zip; send "
                                        "its files instead.", details={"field": "file"})
-                out.append(_source(member, member_kind, moved, store, settings, scratch))
+                out.append(_source(member, member_kind, moved, _sha256(moved), store,
+                                   settings, scratch))
             return out
         finally:
             shutil.rmtree(into, ignore_errors=True)
-    return [_source(name, kind, path, store, settings, scratch)]
+    return [_source(name, kind, path, sha, store, settings, scratch)]
 
 
-def _source(name: str, kind: SourceKind, path: Path, store: ArtifactStore, settings: Settings,
-            scratch: list[Path]) -> Taken:
+def _source(name: str, kind: SourceKind, path: Path, sha: str, store: ArtifactStore,
+            settings: Settings, scratch: list[Path]) -> Taken:
     validate(path, kind)
     text = extract_text(path, kind, max_chars=settings.source_text_chars)
     text_path = store.scratch_file()
     scratch.append(text_path)
     data = text.encode("utf-8")
     text_path.write_bytes(data)
-    return Taken(name=name, kind=kind, size=path.stat().st_size, sha256=_sha256(path),
+    return Taken(name=name, kind=kind, size=path.stat().st_size, sha256=sha,
                  path=path, text_sha256=hashlib.sha256(data).hexdigest(), text_path=text_path,
                  text_chars=len(text))
 

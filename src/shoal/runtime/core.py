@@ -479,8 +479,8 @@ class Runtime:
     async def _after_commit(
         self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
     ) -> None:
-        freed = {st.task.user_id for tid, st in states.items()
-                 if st.task.slot is None and b.works[tid].old.task.slot is not None}
+        freed = [st.task.user_id for tid, st in states.items()
+                 if st.task.slot is None and b.works[tid].old.task.slot is not None]
         for tid, st in states.items():
             work = b.works[tid]
             self.memory.remember(st, work)
@@ -492,8 +492,8 @@ class Runtime:
                     self._guidance.pop(st.task.user_id, None)
         for job in batch:
             job.settle()
-        if waiting := freed & self._admission.waiting_users():  # their next may start now
-            self._post(Admit(frozenset(waiting)))
+        if freed and (waiting := self._admission.waiting_users().intersection(freed)):
+            self._post(Admit(frozenset(waiting)))  # their next tasks may start now
         for old in b.closes:
             await old.close(4000, "replaced by a newer connection from the same machine")
         for wc, text in b.messages:
