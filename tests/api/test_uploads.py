@@ -21,6 +21,16 @@ from shoal.tools.echo import EchoTool
 from tests.runtime.harness import echo_worker, login, wait_for_status
 
 LIMIT = 256 * 1024  # bytes an upload may hold, in these tests
+NOTE = """\
+name: note
+version: 1
+description: One note, which is the report.
+roles:
+  writer: {prompt: "# A note on {query}", tools: [echo]}
+steps:
+  - {id: write, kind: agent, role: writer, writes: report}
+result: report
+"""
 
 
 class Lister(EchoTool):
@@ -67,7 +77,7 @@ async def test_sources_reach_the_workspace_and_the_report(
     server: RunningServer, client: httpx.AsyncClient,
 ) -> None:
     """Markdown, CSV and a PDF upload with their kinds; a task given them finds them under
-    sources/, and its instructions (here, its echoed report) name them."""
+    sources/; a task's instructions name them, so a report (echoed here) lists them."""
     pdf = _pdf()
     resp = await _upload(client, ("notes.md", b"# Notes\n\nCats."),
                          ("counts.csv", b"city,cats\nOslo,12\n"), ("paper.pdf", pdf))
@@ -89,6 +99,15 @@ async def test_sources_reach_the_workspace_and_the_report(
     assert f"held: ['counts.csv=18', 'notes.md=14', 'paper.pdf={len(pdf)}']" in output
     for name in ("sources/notes.md", "sources/counts.csv", "sources/paper.pdf"):
         assert name in output
+    async with echo_worker(server, server.services.settings, name="w2"):
+        note = await client.post("/api/v1/workflows", json={"document": NOTE})
+        assert note.status_code == 201, note.text
+        reported = await client.post("/api/v1/tasks", json={
+            "description": "Report on my files", "workflow": "note",
+            "sources": [u["upload_id"] for u in uploads]})
+        await wait_for_status(client, reported.json()["task_id"], "completed")
+    report = (await client.get(f"/api/v1/tasks/{reported.json()['task_id']}/report")).text
+    assert all(f"sources/{name}" in report for name in ("notes.md", "counts.csv", "paper.pdf"))
     listed = (await client.get("/api/v1/uploads")).json()["uploads"]
     assert len(listed) == 3
     in_use = await client.delete(f"/api/v1/uploads/{uploads[0]['upload_id']}")
