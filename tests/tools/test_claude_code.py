@@ -52,15 +52,19 @@ def make_run(tmp_path: Path, instructions: str, *, logs: list[str] | None = None
 
 
 class ProcessWatch:
-    """Collects this process's descendants at every log line; `started` once the CLI is up."""
+    """Collects the descendants this process gains at every log line (not those it had
+    before: a helper process an earlier test started is none of the run's); `started` once
+    the CLI is up."""
 
     def __init__(self) -> None:
         self.seen: dict[int, psutil.Process] = {}
         self.started = asyncio.Event()
+        self._before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def __call__(self, line: str) -> None:
         for process in psutil.Process().children(recursive=True):
-            self.seen.setdefault(process.pid, process)
+            if process.pid not in self._before:
+                self.seen.setdefault(process.pid, process)
         if line.startswith("claude_code "):  # the CLI's init event
             self.started.set()
 

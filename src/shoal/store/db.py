@@ -305,12 +305,13 @@ class Database:
             self._sync_engine.dispose()
 
 
-_RACE_STATES = frozenset({"23505", "40001"})  # unique_violation, serialization_failure
+_RACE_STATES = frozenset({"23505", "40001", "40P01"})  # unique, serialization, deadlock
 
 
 def lost_a_race(exc: BaseException) -> bool:
-    """Whether a write failed because another writer committed first (a unique key taken, a
-    row at another version): reading again and deciding again may well succeed."""
+    """Whether a write failed because another writer got there first (a unique key taken, a
+    row at another version, or a deadlock between the two that the database broke): reading
+    again and deciding again may well succeed."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, sa.exc.IntegrityError | sqlite3.IntegrityError):
