@@ -172,6 +172,8 @@ def _add_plain_routes(app: FastAPI) -> None:
     @app.get("/tasks/{task_id}", include_in_schema=False)
     @app.get("/workers", include_in_schema=False)
     @app.get("/new", include_in_schema=False)
+    @app.get("/settings", include_in_schema=False)
+    @app.get("/workflows", include_in_schema=False)
     async def dashboard(task_id: str | None = None) -> HTMLResponse:
         """The dashboard's shell (public: it holds no data; its script signs in)."""
         return HTMLResponse(app_html(), headers={"Content-Security-Policy": CSP,

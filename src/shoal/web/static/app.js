@@ -1,14 +1,17 @@
 // Shoal's dashboard: one page, one WebSocket, no build step (ADR 0032). This module routes;
 // each view is its own module: sign-in, tasks, a task's graph with a subtask drawer, a new
-// task, the workers; and on every page, the open checkpoints' badge and dialog.
+// task, the workers, the workflows, the user's settings; and on every page, the open
+// checkpoints' badge and dialog.
 
 import {ApiError, h, live, navigate, notFound, session, show} from "./core.js";
 import {checkpoints} from "./checkpoints.js";
 import {loginView, whoami} from "./signin.js";
+import {settingsView} from "./settings.js";
 import {submitView} from "./submit.js";
 import {taskView} from "./task.js";
 import {tasksView} from "./tasks.js";
 import {workersView} from "./workers.js";
+import {workflowsView} from "./workflows.js";
 
 let decisions = null;  // the checkpoints' badge and dialog, once the page has started
 
@@ -28,6 +31,8 @@ async function route() {
     if (path === "/") return await tasksView();
     if (path === "/workers") return await workersView();
     if (path === "/new") return await submitView();
+    if (path === "/workflows") return await workflowsView();
+    if (path === "/settings") return await settingsView();
     return notFound("This page");
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;

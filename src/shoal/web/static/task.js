@@ -1,11 +1,13 @@
 // A task's page: its graph drawn live, and a subtask drawer with the agent's log and work.
 
 import {
-  api, failed, fetchBlob, h, later, live, notFound, onLeave, replaceKeepingFocus, show,
+  api, failed, fetchBlob, h, later, live, notFound, onLeave, show,
 } from "./core.js";
 import {subtaskDrawer} from "./drawer.js";
-import {criticalPath, layers} from "./graph.js";
+import {criticalPath, graphView} from "./graph.js";
 import {blackboard, routeDecisions, taskFacts} from "./taskinfo.js";
+import {taskOwned} from "./taskowned.js";
+import {graphOrTimeline, timeline} from "./timeline.js";
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
 const FINAL = {completed: true, failed: true, cancelled: true, budget_exceeded: true};
@@ -44,7 +46,11 @@ export async function taskView(taskId) {
   const badge = h("span", {class: "badge", id: "task-status", "data-status": task.status},
                   task.status);
   const bar = h("span", {style: `width:${task.progress}%`});
-  const graph = h("div", {class: "graph", id: "graph", role: "group", "aria-label": "Task graph"});
+  const canvas = graphView();
+  const graph = canvas.graph;  // the nodes' container (`#graph`)
+  // A bar selects its subtask; a quality step's, the work it served
+  const runs = timeline(task.task_id, (id) => subtasks.has(id)
+    && select(subtasks.get(id).target_id || id));
   const aside = h("aside", {class: "drawer", "aria-label": "Subtask"},
                   h("p", {class: "muted"}, "Select a subtask to see its log."));
   const drawer = subtaskDrawer(aside, (id) => [...subtasks.values()].filter(
@@ -69,8 +75,10 @@ export async function taskView(taskId) {
                         "Download files (zip)")),
        facts.element,
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
-       h("div", {class: "split"}, h("section", {"aria-label": "Graph"}, graph), aside),
+       h("div", {class: "split"},
+         h("section", {"aria-label": "Graph"}, graphOrTimeline(canvas.element, runs)), aside),
        routes.element, board ? board.element : "");
+  taskOwned(task);  // its queue place, budget, sources, report, shares; deleting it
   // Figures and the blackboard change as work completes: read again, once for a burst.
   const refresh = later(async () => {
     const fresh = await api(`/api/v1/tasks/${task.task_id}`);
@@ -80,8 +88,7 @@ export async function taskView(taskId) {
 
   const work = () => [...subtasks.values()].filter((s) => !s.target_id);
   const draw = () => {
-    replaceKeepingFocus(graph, ...layers(work(), subtasks).map((layer) =>
-      h("div", {class: "layer"}, layer.map(node))));
+    canvas.draw(work, node);
     markCritical();
   };
   // The critical path, outlined: marked again at most once a frame while events arrive.
@@ -142,13 +149,13 @@ export async function taskView(taskId) {
     }
     const data = event.data || {};
     if (data.task_id !== task.task_id) return;  // also `subscribed`: nothing to redo
-    if (event.type === "subtask_update") update(data, event.timestamp);
+    if (event.type === "subtask_update") { update(data, event.timestamp); runs.soon(); }
     else if (event.type === "task_update" && data.plan) data.plan.forEach((s) => update(s));
     else if (event.type === "agent_log" && data.subtask_id) {
       drawer.log(data.subtask_id, data.line ?? data.message ?? "");
     } else if (event.type === "agent_token" && data.subtask_id) {
       drawer.stream(data.subtask_id, data.text || "");
-    } else if (event.type === "route_decision") routes.add(data);
+    } else if (event.type === "route_decision") { routes.add(data); canvas.picked(data); }
     const ended = ENDED[event.type];
     const now = ended || (event.type === "task_update" ? data.status : null);
     if (now) { badge.dataset.status = now; badge.textContent = now; }
@@ -161,7 +168,7 @@ export async function taskView(taskId) {
       bar.style.width = `${data.progress}%`;
     }
   });
-  onLeave(() => { off(); refresh.cancel(); facts.stop(); });
+  onLeave(() => { off(); refresh.cancel(); facts.stop(); runs.stop(); canvas.stop(); });
   board?.load().catch(failed);
   live.follow(task.task_id, {replay: true});  // its history (the logs so far), then live
 }
