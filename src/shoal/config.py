@@ -185,6 +185,15 @@ class Settings(BaseSettings):
     model_retry_base: float = Field(1.0, ge=0)  # seconds; doubles per retry, with jitter
     model_retry_cap: float = Field(60.0, ge=0)
 
+    # Embeddings for search over a task's sources (`shoal mcp sources`, shoal.retrieval): the
+    # provider whose embeddings endpoint is asked, with its base URL and key from the settings
+    # above (openai_compat: SHOAL_OPENAI_COMPAT_BASE_URL; openai: OPENAI_API_KEY; ollama:
+    # OLLAMA_HOST), and the model. No model: search is BM25 alone, and its results say so.
+    embedding_provider: Literal["openai_compat", "openai", "ollama"] = "openai_compat"
+    embedding_model: str | None = None
+    embedding_batch: int = Field(64, ge=1, le=2048)  # texts per request
+    embedding_timeout: float = Field(60.0, gt=0, le=600)  # seconds per request
+
     @field_validator("retry_delays")
     @classmethod
     def _delays_non_negative(cls, value: list[float]) -> list[float]:

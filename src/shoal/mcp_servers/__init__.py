@@ -6,7 +6,9 @@ Each runs over stdio as `shoal mcp NAME` and works in the folder named by `SHOAL
 - `places`: searches a bundled file of places (restaurants, cafes) by words and a landmark;
 - `calendar`: adds an event as a real iCalendar file, `calendar/<date>-<title>.ics`;
 - `telephone`: records the call it would place in `calls/<n>-<number>.md`, and says so: it dials
-  nothing.
+  nothing;
+- `sources`: searches the task's sources (`sources/`) for cited passages and answers read-only
+  SQL over its data files (`shoal.retrieval`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-NAMES = ("places", "calendar", "telephone")
+NAMES = ("places", "calendar", "telephone", "sources")
 
 
 def workspace() -> Path:
@@ -36,6 +38,8 @@ def serve(name: str) -> None:
         from shoal.mcp_servers.calendar_events import server
     elif name == "telephone":
         from shoal.mcp_servers.telephone import server
+    elif name == "sources":
+        from shoal.mcp_servers.sources import server
     else:
         raise ValueError(f"No bundled MCP server '{name}'; choose one of {', '.join(NAMES)}.")
     server.run("stdio")

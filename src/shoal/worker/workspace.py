@@ -29,7 +29,7 @@ from shoal.protocol import ExecuteTask, FilePayload, RejectedFile
 
 SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".venv", "venv", "node_modules", ".pytest_cache", ".mypy_cache",
-     ".ruff_cache", ".tox"}
+     ".ruff_cache", ".tox", ".index"}  # .index: `shoal mcp sources`' search index, not work
 )
 _CHUNK = 1024 * 1024
 

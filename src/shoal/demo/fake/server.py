@@ -1,7 +1,8 @@
 """The fake model server: one ASGI app that speaks every vendor protocol Shoal drives.
 
 `create_fake_app(decide)` mounts the routes of each protocol module (`openai_chat`,
-`openai_responses`, `anthropic`, `gemini`, `ollama`). A protocol handler decodes the request
+`openai_responses`, `anthropic`, `gemini`, `ollama`, and `embeddings` for both vendors'
+embeddings endpoints). A protocol handler decodes the request
 into a `Conversation` and calls `exchange.answer()`, which records it and asks the script
 `decide` for the reply; the handler then encodes the reply. Every request, conversation or not,
 is kept in `app.state.log` so tests can assert what a tool sent.
@@ -23,7 +24,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shoal.demo.fake import anthropic, gemini, ollama, openai_chat, openai_responses
+from shoal.demo.fake import (
+    anthropic,
+    embeddings,
+    gemini,
+    ollama,
+    openai_chat,
+    openai_responses,
+)
 from shoal.demo.fake.exchange import DEMO_MODEL, request_log
 from shoal.demo.fake.wire import Conversation, Reply
 from shoal.errors import Unavailable
@@ -35,7 +43,7 @@ def create_fake_app(decide: Callable[[Conversation], Reply]) -> Starlette:
     # Gemini first: its `GET /v1/models` takes only requests with a Google key, the rest
     # fall through to OpenAI's listing.
     routes = [*gemini.routes(), *openai_chat.routes(), *openai_responses.routes(),
-              *anthropic.routes(), *ollama.routes()]
+              *anthropic.routes(), *ollama.routes(), *embeddings.routes()]
     app = Starlette(routes=[*routes, Route("/_fake/log", _log_summary, methods=["GET"])])
     app.state.log = []
     app.state.decide = decide

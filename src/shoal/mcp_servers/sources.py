@@ -1,0 +1,274 @@
+"""`shoal mcp sources`: search the task's sources for cited passages; query its data with SQL.
+
+Works over `sources/` in the attempt's workspace (`SHOAL_WORKSPACE`), where a task's files
+arrive (a large one as its text, `<name>.txt`). Documents (Markdown, text, HTML, PDF) are
+searched with `search_passages`, which indexes each on first use (`shoal.retrieval.index`)
+under `SHOAL_INDEX_DIR`, else `<workspace>/.index`; an index is named by the file's content,
+so a folder shared between attempts makes every later task over the same file reuse it. Data
+files (CSV, Parquet, SQLite) are tables for `query_data` (`shoal.retrieval.sql`).
+
+Embeddings come from the worker's settings (`SHOAL_EMBEDDING_MODEL`, `SHOAL_EMBEDDING_PROVIDER`
+and that provider's base URL and key, from this process's environment): without them search is
+BM25 alone, and each result says which mode ran and why. Every tool answers JSON; what goes
+wrong is an `error` the agent can act on, never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import ValidationError
+
+from shoal.artifacts.sources import Archive, SourceKind, sniff_file
+from shoal.config import Settings
+from shoal.errors import ShoalError
+from shoal.mcp_servers import workspace
+from shoal.retrieval import index as indexes
+from shoal.retrieval.corpus import Corpus
+from shoal.retrieval.embeddings import Embedder, embedder_from_settings
+from shoal.retrieval.search import SearchResult
+from shoal.retrieval.search import search_passages as search
+from shoal.retrieval.sql import DATA_KINDS, DataCatalog, DataFile, open_catalog, table_names
+from shoal.retrieval.sql import query_data as run_sql
+
+server = MCPServer("sources", instructions=(
+    "Read the task's own sources (the user's files under sources/). search_passages finds "
+    "passages of the documents that answer a question, each with its citation (document, page "
+    "or heading, character range): cite those. list_sources says what there is; data_schema "
+    "and query_data answer questions about data files (CSV, Parquet, SQLite) with one "
+    "read-only SQL SELECT."))
+
+MAX_K = 20
+_DOCUMENT_KINDS = frozenset({SourceKind.markdown, SourceKind.text, SourceKind.html,
+                             SourceKind.pdf})
+# A `<name>.txt` beside no `<name>` is the text of a source too large to send (the
+# dispatcher's rule): it is cited as `<name>`.
+_SOURCE_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".text", ".html", ".htm",
+                              ".xhtml", ".pdf", ".csv", ".tsv", ".parquet", ".pq", ".sqlite",
+                              ".sqlite3", ".db"})
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """One file under `sources/`: the name it is cited by, its path, kind, size and
+    modification time; a file that cannot be read has no kind and says why."""
+
+    name: str
+    path: Path
+    kind: SourceKind | None
+    size: int
+    modified: int
+    problem: str = ""
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """Names this version of the file."""
+        return str(self.path), self.size, self.modified
+
+
+@dataclass
+class _Shelf:
+    """What this server keeps between calls: open indexes and the data catalog."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    opened: dict[tuple[str, int, int], indexes.Index] = field(default_factory=dict)
+    corpus: Corpus | None = None
+    catalog: DataCatalog | None = None
+    catalog_key: tuple[tuple[str, int, int], ...] = ()
+
+
+_shelf: _Shelf | None = None
+
+
+def _the_shelf() -> _Shelf:
+    global _shelf
+    if _shelf is None:  # made on first use, inside the server's event loop
+        _shelf = _Shelf()
+    return _shelf
+
+
+def _sources() -> list[_Source]:
+    """The files under `sources/`, sniffed (this blocks: call it in a thread)."""
+    folder = workspace() / "sources"
+    if not folder.is_dir():
+        return []
+    names = {p.name for p in folder.iterdir()}
+    found: list[_Source] = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.name.startswith("."):
+            continue
+        name = path.name
+        stem = PurePath(name[:-4]) if name.endswith(".txt") else None
+        if stem is not None and stem.suffix.lower() in _SOURCE_SUFFIXES and stem.name not in names:
+            name = stem.name
+        stat = path.stat()
+        try:
+            kind = sniff_file(path, path.name)
+        except (ShoalError, OSError) as exc:
+            found.append(_Source(name, path, None, stat.st_size, stat.st_mtime_ns, str(exc)))
+            continue
+        if isinstance(kind, Archive):
+            found.append(_Source(name, path, None, stat.st_size, stat.st_mtime_ns,
+                                 "a zip archive, not a source"))
+            continue
+        found.append(_Source(name, path, kind, stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def _index_dir() -> Path:
+    configured = os.environ.get("SHOAL_INDEX_DIR")
+    return Path(configured) if configured else workspace() / ".index"
+
+
+def _embedder() -> tuple[Embedder | None, str]:
+    """The configured embedding model, or None and why there is none."""
+    try:
+        # Only the provider and embedding settings are read here: the secret-key check of the
+        # control plane does not concern this process, and a workspace's .env is not trusted.
+        settings = Settings(_env_file=None, mode="dev")
+        return embedder_from_settings(settings), ""
+    except (ShoalError, ValidationError) as exc:
+        message = exc.message if isinstance(exc, ShoalError) else str(exc).splitlines()[0]
+        return None, f"The embedding settings are not usable ({message})."
+
+
+async def _corpus(documents: list[_Source],
+                  embedder: Embedder | None) -> tuple[Corpus, list[str]]:
+    """The documents as one corpus: each indexed where it is not yet (with its embeddings where
+    an embedding model is configured), the corpus kept while the documents stay the same;
+    and notes on what could not be done."""
+    shelf = _the_shelf()
+    async with shelf.lock:
+        opened: list[indexes.Index] = []
+        for source in documents:
+            if source.key not in shelf.opened:
+                assert source.kind is not None
+                shelf.opened[source.key] = await indexes.build(
+                    source.path, kind=source.kind, index_dir=_index_dir(), document=source.name)
+            opened.append(shelf.opened[source.key])
+        notes = await _embedded(opened, embedder) if embedder is not None else []
+        if shelf.corpus is None or shelf.corpus.indexes != tuple(opened):
+            if shelf.corpus is not None:
+                shelf.corpus.close()
+            shelf.corpus = await Corpus.open(opened)
+        return shelf.corpus, notes
+
+
+async def _embedded(opened: list[indexes.Index], embedder: Embedder) -> list[str]:
+    """Give every index the embedder's vectors where it lacks them; what failed, if any."""
+    for index in opened:
+        try:
+            await indexes.embed(index, embedder)
+        except ShoalError as exc:  # the endpoint is down or refuses: tried again next call
+            return [f"Passages could not be embedded ({exc.message})."]
+    return []
+
+
+def _passages(result: SearchResult) -> list[dict[str, Any]]:
+    return [{"document": p.chunk.citation.document, "page": p.chunk.citation.page,
+             "heading": p.chunk.citation.heading, "start": p.chunk.citation.start,
+             "end": p.chunk.citation.end, "citation": p.chunk.citation.label(),
+             "score": round(p.score, 6), "text": p.chunk.text} for p in result.passages]
+
+
+@server.tool(annotations=_READ_ONLY)
+async def search_passages(query: str, k: int = 5) -> str:
+    """Passages of the task's documents (Markdown, text, HTML, PDF under sources/) that best
+    answer `query`, best first, at most `k` (1 to 20). Each has its citation: document, page
+    (PDF) or nearest heading, the character range [start, end) in the document's text, and the
+    passage text. `mode` says how they were found: "hybrid" (words and meaning, fused) or
+    "bm25" (words alone; `note` says why). Returns JSON."""
+    if not query.strip():
+        return json.dumps({"error": "query is empty: ask with the words of the question."})
+    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
+    if not documents:
+        return json.dumps({"error": "The task has no documents to search (Markdown, text, HTML "
+                                    "or PDF under sources/). Call list_sources to see what "
+                                    "there is; data files answer query_data."})
+    embedder, problem = _embedder()
+    try:
+        corpus, notes = await _corpus(documents, embedder)
+        result = await search(corpus, query, k=max(1, min(k, MAX_K)), embedder=embedder)
+    except ShoalError as exc:
+        return json.dumps({"error": exc.message})
+    note = " ".join(n for n in [problem, result.note, *notes] if n)
+    return json.dumps({"query": query, "mode": str(result.mode), "note": note,
+                       "passages": _passages(result)}, ensure_ascii=False)
+
+
+@server.tool(annotations=_READ_ONLY)
+async def list_sources() -> str:
+    """The task's sources under sources/: each file's name, kind, size, and which tool reads it
+    (search_passages for documents, query_data for data files, with its table name). Returns
+    JSON."""
+    found = await asyncio.to_thread(_sources)
+    data = [DataFile(s.name, s.path, s.kind) for s in found if s.kind in DATA_KINDS]
+    tables = table_names(data)
+    listed: list[dict[str, Any]] = []
+    for source in found:
+        entry: dict[str, Any] = {"name": source.name, "file": f"sources/{source.path.name}",
+                                 "kind": source.kind, "bytes": source.size}
+        if source.kind in _DOCUMENT_KINDS:
+            entry["read_with"] = "search_passages"
+        elif source.kind in DATA_KINDS:
+            entry["read_with"] = "query_data"
+            entry["table" if source.kind is not SourceKind.sqlite else "schema"] = tables[
+                source.name]
+        else:
+            entry["problem"] = source.problem
+        listed.append(entry)
+    return json.dumps({"sources": listed}, ensure_ascii=False)
+
+
+async def _catalog() -> DataCatalog:
+    shelf = _the_shelf()
+    data = [s for s in await asyncio.to_thread(_sources) if s.kind in DATA_KINDS]
+    key = tuple(s.key for s in data)
+    async with shelf.lock:
+        if shelf.catalog is None or shelf.catalog_key != key:
+            if shelf.catalog is not None:
+                shelf.catalog.close()
+            files = [DataFile(s.name, s.path, s.kind) for s in data if s.kind is not None]
+            shelf.catalog, shelf.catalog_key = await open_catalog(files), key
+        return shelf.catalog
+
+
+@server.tool(annotations=_READ_ONLY)
+async def data_schema() -> str:
+    """The tables query_data can read: one per CSV or Parquet file (named after the file), and
+    `<file>.<table>` for each table of a SQLite file; each with its source, row count and
+    columns (name and type). Returns JSON."""
+    catalog = await _catalog()
+    tables = [{"table": t.name, "source": t.source, "rows": t.rows,
+               "columns": [{"name": c.name, "type": c.type} for c in t.columns],
+               **({"note": t.note} if t.note else {})} for t in catalog.tables]
+    return json.dumps({"tables": tables, "unreadable": list(catalog.problems),
+                       "how": "query_data(sql) runs one read-only SELECT (or WITH … SELECT) "
+                              "over these tables, in DuckDB's SQL dialect."},
+                      ensure_ascii=False)
+
+
+@server.tool(annotations=_READ_ONLY)
+async def query_data(sql: str) -> str:
+    """Run one read-only SQL statement (a SELECT, or WITH … SELECT, in DuckDB's dialect) over
+    the task's data tables (see data_schema) and return the SQL that ran, the columns and up
+    to 200 rows (`truncated` says if there were more). Anything else (writes, ATTACH, COPY,
+    PRAGMA, SET, files, several statements) is refused with the reason; a query is stopped
+    after 10 seconds. Returns JSON."""
+    catalog = await _catalog()
+    try:
+        result = await run_sql(catalog, sql)
+    except ShoalError as exc:
+        return json.dumps({"error": exc.message, "sql": sql}, ensure_ascii=False)
+    return json.dumps({"sql": result.sql, "columns": list(result.columns),
+                       "rows": [list(r) for r in result.rows], "row_count": len(result.rows),
+                       "truncated": result.truncated, "seconds": result.seconds},
+                      ensure_ascii=False, default=str)

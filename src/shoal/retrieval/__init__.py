@@ -1,0 +1,14 @@
+"""Retrieval over a task's sources, on the worker side: the executors behind `shoal mcp sources`.
+
+- `chunks`: a source's text cut into passages, each with its citation (document, page or
+  heading, character range);
+- `index`: one SQLite file per source content hash (chunks, an FTS5 table for BM25, embeddings
+  per model), built once and reused by every later task over the same file;
+- `embeddings`: the configured provider's embeddings endpoint (OpenAI-compatible or Ollama);
+- `corpus`: a task's indexes searched as one collection (one BM25 table, one vector matrix);
+- `search`: hybrid search, BM25 and exact vector similarity fused by reciprocal rank, or BM25
+  alone when there are no embeddings (the result says which ran);
+- `sql`: one read-only SQL statement over the data sources (CSV, Parquet, SQLite) in DuckDB.
+
+Nothing here imports the control plane (an import-linter contract says so).
+"""

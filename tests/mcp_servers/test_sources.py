@@ -1,0 +1,146 @@
+"""`shoal mcp sources` over real stdio with the official `mcp` client, as a worker starts it, on
+a workspace holding a Markdown guide, a PDF, a CSV, a Parquet file and a SQLite database."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from starlette.applications import Starlette
+
+from shoal.demo.fake.exchange import request_log
+from shoal.demo.model import create_demo_model_app, running_demo_model
+from shoal.protocol import McpServer
+from shoal.retrieval.embeddings import NO_EMBEDDING_MODEL
+from shoal.tools.mcp_config import launch
+from tests.retrieval.samples import BUILT_FACT, FERRY_FACT, write_data, write_documents
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@contextlib.asynccontextmanager
+async def connected(workspace: Path, **env: str) -> AsyncIterator[Client]:
+    """A client of `shoal mcp sources` started as a worker starts it, plus `env`."""
+    how = launch(McpServer(name="sources", command="shoal", args=["mcp", "sources"]), workspace)
+    async with Client(StdioServerParameters(command=how.command, args=list(how.args),
+                                            env={**how.env, **env}, cwd=str(workspace)),
+                      read_timeout_seconds=60) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: object) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result
+    return json.loads(getattr(result.content[0], "text", ""))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "attempt"
+    write_documents(root / "sources")
+    write_data(root / "sources")
+    return root
+
+
+async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path) -> None:
+    """Listing, BM25 search with citations, the schema and a query all work, and search says
+    it ran without vectors; the index goes to `<workspace>/.index` by default."""
+    async with connected(workspace) as sources:
+        listed = await call(sources, "list_sources")
+        found = await call(sources, "search_passages", query="first ferry Gull Island", k=2)
+        schema = await call(sources, "data_schema")
+        rows = await call(sources, "query_data",
+                          sql="SELECT count(*) AS orders FROM shop.orders")
+    by_name = {s["name"]: s for s in listed["sources"]}
+    assert by_name["history.pdf"]["read_with"] == "search_passages"
+    assert (by_name["sales.csv"]["read_with"], by_name["sales.csv"]["table"]) == (
+        "query_data", "sales")
+    assert by_name["shop.db"]["schema"] == "shop"
+    assert (found["mode"], found["note"]) == ("bm25", NO_EMBEDDING_MODEL)
+    best = found["passages"][0]
+    assert FERRY_FACT in best["text"]
+    assert (best["document"], best["heading"], best["page"]) == ("guide.md", "Timetable", None)
+    text = (workspace / "sources/guide.md").read_text(encoding="utf-8")
+    assert text[best["start"]:best["end"]] == best["text"]
+    assert {t["table"] for t in schema["tables"]} == {"sales", "targets", "shop.orders",
+                                                       "shop.customers"}
+    assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "columns": ["orders"],
+                    "rows": [[3]], "row_count": 1, "truncated": False,
+                    "seconds": rows["seconds"]}
+    assert len(list((workspace / ".index").glob("*.sqlite"))) == 2
+
+
+async def test_refused_sql_is_an_error_result_and_the_server_goes_on(workspace: Path) -> None:
+    """A forbidden statement gets a clear `error`; the next good query still answers."""
+    async with connected(workspace) as sources:
+        dropped = await call(sources, "query_data", sql="DROP TABLE sales")
+        passwd = await call(sources, "query_data", sql="SELECT * FROM read_csv('/etc/passwd')")
+        good = await call(sources, "query_data", sql="SELECT max(target) FROM targets")
+    assert dropped["error"].startswith("DROP statements are refused")
+    assert dropped["sql"] == "DROP TABLE sales"
+    assert "read_csv() is refused" in passwd["error"]
+    assert good["rows"] == [[2500]]
+
+
+async def test_search_with_the_fake_embeddings_is_hybrid_and_indexes_once(
+        workspace: Path, tmp_path: Path) -> None:
+    """With an embedding model configured the search is hybrid and cites the PDF's page; a
+    second attempt over the same files, sharing the index folder, reuses the index and its
+    embeddings: only its question is embedded."""
+    app: Starlette = create_demo_model_app()
+    shared = tmp_path / "index"
+    async with running_demo_model(app) as base_url:
+        env = {"SHOAL_OPENAI_COMPAT_BASE_URL": base_url, "SHOAL_EMBEDDING_MODEL": "embed-demo",
+               "SHOAL_INDEX_DIR": str(shared)}
+        async with connected(workspace, **env) as sources:
+            first = await call(sources, "search_passages", query="When was the lighthouse "
+                               "built?", k=3)
+        indexed = {p: p.stat().st_mtime_ns for p in shared.glob("*.sqlite")}
+        embedded = [len(r.body["input"]) for r in request_log(app)
+                    if r.api == "openai_embeddings"]
+        later = tmp_path / "later-attempt"
+        write_documents(later / "sources")
+        async with connected(later, **env) as sources:
+            second = await call(sources, "search_passages", query="lighthouse built", k=1)
+        asked = [len(r.body["input"]) for r in request_log(app)
+                 if r.api == "openai_embeddings"][len(embedded):]
+    assert (first["mode"], first["note"]) == ("hybrid", "")
+    assert BUILT_FACT in first["passages"][0]["text"]
+    assert (first["passages"][0]["document"], first["passages"][0]["page"]) == (
+        "history.pdf", 2)
+    assert first["passages"][0]["citation"].startswith("history.pdf, page 2, characters ")
+    assert sum(embedded) > 2  # every passage of both documents, and the question
+    assert second["mode"] == "hybrid"
+    assert asked == [1]  # the question alone
+    assert {p: p.stat().st_mtime_ns for p in shared.glob("*.sqlite")} == indexed
+    assert not (later / ".index").exists()
+
+
+async def test_a_workspace_without_sources_says_what_to_do(tmp_path: Path) -> None:
+    """Search in an empty workspace is an error naming what it needs; listing is empty."""
+    async with connected(tmp_path) as sources:
+        found = await call(sources, "search_passages", query="anything")
+        listed = await call(sources, "list_sources")
+        schema = await call(sources, "data_schema")
+    assert "no documents to search" in found["error"]
+    assert listed == {"sources": []}
+    assert schema["tables"] == []
+
+
+async def test_a_large_source_sent_as_its_text_is_cited_by_its_own_name(tmp_path: Path) -> None:
+    """`report.pdf.txt` (a source too large to send, as its text) is cited as `report.pdf`,
+    with the pages its text marks."""
+    sources_dir = tmp_path / "sources"
+    sources_dir.mkdir()
+    (sources_dir / "report.pdf.txt").write_text(
+        "[page 1]\nIntroduction.\n\n[page 2]\nThe bridge opened in 1932.\n", encoding="utf-8")
+    async with connected(tmp_path) as sources:
+        found = await call(sources, "search_passages", query="bridge opened", k=1)
+    best = found["passages"][0]
+    assert (best["document"], best["page"], best["text"]) == (
+        "report.pdf", 2, "The bridge opened in 1932.")
