@@ -40,8 +40,8 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from shoal.bus.base import EventBus
 from shoal.bus.memory import MemoryBus
-from shoal.notify import Notifier
 from shoal.config import Settings
+from shoal.notify import Notifier
 from shoal.runtime.core import Runtime
 from shoal.store.db import Database
 from shoal.tracing import Tracing
