@@ -124,6 +124,22 @@ async def test_a_policy_that_denies_mcp_withholds_the_servers(
     assert not any(name.endswith("add_calendar_event") for name in called)
 
 
+def test_a_bundled_server_gets_the_embedding_settings_and_the_shared_index_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`shoal mcp …` servers get the worker's embedding settings and `<data>/index`; another
+    server gets only its own environment."""
+    monkeypatch.setenv("SHOAL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SHOAL_EMBEDDING_MODEL", "tiny")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never")
+    bundled = mcp_config.launch(CALENDAR, tmp_path)
+    assert bundled.env["SHOAL_INDEX_DIR"] == str((tmp_path / "data" / "index").resolve())
+    assert bundled.env["SHOAL_EMBEDDING_MODEL"] == "tiny"
+    assert "ANTHROPIC_API_KEY" not in bundled.env
+    other = mcp_config.launch(McpServer(name="x", command="x-server"), tmp_path)
+    assert other.env == {"SHOAL_WORKSPACE": str(tmp_path)}
+
+
 def test_each_cli_gets_the_servers_in_its_own_form(tmp_path: Path) -> None:
     launch = mcp_config.launch(CALENDAR, tmp_path)
     assert launch.args[-3:] == ("shoal", "mcp", "calendar")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -48,13 +49,29 @@ class Launch:
     env: dict[str, str]
 
 
+# What a bundled server (`shoal mcp …`) takes from the worker's environment: how `sources`
+# embeds text (no secret but the key of the provider it embeds with) and where indexes live.
+BUNDLED_ENV = ("SHOAL_EMBEDDING_PROVIDER", "SHOAL_EMBEDDING_MODEL", "SHOAL_EMBEDDING_BATCH",
+               "SHOAL_EMBEDDING_TIMEOUT", "SHOAL_OPENAI_COMPAT_BASE_URL",
+               "SHOAL_OPENAI_BASE_URL", "OLLAMA_HOST", "SHOAL_INDEX_DIR")
+
+
 def launch(server: McpServer, workspace: Path) -> Launch:
-    """The command line of a stdio `server` on this worker."""
+    """The command line of a stdio `server` on this worker. A bundled one (`shoal mcp …`)
+    also gets the worker's embedding settings, and keeps its search indexes in the worker's
+    data folder (`index/`), where later tasks over the same files find them."""
     assert server.command is not None
     command, args = server.command, tuple(server.args)
+    env = {**server.env, "SHOAL_WORKSPACE": str(workspace)}
     if command == "shoal":
         command, args = sys.executable, ("-m", "shoal", *args)
-    return Launch(command, args, {**server.env, "SHOAL_WORKSPACE": str(workspace)})
+        data = Path(os.environ.get("SHOAL_DATA_DIR") or ".shoal").resolve()
+        env = {"SHOAL_INDEX_DIR": str(data / "index"),
+               **{k: v for k in BUNDLED_ENV if (v := os.environ.get(k))}, **env}
+        if os.environ.get("SHOAL_EMBEDDING_PROVIDER") == "openai" and "OPENAI_API_KEY" in \
+                os.environ:
+            env.setdefault("OPENAI_API_KEY", os.environ["OPENAI_API_KEY"])
+    return Launch(command, args, env)
 
 
 def allowed(run: ToolRun, policy: PermissionPolicy) -> tuple[list[McpServer], list[Denial]]:
