@@ -171,6 +171,9 @@ class StepOptions:
     looped: bool = False  # document steps: a loop went back from this run
     mcp_servers: tuple[McpServerSpec, ...] = ()  # document steps: their role's MCP servers
     output_file: str | None = None  # document steps: the file their answer also becomes
+    plan_type: str | None = None  # typed plans: the task's type (its gate's steps: the same)
+    wave: int | None = None  # typed plans: the task's topological layer, from 0
+    gap: str | None = None  # typed plans: why the task was skipped (its answer is a gap)
     tool: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -197,6 +200,12 @@ class StepOptions:
             out["mcp_servers"] = [s.to_json() for s in self.mcp_servers]
         if self.output_file is not None:
             out["output_file"] = self.output_file
+        if self.plan_type is not None:
+            out["plan_type"] = self.plan_type
+        if self.wave is not None:
+            out["wave"] = self.wave
+        if self.gap is not None:
+            out["gap"] = self.gap
         return out
 
     @classmethod
@@ -243,7 +252,8 @@ def _is_servers(value: Any) -> bool:
 _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
     "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
     "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str,
-    "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers, "output_file": _is_str}
+    "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers, "output_file": _is_str,
+    "plan_type": _is_str, "wave": _is_int, "gap": _is_str}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from shoal.engine.answers import find_json
 from shoal.engine.dag import validate_dag
 from shoal.errors import InvalidGraph, InvalidInput
 
-PlanSource = Literal["planner", "template", "simple", "user"]
+PlanSource = Literal["planner", "template", "simple", "user", "default"]
 
 DEFAULT_COMPLEXITY = 3
 MAX_NAME_LENGTH = 200

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from shoal.engine import dag
 from shoal.engine.model import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
+from shoal.workflows import plan_types
+from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -161,6 +163,9 @@ class StepDoc(_Strict):
     repeatable: list[Name] = Field(default_factory=list)  # route: may run more than once
     max_hops: Cap = 10  # route: the most decisions before it goes to `finish`
     each: Name | None = None  # expand: the role that runs each planned subtask
+    types: dict[Name, PlanType] = Field(default_factory=dict)  # expand: typed plans (plan_types)
+    schedule: ScheduleField = Schedule.EAGER  # expand with types: `eager` or `waves`
+    default_plan: list[DefaultTask] = Field(default_factory=list, max_length=50)
     optional: bool = False  # a user may switch it off (`skip`)
     quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it
@@ -269,11 +274,13 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
             found.append((("steps", i, "over"), "a map step needs `over` (entry.field)"))
         if step.kind is DocStepKind.GATE and step.min_score is None:
             found.append((("steps", i, "min_score"), "a gate step needs min_score"))
-        if step.kind is DocStepKind.EXPAND and step.each not in doc.roles:
+        if step.kind is DocStepKind.EXPAND and not step.types and step.each not in doc.roles:
             found.append((("steps", i, "each"), "an expand step needs `each`: the role that "
-                                                "runs every planned subtask"))
-        if step.each is not None and step.kind is not DocStepKind.EXPAND:
-            found.append((("steps", i, "each"), "only an expand step takes `each`"))
+                                                "runs every planned subtask (or `types`)"))
+        for field in ("each", "types"):
+            if getattr(step, field) and step.kind is not DocStepKind.EXPAND:
+                found.append((("steps", i, field), f"only an expand step takes `{field}`"))
+        found += plan_types.problems(step, i, doc.roles, doc.parameters)
         if step.kind is DocStepKind.GATE and step.over is None:
             found.append((("steps", i, "over"), "a gate step needs `over`: the entry.field "
                                                 "holding the score"))

@@ -1,74 +1,151 @@
 """An `expand` step: its role plans subtasks with dependencies, and the step's `each` role runs
-every one of them (seed 004's planner, for any document).
+every one of them (seed 004's planner, for any document) — or, with `types`, each subtask names
+its type and that type's role runs it (`plan_types`).
 
 The plan is read as the `dag` workflow reads its planner (`engine.planning.decompose`: the JSON,
-else a template, else a split of the request, with a notice saying why). Each planned subtask
-is a run `step#n.i` of the same round as the plan, after the plan and the subtasks it depends
-on; the step's entry is their answers in plan order once all are done.
+else a template, else a split of the request, with a notice saying why). A typed plan is checked
+against the JSON Schema its types make (`plan_schema`; a wrong answer is repaired once by the
+interpreter), and falls back to the document's `default_plan`. Each planned subtask is a run
+`step#n.i` of the same round as the plan, after the plan and the subtasks it depends on; the
+step's entry is their answers in plan order once all are done.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from shoal.engine import dag, graph, planning
+from shoal.engine.answers import find_json
 from shoal.engine.model import StepKind, StepOptions, SubtaskRecord, evolve
 from shoal.engine.step import Step
+from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus
-from shoal.workflows.document import StepDoc, WorkflowDocument
+from shoal.workflows.document import Role, StepDoc, WorkflowDocument
 
 MAX_PLANNED = 50  # subtasks one expand step may plan
 PLAN_FORMAT = (
     "\n\nAnswer with only a JSON object listing at most {most} subtasks, each depending only on "
     'earlier ones: {{"subtasks": [{{"name": "…", "description": "…", "dependencies": '
     '["name of an earlier subtask"]}}]}}')
+TYPED_FORMAT = (
+    "\n\nAnswer with only a JSON object listing at most {most} tasks, each of one of these "
+    "types, depending only on earlier ones:\n{types}\n"
+    '{{"subtasks": [{{"name": "…", "type": "…", "description": "…", "dependencies": '
+    '["name of an earlier task"]}}]}}')
+Prompt = Callable[[Role, str], str]  # a role's prompt for one planned subtask (`{item}`)
+
+
+def plan_format(doc_step: StepDoc, most: int) -> str:
+    """What the planner of `doc_step` is told to answer."""
+    if not doc_step.types:
+        return PLAN_FORMAT.format(most=most)
+    types = "\n".join(f"- {name}: {kind.description or 'run by the ' + kind.role + ' role'}"
+                      for name, kind in doc_step.types.items())
+    return TYPED_FORMAT.format(most=most, types=types)
+
+
+def plan_schema(doc_step: StepDoc, most: int) -> dict[str, Any]:
+    """The JSON Schema a typed plan keeps."""
+    task = {"type": "object", "required": ["name", "type", "description"],
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200},
+                           "type": {"enum": list(doc_step.types)},
+                           "description": {"type": "string", "minLength": 1},
+                           "dependencies": {"type": "array",
+                                            "items": {"type": ["string", "integer"]}}}}
+    return {"type": "object", "required": ["subtasks"], "properties": {
+        "subtasks": {"type": "array", "minItems": 1, "maxItems": most, "items": task}}}
+
+
+def read_typed(doc_step: StepDoc, answer: str | None,
+               most: int) -> tuple[planning.Plan, tuple[str, ...]]:
+    """The typed plan in `answer` and each subtask's type; the document's default plan (with a
+    note saying why) when there is no answer or it holds no usable plan."""
+    if answer is not None:
+        try:
+            plan = planning.parse_planner_output(answer, max_subtasks=most)
+            items = find_json(answer, prefer=lambda v: isinstance(v, dict)).value
+            kinds = tuple(str(item["type"]) for item in items["subtasks"])
+            if len(kinds) == len(plan.subtasks) and set(kinds) <= set(doc_step.types):
+                return plan, kinds
+            reason = "The planner's tasks name types the step does not have."
+        except (InvalidInput, KeyError, TypeError) as exc:
+            reason = exc.message if isinstance(exc, InvalidInput) else \
+                "The planner's answer is not a typed plan."
+    else:
+        reason = "The planner gave no answer (it failed or timed out)."
+    tasks = doc_step.default_plan
+    if not tasks:
+        raise InvalidInput(f"{reason} The step has no default plan.")
+    plan = planning.user_plan([{"name": t.name, "description": t.description,
+                                "dependencies": list(t.dependencies)} for t in tasks])
+    return (replace(plan, source="default", notes=(f"{reason} Used the default plan.",)),
+            tuple(t.type for t in tasks))
 
 
 def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: SubtaskRecord,
-                answer: str | None, prompt: Callable[[str], str]) -> None:
-    """The runs of the subtasks the planner's `answer` plans; `prompt` renders the `each`
-    role's prompt for one (`{item}` is its name and description). With no `answer` (the
-    planner failed for good), the request is planned by the fallbacks alone."""
+                answer: str | None, prompt: Prompt) -> bool:
+    """The runs of the subtasks the planner's `answer` plans; `prompt` renders a role's prompt
+    for one (`{item}` is its name and description). With no `answer` (the planner failed for
+    good), the request is planned by the fallbacks alone. False when nothing could be planned
+    (a typed plan with no default)."""
     most = min(step.ctx.max_subtasks, MAX_PLANNED)
-    plan = planning.decompose(answer, step.task.description, step.task.meta.requirements,
-                              max_subtasks=most)
+    kinds: tuple[str, ...] = ()
+    try:
+        if doc_step.types:
+            plan, kinds = read_typed(doc_step, answer, most)
+        else:
+            plan = planning.decompose(answer, step.task.description,
+                                      step.task.meta.requirements, max_subtasks=most)
+    except InvalidInput as exc:
+        graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
+        return False
     for note in plan.notes:
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(planner.id),
                   message=f"Step '{doc_step.id}': {note}")
     add_plan(step, doc, doc_step, plan, planner.key, planner.options.seq, (planner.id,),
-             prompt)
+             prompt, kinds=kinds)
+    return True
 
 
 def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: planning.Plan,
              key: str, seq: int | None, after: tuple[uuid.UUID, ...],
-             prompt: Callable[[str], str],
-             options: tuple[Mapping[str, Any], ...] = ()) -> None:
+             prompt: Prompt, options: tuple[Mapping[str, Any], ...] = (), *,
+             kinds: tuple[str, ...] = ()) -> None:
     """One run `key.i` per subtask of `plan` (the planner's, or the user's own with its
-    per-subtask `options`), each after `after` and the subtasks it depends on."""
-    assert doc_step.each is not None  # the document check says so
-    role = doc.roles[doc_step.each]
-    servers = role.mcp_specs()
+    per-subtask `options`), each after `after` and the subtasks it depends on; in a typed
+    plan, run by its type's role (`kinds`), in its wave (topological layer)."""
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
     lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
+    waves = {k: n for n, layer in enumerate(dag.layers(plan.graph())) for k in layer}
     for i, planned in enumerate(plan.subtasks, start=1):
         own = StepOptions.from_json(options[i - 1]) if i <= len(options) else StepOptions()
+        kind = kinds[i - 1] if kinds else None
+        name = doc_step.types[kind].role if kind else doc_step.each
+        assert name is not None  # the document check says so
+        role = doc.roles[name]
+        if kind:
+            own = evolve(own, plan_type=kind, wave=waves[planned.key])
         sub = SubtaskRecord(
             id=ids[planned.key], task_id=step.task.id, key=f"{key}.{i}",
-            role=doc_step.each, kind=StepKind.AGENT, name=planned.name,
+            role=name, kind=StepKind.AGENT, name=planned.name,
             description=planned.description if role.builtin is not None
-            else prompt(f"{planned.name}: {planned.description}"),
+            else prompt(role, f"{planned.name}: {planned.description}"),
             status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
             created_at=step.ctx.now,
             dependencies=(*after, *(ids[d] for d in planned.dependencies)),
-            options=evolve(own, seq=seq, mcp_servers=servers),
+            options=evolve(own, seq=seq, mcp_servers=role.mcp_specs()),
             recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
             pinned_tool=planned.tool, complexity=planned.complexity,
             priority=lengths.get(planned.key, 1.0))
         step.add_subtask(sub)  # announced by the plan's `task_update` below, as one event
     step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress,
               plan_source=plan.source, step=doc_step.id,
-              plan=[graph.subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks])
+              plan=[graph.subtask_summary(step.subtasks[ids[p.key]]) for p in plan.subtasks],
+              **({"types": list(kinds), "waves": max(waves.values(), default=-1) + 1}
+                 if kinds else {}))
+

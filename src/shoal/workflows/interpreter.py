@@ -56,7 +56,15 @@ from shoal.workflows.blackboard import (
     whole,
 )
 from shoal.workflows.board import MAX_ENTRY_CHARS
-from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, StepDoc, WorkflowDocument
+from shoal.workflows.document import (
+    BuiltinRole,
+    DocStepKind,
+    Loop,
+    Role,
+    StepDoc,
+    WorkflowDocument,
+)
+from shoal.workflows.gated_runs import GatedRuns
 from shoal.workflows.route_runs import RouteRuns
 from shoal.workflows.routing import DecidedBy, Decision
 
@@ -65,7 +73,7 @@ MAX_ITEMS = 50  # the most subtasks one map step fans out to
 PREVIEW_CHARS = 2_000  # of an entry in its `state_update` event (the whole: GET …/state)
 
 
-class DocumentWorkflow(RouteRuns):
+class DocumentWorkflow(RouteRuns, GatedRuns):
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
@@ -84,10 +92,8 @@ class DocumentWorkflow(RouteRuns):
         if inp.plan is not None:  # the user's own plan stands for the first expand step's
             planned = self.plan_step()
             assert planned is not None  # the API lets a plan through only then
-            each = self.doc.roles[planned.each or ""]
             expansion.add_plan(step, self.doc, planned, inp.plan, f"{planned.id}#1", 1, (),
-                               lambda item: self._prompt(step, planned, each, "", item),
-                               inp.options)
+                               self._planned_prompt(step, planned), inp.options)
         self._start_ready(step)
         self._progress(step)
 
@@ -102,7 +108,7 @@ class DocumentWorkflow(RouteRuns):
         """The step a user's own plan stands for: the first `expand` step that waits for no
         other (None: this workflow takes no plan)."""
         return next((s for s in self.doc.steps
-                     if s.kind is DocStepKind.EXPAND and not s.after), None)
+                     if s.kind is DocStepKind.EXPAND and not s.after and not s.types), None)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
         asked = tuple(dict(d) for d in result.denials if d.get("needs_human"))
@@ -110,12 +116,23 @@ class DocumentWorkflow(RouteRuns):
                             files=tuple(FileRef.from_json(f) for f in result.files),
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
                             usage=dict(result.usage), approval_requests=asked)
+        role = self.doc.roles.get(sub.role)  # an expand step's planned runs: their own role
+        if sub.kind in SERVING_KINDS and sub.options.plan_type is not None:  # a typed gate's
+            if role is not None and role.output is not None:  # judge, or a retry of its task
+                checked = self._checked_answer(step, sub, result.output, role.output, output)
+                if checked is None:
+                    return
+                output = checked
+            self._gate_step_done(step, sub, output)
+            self._move_on(step)
+            return
         if sub.kind in SERVING_KINDS:  # a quality step of a run (`quality: true`)
             self._serving_done(step, sub, result, output)
             return
         doc_step = self._step_of(sub)
-        role = self.doc.roles.get(sub.role)  # an expand step's planned runs: its `each` role
         contract = role.output if role is not None else None
+        if sub.kind is StepKind.EXPAND and doc_step.types:
+            contract = expansion.plan_schema(doc_step, self._most(step))
         decision = None
         if doc_step.kind is DocStepKind.ROUTE:
             decision = routing.decide(doc_step, self._route_state(step, doc_step),
@@ -130,6 +147,9 @@ class DocumentWorkflow(RouteRuns):
         if asked and decision is None and not planning:  # a person decides what it asked
             quality_loop.approval_request(step, sub, output)
             return
+        if not planning and self._gated(step, sub, output):  # its type's gate judges it
+            self._progress(step)
+            return
         if doc_step.quality and not planning and decision is None and quality_loop.quality_on(
                 step.task, sub):
             sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
@@ -140,10 +160,9 @@ class DocumentWorkflow(RouteRuns):
         sub = graph.complete(step, sub, output)
         if planning:
             self._planned(step)
-            each = self.doc.roles[doc_step.each or ""]
-            expansion.add_planned(step, self.doc, doc_step, sub, result.output,
-                                  lambda item: self._prompt(step, doc_step, each, "", item))
-            self._move_on(step)
+            if expansion.add_planned(step, self.doc, doc_step, sub, result.output,
+                                     self._planned_prompt(step, doc_step)):
+                self._move_on(step)
             return
         self._done(step, doc_step, sub, decision)
 
@@ -151,7 +170,10 @@ class DocumentWorkflow(RouteRuns):
               decision: Decision | None = None) -> None:
         """A run completed (and, with `quality`, was accepted): its round may be whole, and
         what comes after may start."""
-        graph.queue_ready_dependents(step, sub)  # an expand step's planned runs wait on others
+        if sub.options.plan_type is not None:  # a typed plan's runs: in waves, or eagerly
+            self._release(step, doc_step, sub)
+        else:  # an expand step's planned runs wait on others
+            graph.queue_ready_dependents(step, sub)
         total, done = step.round_counts().get(sub.key.partition(".")[0], (0, 0))
         if done < total:  # a map or expand step's round is whole once every run is done;
             self._progress(step)  # until then nothing new may start (counted, not scanned)
@@ -181,9 +203,11 @@ class DocumentWorkflow(RouteRuns):
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
         """A planner's failed attempt is not retried: its step plans by the fallbacks at once
-        (as `dag`'s planner does); any other run is retried."""
+        (as `dag`'s planner does); any other run is retried, and a typed plan's run whose
+        retries are spent may degrade (`_typed_failure`)."""
         if sub.kind is not StepKind.EXPAND:
-            return False
+            return not step.ctx.retry.should_retry(sub.attempts) and self._typed_failure(
+                step, sub, f"{error} (after {sub.attempts} attempt(s))")
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                                error=error, completed_at=step.ctx.now)
         graph.emit_subtask(step, sub)
@@ -191,7 +215,8 @@ class DocumentWorkflow(RouteRuns):
         return True
 
     def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
-        if sub.kind in SERVING_KINDS:  # its target goes on without it, as in `dag`
+        # A quality step's target goes on without it, as in `dag` (a typed gate's: `_failed`).
+        if sub.kind in SERVING_KINDS and sub.options.plan_type is None:
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                       message=f"'{sub.name}' failed after {sub.attempts} attempt(s): {error}")
             self.quality.step_done(step, sub)
@@ -274,7 +299,8 @@ class DocumentWorkflow(RouteRuns):
     ) -> str:
         role = self.doc.roles.get(sub.role)
         builtin = role.builtin if role is not None else None
-        if sub.kind in SERVING_KINDS or builtin is not None:  # seed 004's own prompts
+        if (sub.kind in SERVING_KINDS and sub.options.plan_type is None) or \
+                builtin is not None:  # seed 004's own prompts
             return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
                                               guidance=guidance,
                                               planner=builtin is BuiltinRole.PLANNER)
@@ -299,6 +325,9 @@ class DocumentWorkflow(RouteRuns):
     def _failed(self, step: Step, sub: SubtaskRecord, why: str) -> None:
         """`sub` failed for good: a routed step's route goes on without it (the steps that
         require it are skipped); any other step fails the task."""
+        if sub.kind in SERVING_KINDS and self._typed_failure(step, sub, why):
+            self._move_on(step)  # a typed gate's judge or retry: its task goes on
+            return
         doc_step = self._step_of(sub)
         if sub.kind is StepKind.EXPAND:  # the plan failed
             if sub.status is not SubtaskStatus.FAILED:
@@ -308,10 +337,9 @@ class DocumentWorkflow(RouteRuns):
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                       message=f"{why.rstrip('.')}. Step '{doc_step.id}' plans without it.")
             self._planned(step)
-            each = self.doc.roles[doc_step.each or ""]
-            expansion.add_planned(step, self.doc, doc_step, sub, None,
-                                  lambda item: self._prompt(step, doc_step, each, "", item))
-            self._move_on(step)
+            if expansion.add_planned(step, self.doc, doc_step, sub, None,
+                                     self._planned_prompt(step, doc_step)):
+                self._move_on(step)
             return
         if doc_step.kind is DocStepKind.ROUTE:  # the engine decides in the router's place
             fallback = routing.decide(doc_step, self._route_state(step, doc_step), None)
@@ -329,6 +357,14 @@ class DocumentWorkflow(RouteRuns):
                           + ("; skipped: " + "; ".join(gone.values()) if gone else "") + ".")
         self._after_routed(step, doc_step, sub)
         self._move_on(step)
+
+    def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
+        def prompt(role: Role, item: str) -> str:
+            return self._prompt(step, doc_step, role, "", item)
+        return prompt
+
+    def _most(self, step: Step) -> int:
+        return min(step.ctx.max_subtasks, expansion.MAX_PLANNED)
 
     def _planned(self, step: Step) -> None:
         """The plan is made (or its planner failed): the task is no longer initializing."""
@@ -452,8 +488,7 @@ class DocumentWorkflow(RouteRuns):
             prompt += ("\n\nAnswer with only this JSON, naming one of " + options + ':\n'
                        '{"next": "<step>", "reason": "<why, in a sentence>"}')
         elif doc_step.kind is DocStepKind.EXPAND and (role is None or role.builtin is None):
-            prompt += expansion.PLAN_FORMAT.format(
-                most=min(step.ctx.max_subtasks, expansion.MAX_PLANNED))
+            prompt += expansion.plan_format(doc_step, self._most(step))
         sub = SubtaskRecord(
             id=step.ctx.new_id(), task_id=step.task.id, key=key,
             role=doc_step.role or doc_step.id, name=name,
@@ -556,10 +591,13 @@ class DocumentWorkflow(RouteRuns):
                 error=problem)
             graph.emit_subtask(step, sub, repair=True)
             return None
+        why = f"Step '{sub.name}' answered twice without matching its contract: {problem}"
+        if self._typed_failure(step, sub, why):  # a typed plan's run may degrade instead
+            self._move_on(step)
+            return None
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
                                error=problem, completed_at=step.ctx.now,
                                current_attempt_id=None)
         graph.emit_subtask(step, sub)
-        self._failed(step, sub, f"Step '{sub.name}' answered twice without matching its "
-                                f"contract: {problem}")
+        self._failed(step, sub, why)
         return None

@@ -1,0 +1,281 @@
+"""How the runs of a typed plan go (`DocumentWorkflow` mixes this in; the document side is
+`plan_types`): each planned task is run by its type's role; a type's gate has a judge score the
+answer before it counts (the task `verifying` meanwhile); a score below the threshold retries
+the task (a `correct` run told the judge's answer and the gate's hint), warns, or fails the task;
+a task whose retries are spent, or whose attempts all failed, becomes a **gap** where its type
+says so: completed with a gap for an answer, so that its dependents and the report go on with
+what exists.
+
+With `schedule: waves`, a task is queued only once every task of the waves before its own has
+completed, gates decided (a barrier per topological layer, as the seed's waves); with `eager`,
+once the tasks it depends on have. Either way it is told what those tasks found (`inputs`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from shoal.engine import graph
+from shoal.engine.model import StepKind, StepOptions, StepOutput, SubtaskRecord, TaskRecord, evolve
+from shoal.engine.step import Step
+from shoal.events import EventType
+from shoal.states import SubtaskStatus, transition
+from shoal.workflows.board import Board
+from shoal.workflows.document import StepDoc
+from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
+
+MAX_INPUT_CHARS = 6_000  # of one dependency's answer in a task's prompt
+MAX_INPUTS_CHARS = 24_000  # of all of them
+MAX_JUDGED_CHARS = 8_000  # of the answer a judge reads
+GAP = "[gap]"  # how a gap's answer begins
+
+
+class GatedRuns(Board):
+    """The typed-plan half of `DocumentWorkflow`; the host provides what a completed run does
+    next (`_done`) and how an answer is checked against its contract."""
+
+    def _done(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
+        raise NotImplementedError
+
+    # ---- what a typed run is ----------------------------------------------------------------
+
+    def _type_of(self, sub: SubtaskRecord) -> PlanType | None:
+        """The plan type of a planned run (or of its gate's judge or retry), or None."""
+        kind = sub.options.plan_type
+        if kind is None:
+            return None
+        target = sub.target_id is not None
+        return next((s.types[kind] for s in self.doc.steps if kind in s.types and (
+            target or sub.key.startswith(s.id + "#"))), None)
+
+    def _plan_step(self, sub: SubtaskRecord) -> StepDoc:
+        """The expand step whose plan a typed run (or its judge or retry) belongs to."""
+        kind = sub.options.plan_type or ""
+        return next(s for s in self.doc.steps if kind in s.types)
+
+    def _threshold(self, task: TaskRecord, gate: TypeGate) -> float:
+        value = gate.min_score
+        return float(value if not isinstance(value, str)
+                     else self._parameter(task, value.strip("{}")))
+
+    def _schedule(self, task: TaskRecord, doc_step: StepDoc) -> Schedule:
+        value = doc_step.schedule
+        if isinstance(value, str) and value.startswith("{"):
+            return Schedule(str(self._parameter(task, value.strip("{}"))))
+        return Schedule(value)
+
+    # ---- a planned run produced an answer -----------------------------------------------------
+
+    def _gated(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> bool:
+        """`sub` answered: if its type has a gate, it waits for its judge (True)."""
+        kind = self._type_of(sub)
+        if kind is None or kind.gate is None or sub.kind is not StepKind.AGENT:
+            return False
+        sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
+                               output=output, progress=90, error=None)
+        graph.emit_subtask(step, sub)
+        self._add_judge(step, sub, kind.gate)
+        return True
+
+    def _add_judge(self, step: Step, target: SubtaskRecord, gate: TypeGate) -> None:
+        role = self.doc.roles[gate.judge]
+        answer = _answer_text(target)
+        item = (f"{target.name} (a {target.options.plan_type} task)\n\nWhat it was asked:\n"
+                f"{target.description[:3000]}\n\nIts answer:\n{answer[:MAX_JUDGED_CHARS]}")
+        self._serving(step, target, StepKind.JUDGE, gate.judge,
+                      self._prompt(step, self._plan_step(target), role, "", item),
+                      name=f"Gate: {target.name}", servers=role.mcp_specs(),
+                      tool=role.tools[0] if role.tools else None)
+
+    def _serving(self, step: Step, target: SubtaskRecord, kind: StepKind, role: str,
+                 description: str, *, name: str, servers: Any, tool: str | None) -> None:
+        number = 1 + sum(1 for s in step.subtasks.values()
+                         if s.target_id == target.id and s.kind is kind)
+        sub = SubtaskRecord(
+            id=step.ctx.new_id(), task_id=step.task.id,
+            key=f"{kind}-{number}-{target.id.hex[:12]}", role=role, kind=kind,
+            name=(name + (f" (round {number})" if number > 1 else ""))[:255],
+            description=description, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
+            dependencies=(target.id,), target_id=target.id, priority=target.priority + 0.5,
+            options=StepOptions(plan_type=target.options.plan_type, round=number,
+                                mcp_servers=servers),
+            recommended_tool=tool or target.recommended_tool)
+        step.add_subtask(sub)
+        graph.emit_subtask(step, sub)
+
+    # ---- its judge or its retry produced an answer ---------------------------------------------
+
+    def _gate_step_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
+        """A gate's judge scored its task, or a retry of the task answered."""
+        sub = graph.complete(step, sub, output)
+        target = step.subtasks[sub.target_id or uuid.UUID(int=0)]
+        kind = self._type_of(target)
+        assert kind is not None  # only such runs have these
+        assert kind.gate is not None
+        if sub.kind is StepKind.CORRECT:
+            target = step.set_subtask(
+                target, status=transition(target.status, SubtaskStatus.VERIFYING),
+                output=evolve(output, corrected_by=str(sub.id)))
+            graph.emit_subtask(step, target)
+            self._add_judge(step, target, kind.gate)
+            return
+        gate = kind.gate
+        score = _field(output.parsed or {}, gate.score)
+        least = self._threshold(step.task, gate)
+        if isinstance(score, int | float) and not isinstance(score, bool) and score >= least:
+            self._accept(step, target)
+            return
+        said = f"'{target.name}' scored {score!r} at its gate (at least {least:g} needed)"
+        if gate.on_fail is OnFail.WARN:
+            self._note(step, target, f"{said}; kept, as its type's gate says (warn).")
+            self._accept(step, target)
+        elif gate.on_fail is OnFail.FAIL:
+            graph.fail_task(step, f"{said}.")
+        elif (used := self._count(step, target, StepKind.CORRECT)) < self._cap(
+                step.task, gate.retries):
+            self._note(step, target, f"{said}; retrying ({used + 1} of "
+                                     f"{self._cap(step.task, gate.retries)}).")
+            self._retry(step, target, gate, output, f"{said}.")
+        else:
+            self._spent(step, target, f"{said}, and its {used} retr{'y' if used == 1 else 'ies'}"
+                                      " did not pass")
+
+    def _retry(self, step: Step, target: SubtaskRecord, gate: TypeGate, judged: StepOutput,
+               said: str) -> None:
+        text = (f"{target.description}\n\n# Another try\nA quality gate judged your previous "
+                f"answer: {said}\n" + (f"{gate.hint}\n" if gate.hint else "")
+                + "The judge's answer:\n" + json.dumps(dict(judged.parsed or {}),
+                                                       ensure_ascii=False)[:3000]
+                + "\n\nYour previous answer:\n" + _answer_text(target)[:4000])
+        step.set_subtask(target, status=transition(target.status, SubtaskStatus.CORRECTING))
+        graph.emit_subtask(step, step.subtasks[target.id])
+        self._serving(step, target, StepKind.CORRECT, target.role, text,
+                      name=f"Retry: {target.name}", servers=target.options.mcp_servers,
+                      tool=None)
+
+    def _spent(self, step: Step, target: SubtaskRecord, why: str) -> None:
+        """The gate's retries are spent: what its `then` says."""
+        kind = self._type_of(target)
+        then = kind.gate.then if kind is not None and kind.gate is not None else Spent.FAIL
+        if then is Spent.GAP:
+            self._gap(step, target, why)
+        elif then is Spent.KEEP:
+            self._note(step, target, f"{why}; its last answer is kept.")
+            self._accept(step, target)
+        else:
+            graph.fail_task(step, f"{why}.")
+
+    def _accept(self, step: Step, target: SubtaskRecord) -> None:
+        output = evolve(target.output or StepOutput(), accepted=True)
+        self._done(step, self._plan_step(target), graph.complete(step, target, output))
+
+    def _gap(self, step: Step, target: SubtaskRecord, why: str) -> None:
+        """`target` is skipped: completed with a gap for an answer; what depends on it goes on."""
+        sub = step.set_subtask(target, status=transition(target.status, SubtaskStatus.COMPLETED),
+                               output=StepOutput(text=f"{GAP} {target.name}: {why}."),
+                               options=evolve(target.options, gap=why), progress=100,
+                               completed_at=step.ctx.now, current_attempt_id=None)
+        graph.emit_subtask(step, sub, gap=why)
+        self._note(step, sub, f"'{sub.name}' is a gap: {why}. What depends on it goes on "
+                              "without it.")
+        self._done(step, self._plan_step(sub), sub)
+
+    # ---- failures -----------------------------------------------------------------------------
+
+    def _typed_failure(self, step: Step, sub: SubtaskRecord, why: str) -> bool:
+        """`sub` failed for good (`why`): True if its plan type takes it over — a task that
+        degrades becomes a gap, a judge that fails keeps its task's answer with a warning, a
+        retry that fails spends the gate."""
+        kind = self._type_of(sub)
+        if kind is None:
+            return False
+        if sub.kind is StepKind.AGENT:  # (one that failed already cannot be a gap any more)
+            if kind.if_failed is not IfFailed.GAP or sub.status is SubtaskStatus.FAILED:
+                return False
+            self._gap(step, sub, f"it failed: {why}")
+            return True
+        if sub.status is not SubtaskStatus.FAILED:
+            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.FAILED),
+                                   error=why, completed_at=step.ctx.now, current_attempt_id=None)
+            graph.emit_subtask(step, sub)
+        target = step.subtasks[sub.target_id or uuid.UUID(int=0)]
+        if sub.kind is StepKind.JUDGE:
+            self._note(step, target, f"The gate of '{target.name}' could not judge it ({why}); "
+                                     "its answer is kept.")
+            self._accept(step, target)
+        else:
+            self._spent(step, target, f"its retry failed ({why})")
+        return True
+
+    # ---- what may start next ------------------------------------------------------------------
+
+    def _release(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
+        """Queue the runs of `sub`'s plan that may start now, each told what the tasks it
+        depends on found: in waves, every run of the lowest wave not yet completed."""
+        subs = step.subtasks
+        if self._schedule(step.task, doc_step) is Schedule.WAVES:
+            runs = [s for s in self._round(step, sub) if "." in s.key]
+            waiting = [s.options.wave or 0 for s in runs if s.status is not SubtaskStatus.COMPLETED]
+            if not waiting:
+                return
+            wave = min(waiting)
+            ready = [s for s in runs if s.status is SubtaskStatus.PENDING
+                     and (s.options.wave or 0) <= wave]
+            if ready:
+                total = 1 + max(s.options.wave or 0 for s in runs)
+                step.emit(EventType.NOTICE, level="info", wave=wave + 1, waves=total,
+                          message=f"Wave {wave + 1} of {total} starts: "
+                                  + ", ".join(s.name for s in ready) + ".")
+        else:
+            ready = [subs[o] for o in step.dependents(sub.id)
+                     if subs[o].status is SubtaskStatus.PENDING]
+        for other in ready:
+            if all(subs[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
+                queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
+                                          description=other.description + self._inputs(
+                                              step, other))
+                graph.emit_subtask(step, queued)
+
+    def _inputs(self, step: Step, run: SubtaskRecord) -> str:
+        """What the planned tasks `run` depends on found (a gap said as one)."""
+        deps = [step.subtasks[d] for d in run.dependencies
+                if step.subtasks[d].kind is StepKind.AGENT and "." in step.subtasks[d].key]
+        if not deps:
+            return ""
+        parts = ["\n\n# What the tasks this one depends on found"]
+        budget = MAX_INPUTS_CHARS
+        for dep in deps:
+            if dep.options.gap:
+                parts.append(f"\n## {dep.name}: a gap\nNot found: {dep.options.gap}.")
+                continue
+            text = _answer_text(dep)[:min(MAX_INPUT_CHARS, max(budget, 0))]
+            budget -= len(text)
+            parts.append(f"\n## {dep.name} ({dep.options.plan_type})\n{text}")
+        return "\n".join(parts)
+
+    # ---- small helpers ------------------------------------------------------------------------
+
+    def _count(self, step: Step, target: SubtaskRecord, kind: StepKind) -> int:
+        return sum(1 for s in step.subtasks.values() if s.target_id == target.id
+                   and s.kind is kind and s.status is SubtaskStatus.COMPLETED)
+
+    def _note(self, step: Step, sub: SubtaskRecord, message: str) -> None:
+        step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id), message=message)
+
+
+def _answer_text(sub: SubtaskRecord) -> str:
+    if sub.output is None:
+        return ""
+    if sub.output.answers and sub.output.parsed is not None:
+        return json.dumps(dict(sub.output.parsed), ensure_ascii=False, indent=1)
+    return sub.output.text
+
+
+def _field(value: Mapping[str, Any], path: str) -> Any:
+    found: Any = value
+    for part in path.split("."):
+        found = found.get(part) if isinstance(found, Mapping) else None
+    return found

@@ -1,0 +1,182 @@
+"""Typed plans, in a workflow document: the task types an `expand` step's planner may plan, the
+role that runs each type, its quality gate, what a failure of it costs, how the plan is
+scheduled (`waves` or `eager`) and the plan used when the planner gives none (`default_plan`).
+
+```yaml
+- id: plan
+  kind: expand
+  role: planner
+  schedule: "{schedule}"          # waves: wave N+1 starts once every gate of wave N decided
+  types:
+    retrieval_rag:
+      role: rag                   # who runs a task of this type
+      description: search the documents for passages that answer a question
+      if_failed: gap              # its retries spent: a gap in the report, not a failed task
+      gate: {judge: judge, min_score: "{rag_threshold}", on_fail: retry, retries: 1,
+             hint: "Search again with an expanded query: synonyms, related terms."}
+  default_plan:
+    - {name: Passages, type: retrieval_rag, description: "…"}
+```
+
+A gate's judge is a role whose answer's contract holds the score (`score`, a field path); below
+`min_score` the gate's `on_fail` acts: `retry` runs the task again with the judge's answer and
+the `hint` (at most `retries` times, then `then`: `gap`, `keep` or `fail`), `warn` keeps the
+answer with a notice, `fail` fails the task. The checks that need the whole document (roles that
+exist, parameters of the right type) are `problems`, which `document.problems` calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME = r"^[a-z][a-z0-9_]{0,39}$"
+PARAM = r"^\{[a-z][a-z0-9_]*\}$"
+MAX_RETRIES = 5  # the most a gate's `retries` may be
+Name = Annotated[str, Field(pattern=NAME)]
+Path = tuple[str | int, ...]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Schedule(StrEnum):
+    """How the runs of a plan are started."""
+
+    EAGER = "eager"  # each as soon as the tasks it depends on are done
+    WAVES = "waves"  # by topological layers: a layer once every gate of the one before decided
+
+
+class OnFail(StrEnum):
+    """What a gate does with a score below its threshold."""
+
+    RETRY = "retry"  # run the task again, told the judge's answer and the hint
+    WARN = "warn"  # keep the answer, with a warning
+    FAIL = "fail"  # fail the task
+
+
+class Spent(StrEnum):
+    """What a task becomes once its gate's retries are spent (or the retry failed)."""
+
+    GAP = "gap"  # skipped: a gap that dependents and the report are told of
+    KEEP = "keep"  # its last answer, with a warning
+    FAIL = "fail"  # the task fails
+
+
+class IfFailed(StrEnum):
+    """What a task whose attempts all failed becomes."""
+
+    FAIL = "fail"  # the task fails (as any step's)
+    GAP = "gap"  # a gap; its dependents run with what exists
+
+
+class TypeGate(_Strict):
+    """A quality gate on every task of one type, decided by a judge role."""
+
+    judge: Name  # a role with an output contract holding the score
+    score: str = Field(default="score", pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
+    min_score: float | Annotated[str, Field(pattern=PARAM)]
+    on_fail: OnFail = OnFail.RETRY
+    retries: int | Annotated[str, Field(pattern=PARAM)] = 1
+    then: Spent = Spent.GAP
+    hint: str = Field(default="", max_length=2_000)  # what a retry is told to do differently
+
+
+class PlanType(_Strict):
+    """A type of task the planner may plan."""
+
+    role: Name
+    description: str = Field(default="", max_length=1_000)  # for the planner
+    gate: TypeGate | None = None
+    if_failed: IfFailed = IfFailed.FAIL
+
+
+class DefaultTask(_Strict):
+    """A task of the plan used when the planner gives none that fits."""
+
+    name: str = Field(min_length=1, max_length=200)
+    type: Name
+    description: str = Field(min_length=1, max_length=4_000)
+    dependencies: list[str] = Field(default_factory=list)  # names of earlier tasks
+
+
+ScheduleField = Schedule | Annotated[str, Field(pattern=PARAM)]
+
+
+def problems(step: Any, i: int, roles: Mapping[str, Any],
+             parameters: Mapping[str, Any]) -> list[tuple[Path, str]]:
+    """What is wrong with the typed-plan fields of step `i` (a `StepDoc`) in a document with
+    `roles` (name → `Role`) and `parameters` (name → `Parameter`)."""
+    where: Path = ("steps", i)
+    found: list[tuple[Path, str]] = []
+    typed = bool(step.types)
+    if not typed:
+        for field in ("default_plan",):
+            if getattr(step, field):
+                found.append(((*where, field), "only a step with `types` takes a default plan"))
+        if step.schedule != Schedule.EAGER:
+            found.append(((*where, "schedule"), "only a step with `types` is scheduled in "
+                                                "waves"))
+        return found
+    if step.each is not None:
+        found.append(((*where, "each"), "give either `each` or `types`"))
+    if isinstance(step.schedule, str) and step.schedule.startswith("{"):
+        found += _parameter_problem((*where, "schedule"), step.schedule, parameters,
+                                    ("string",), choices=set(Schedule))
+    for name, kind in step.types.items():
+        at: Path = (*where, "types", name)
+        if kind.role not in roles:
+            found.append(((*at, "role"), f"no role '{kind.role}' in roles"))
+        if kind.gate is not None:
+            found += _gate_problems((*at, "gate"), kind.gate, roles, parameters)
+    names: list[str] = []
+    for j, task in enumerate(step.default_plan):
+        if task.type not in step.types:
+            found.append(((*where, "default_plan", j, "type"), f"no type '{task.type}' in "
+                                                               "types"))
+        for dep in task.dependencies:
+            if dep not in names:
+                found.append(((*where, "default_plan", j, "dependencies"),
+                              f"'{dep}' is not an earlier task of the default plan"))
+        names.append(task.name)
+    return found
+
+
+def _gate_problems(at: Path, gate: TypeGate, roles: Mapping[str, Any],
+                   parameters: Mapping[str, Any]) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    judge = roles.get(gate.judge)
+    if judge is None:
+        found.append(((*at, "judge"), f"no role '{gate.judge}' in roles"))
+    elif judge.output is None:
+        found.append(((*at, "judge"), f"role '{gate.judge}' judges: give it an output "
+                                      f"contract holding '{gate.score}'"))
+    if isinstance(gate.min_score, str):
+        found += _parameter_problem((*at, "min_score"), gate.min_score, parameters,
+                                    ("number", "integer"))
+    if isinstance(gate.retries, str):
+        found += _parameter_problem((*at, "retries"), gate.retries, parameters, ("integer",),
+                                    most=MAX_RETRIES)
+    elif not 0 <= gate.retries <= MAX_RETRIES:
+        found.append(((*at, "retries"), f"a gate retries 0 to {MAX_RETRIES} times"))
+    return found
+
+
+def _parameter_problem(at: Path, ref: str, parameters: Mapping[str, Any], kinds: tuple[str, ...],
+                       *, most: int | None = None,
+                       choices: set[str] | None = None) -> list[tuple[Path, str]]:
+    name = ref.strip("{}")
+    param = parameters.get(name)
+    if param is None or param.type.value not in kinds:
+        return [(at, f"no {' or '.join(kinds)} parameter '{name}'")]
+    if most is not None and (param.maximum is None or param.maximum > most
+                             or (param.minimum or 0) < 0):
+        return [(at, f"parameter '{name}' bounds it: give it a maximum, within 0..{most}")]
+    if choices is not None and not (param.choices and set(param.choices) <= choices):
+        return [(at, f"parameter '{name}' chooses it: give it choices among "
+                     f"{', '.join(sorted(choices))}")]
+    return []

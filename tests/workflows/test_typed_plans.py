@@ -1,0 +1,214 @@
+"""Typed plans, run by the engine with no I/O: each planned task's type picks its role; a gate's
+judge scores it before it counts (retry with a hint, warn, or a gap once retries are spent); a
+task that keeps failing degrades into a gap; `waves` holds a layer until every gate of the one
+before has decided, `eager` does not; a plan that cannot be read falls back to the default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shoal.engine.model import StepKind, SubtaskRecord
+from shoal.events import EventType
+from shoal.states import SubtaskStatus, TaskStatus
+from shoal.workflows.document import DocumentError, load_document
+from tests.workflows.test_interpreter import Run
+from tests.workflows.test_routing import fail
+
+STUDY = """\
+name: study
+version: 1
+description: Plan typed tasks, gate them, write it up.
+parameters:
+  schedule: {type: string, default: waves, choices: [waves, eager]}
+  find_min: {type: number, default: 0.7, minimum: 0, maximum: 1}
+roles:
+  planner: {prompt: "Plan the research: {query}"}
+  finder: {prompt: "Find: {item}"}
+  counter: {prompt: "Count: {item}"}
+  writer: {prompt: "Write: {item}"}
+  judge:
+    prompt: "Judge this: {item}"
+    output:
+      type: object
+      required: [score]
+      properties: {score: {type: number}, feedback: {type: string}}
+steps:
+  - id: plan
+    kind: expand
+    role: planner
+    schedule: "{schedule}"
+    types:
+      find:
+        role: finder
+        description: look something up in the sources
+        if_failed: gap
+        gate: {judge: judge, min_score: "{find_min}", retries: 1, hint: Expand the query.}
+      count: {role: counter, gate: {judge: judge, min_score: 0.6, on_fail: warn}}
+      write: {role: writer}
+    default_plan:
+      - {name: Look, type: find, description: look it up}
+      - {name: Write up, type: write, description: write it, dependencies: [Look]}
+"""
+PLAN = json.dumps({"subtasks": [
+    {"name": "Find A", "type": "find", "description": "passages on A"},
+    {"name": "Count B", "type": "count", "description": "rows of B"},
+    {"name": "Find C", "type": "find", "description": "passages on C", "dependencies": [0]},
+    {"name": "Write", "type": "write", "description": "the report",
+     "dependencies": ["Find C", "Count B"]}]})
+
+
+def by_name(run: Run, name: str) -> SubtaskRecord:
+    return next(s for s in run.state.subtasks.values() if s.name == name)
+
+
+def judge_of(run: Run, target: SubtaskRecord, kind: StepKind = StepKind.JUDGE) -> SubtaskRecord:
+    return next(s for s in run.queued() if s.target_id == target.id and s.kind is kind)
+
+
+def judged(run: Run, name: str, answer: str, score: float) -> None:
+    """Answer the run `name`, then its gate's judge with `score`."""
+    target = by_name(run, name)
+    run.answer(target.key, answer)
+    run.answer(judge_of(run, target).key, json.dumps({"score": score, "feedback": "thin"}))
+
+
+def notices(run: Run) -> list[str]:
+    return [str(d["message"]) for t, d in run.events if t is EventType.NOTICE]
+
+
+def test_each_type_runs_by_its_role_and_a_wave_waits_for_every_gate_before_it() -> None:
+    run = Run(STUDY)
+    planner = run.queued()[0]
+    assert '"type"' in planner.description
+    assert "- find: look something up" in \
+        planner.description
+    run.answer("plan#1", PLAN)
+    planned = [d for t, d in run.events if t is EventType.TASK_UPDATE and "plan" in d][-1]
+    assert (planned["types"], planned["waves"]) == (["find", "count", "find", "write"], 3)
+    assert {s.name for s in run.queued()} == {"Find A", "Count B"}
+    assert by_name(run, "Count B").role == "counter"
+    assert by_name(run, "Count B").description == "Count: Count B: rows of B"
+    judged(run, "Find A", "A is 3", 0.9)
+    assert by_name(run, "Find A").status is SubtaskStatus.COMPLETED
+    # Find C's own dependency is done, but its wave waits for Count B's gate.
+    assert by_name(run, "Find C").status is SubtaskStatus.PENDING
+    count = by_name(run, "Count B")
+    run.answer(count.key, "B has 12 rows")
+    assert by_name(run, "Count B").status is SubtaskStatus.VERIFYING
+    assert "B has 12 rows" in judge_of(run, count).description
+    assert by_name(run, "Find C").status is SubtaskStatus.PENDING  # the gate has not decided
+    run.answer(judge_of(run, count).key, json.dumps({"score": 0.4}))
+    assert any("kept, as its type's gate says (warn)" in n for n in notices(run))
+    find_c = by_name(run, "Find C")
+    assert find_c.status is SubtaskStatus.QUEUED
+    assert "## Find A (find)\nA is 3" in find_c.description  # what its dependency found
+    assert "Count B" not in find_c.description  # not a dependency of its own
+    assert any(n.startswith("Wave 2 of 3 starts: Find C") for n in notices(run))
+    judged(run, "Find C", "C is 5", 0.8)
+    write = by_name(run, "Write")
+    assert write.role == "writer"
+    assert "## Find C (find)\nC is 5" in write.description
+    assert "## Count B (count)\nB has 12 rows" in write.description
+    run.answer(write.key, "# Report")
+    assert run.state.task.status is TaskStatus.COMPLETED
+
+
+def test_eager_starts_a_task_once_its_own_dependencies_are_done() -> None:
+    run = Run(STUDY, schedule="eager")
+    run.answer("plan#1", PLAN)
+    judged(run, "Find A", "A is 3", 0.9)
+    assert by_name(run, "Find C").status is SubtaskStatus.QUEUED  # Count B still runs
+
+
+def test_a_low_score_retries_with_the_hint_then_becomes_a_gap_the_report_is_told_of() -> None:
+    run = Run(STUDY)
+    run.answer("plan#1", PLAN)
+    judged(run, "Find A", "A is maybe 3", 0.3)
+    find_a = by_name(run, "Find A")
+    assert find_a.status is SubtaskStatus.CORRECTING
+    retry = judge_of(run, find_a, StepKind.CORRECT)
+    assert retry.role == "finder"
+    assert "Expand the query." in retry.description
+    assert '"feedback": "thin"' in retry.description
+    assert "A is maybe 3" in retry.description
+    run.answer(retry.key, "A is 3, or 4")  # the second try, recorded as its own run
+    assert by_name(run, "Find A").output.text == "A is 3, or 4"  # type: ignore[union-attr]
+    run.answer(judge_of(run, find_a).key, json.dumps({"score": 0.2}))
+    find_a = by_name(run, "Find A")
+    assert find_a.status is SubtaskStatus.COMPLETED
+    assert find_a.options.gap is not None
+    assert "did not pass" in find_a.options.gap
+    assert find_a.output is not None
+    assert find_a.output.text.startswith("[gap] Find A")
+    judged(run, "Count B", "12", 0.9)
+    find_c = by_name(run, "Find C")
+    assert "## Find A: a gap" in find_c.description
+    judged(run, "Find C", "C is 5", 0.9)
+    run.answer(by_name(run, "Write").key, "# Report\n## Gaps\nA")
+    assert run.state.task.status is TaskStatus.COMPLETED
+
+
+def test_a_task_that_keeps_failing_is_a_gap_where_its_type_says_so_else_the_task_fails() -> None:
+    run = Run(STUDY)
+    run.answer("plan#1", PLAN)
+    fail(run, by_name(run, "Find A").key)
+    assert by_name(run, "Find A").options.gap is not None
+    assert run.state.task.status is TaskStatus.IN_PROGRESS
+    judged(run, "Count B", "12", 0.9)
+    judged(run, "Find C", "C", 0.9)
+    fail(run, by_name(run, "Write").key)  # `write` does not degrade
+    assert run.state.task.status is TaskStatus.FAILED
+
+
+def test_a_plan_off_its_schema_is_repaired_once_then_the_default_plan_runs() -> None:
+    run = Run(STUDY)
+    run.answer("plan#1", json.dumps({"subtasks": [{"name": "X", "type": "dance",
+                                                   "description": "x"}]}))
+    planner = run.queued()[0]
+    assert planner.key == "plan#1"
+    assert planner.options.repair
+    run.answer("plan#1", "First look, then write.")
+    planned = [d for t, d in run.events if t is EventType.TASK_UPDATE and "plan" in d][-1]
+    assert planned["plan_source"] == "default"
+    assert [p["name"] for p in planned["plan"]] == ["Look", "Write up"]
+    assert any("Used the default plan" in n for n in notices(run))
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), [
+    ("    kind: expand\n", "steps.0.kind", None),
+    ("      write: {role: writer}\n", "steps.0.types.write.role", "no role 'author'"),
+    ("  judge:\n    prompt: \"Judge this: {item}\"\n", "steps.0.types.find.gate.judge",
+     "give it an output contract"),
+    ("  schedule: {type: string, default: waves, choices: [waves, eager]}\n",
+     "steps.0.schedule", "give it choices among eager, waves"),
+    ("      - {name: Look, type: find, description: look it up}\n",
+     "steps.0.default_plan.0.type", "no type 'seek'"),
+])
+def test_the_document_check_names_the_line_and_field_of_a_typed_plans_mistake(
+    change: str, field: str, problem: str | None,
+) -> None:
+    broken = {
+        "    kind: expand\n": "    kind: agent\n",
+        "      write: {role: writer}\n": "      write: {role: author}\n",
+        "  judge:\n    prompt: \"Judge this: {item}\"\n":
+            "  judge:\n    prompt: \"Judge this: {item}\"\n  unused:\n    prompt: x\n",
+        "  schedule: {type: string, default: waves, choices: [waves, eager]}\n":
+            "  schedule: {type: string, default: waves}\n",
+        "      - {name: Look, type: find, description: look it up}\n":
+            "      - {name: Look, type: seek, description: look it up}\n",
+    }[change]
+    text = STUDY.replace(change, broken)
+    if problem == "give it an output contract":  # the judge loses its contract
+        text = text.replace("    output:\n      type: object\n      required: [score]\n"
+                            "      properties: {score: {type: number}, feedback: "
+                            "{type: string}}\n", "")
+    with pytest.raises(DocumentError) as caught:
+        load_document(text, source="study.yaml")
+    details = caught.value.details
+    assert details["field"] == field.replace("steps.0.kind", "steps.0.types")
+    assert details["line"] is not None
+    assert details["line"] > 1
+    if problem:
+        assert problem in str(details["problem"])
