@@ -1,5 +1,6 @@
 """`shoal mcp sources` over real stdio with the official `mcp` client, as a worker starts it, on
-a workspace holding a Markdown guide, a PDF, a CSV, a Parquet file and a SQLite database."""
+a workspace holding a Markdown guide, a PDF, a CSV, a Parquet file and a SQLite database.
+The worker's data folder (`SHOAL_DATA_DIR`, where its index folder is) is each test's own."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from mcp import Client, StdioServerParameters
 from starlette.applications import Starlette
 
 from shoal.demo.fake.exchange import request_log
-from shoal.demo.model import create_demo_model_app, running_demo_model
+from shoal.demo.model import create_demo_model_app, recorded_requests, running_demo_model
 from shoal.protocol import McpServer
+from shoal.retrieval import index as indexes
 from shoal.retrieval.embeddings import NO_EMBEDDING_MODEL
+from shoal.retrieval.extraction import EXTRACTOR_ROLE, NO_CHAT_MODEL
 from shoal.tools.mcp_config import launch
 from tests.retrieval.samples import BUILT_FACT, FERRY_FACT, write_data, write_documents
 
@@ -39,6 +42,13 @@ async def call(client: Client, tool: str, **arguments: object) -> Any:
     return json.loads(getattr(result.content[0], "text", ""))
 
 
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The worker's data folder: `launch` puts the shared index folder in it (`index/`)."""
+    monkeypatch.setenv("SHOAL_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "attempt"
@@ -47,9 +57,10 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path) -> None:
+async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path,
+                                                                 data_dir: Path) -> None:
     """Listing, BM25 search with citations, the schema and a query all work, and search says
-    it ran without vectors; the index goes to `<workspace>/.index` by default."""
+    it ran without vectors; the indexes go to the worker's index folder (`<data>/index`)."""
     async with connected(workspace) as sources:
         listed = await call(sources, "list_sources")
         found = await call(sources, "search_passages", query="first ferry Gull Island", k=2)
@@ -72,7 +83,7 @@ async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path)
     assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "columns": ["orders"],
                     "rows": [[3]], "row_count": 1, "truncated": False,
                     "seconds": rows["seconds"]}
-    assert len(list((workspace / ".index").glob("*.sqlite"))) == 2
+    assert len(list((data_dir / "index").glob("*.sqlite"))) == 2
 
 
 async def test_refused_sql_is_an_error_result_and_the_server_goes_on(workspace: Path) -> None:
@@ -144,3 +155,71 @@ async def test_a_large_source_sent_as_its_text_is_cited_by_its_own_name(tmp_path
     best = found["passages"][0]
     assert (best["document"], best["page"], best["text"]) == (
         "report.pdf", 2, "The bridge opened in 1932.")
+
+
+async def test_graph_neighbors_without_a_chat_model_is_heuristic_and_cited(
+        workspace: Path, data_dir: Path) -> None:
+    """Without a chat model the graph is heuristic and says why; a name in any case and
+    spacing finds its entity, whose edge cites a passage that is the document's own text, and
+    a name the graph lacks gets a note. Each document's graph is kept beside its index."""
+    async with connected(workspace) as sources:
+        found = await call(sources, "graph_neighbors", entities=["gull  ISLAND", "Atlantis"])
+    assert (found["mode"], found["note"], found["depth"]) == ("heuristic", NO_CHAT_MODEL, 1)
+    assert found["entities"] == ["Gull Island"]
+    assert found["edges"] == [{"subject": "Gull Island", "relation": "co_occurs",
+                               "object": "Pier 3", "hop": 1, "passages": [1]}]
+    (passage,) = found["passages"]
+    text = (workspace / "sources/guide.md").read_text(encoding="utf-8")
+    assert (passage["document"], passage["heading"]) == ("guide.md", "Timetable")
+    assert text[passage["start"]:passage["end"]] == passage["text"]
+    assert FERRY_FACT in passage["text"]
+    assert found["not_found"][0]["note"].startswith('No entity named "Atlantis"')
+    assert len(list((data_dir / "index").glob("*.graph.v1.heuristic-*.json"))) == 2
+
+
+async def test_graph_neighbors_refuses_a_bad_depth_and_no_names(workspace: Path) -> None:
+    """A depth outside 1..3, or no name at all, is an error saying what to send."""
+    async with connected(workspace) as sources:
+        deep = await call(sources, "graph_neighbors", entities=["Gull Island"], depth=4)
+        empty = await call(sources, "graph_neighbors", entities=[" "])
+    assert deep == {"error": "depth must be 1, 2 or 3 (hops from the named entities); got 4."}
+    assert empty["error"].startswith("entities is empty")
+
+
+async def test_graph_neighbors_with_the_fake_chat_model_extracts_once(
+        workspace: Path, tmp_path: Path) -> None:
+    """With a chat model configured the graph is the model's (one extraction request per
+    passage, to the fake model server); a later attempt sharing the index folder reuses it
+    and asks the model nothing."""
+    app: Starlette = create_demo_model_app()
+
+    def extractions() -> int:
+        return sum(1 for r in request_log(app) if r.conversation is not None
+                   and EXTRACTOR_ROLE in "".join(r.conversation.texts("system")))
+
+    async with running_demo_model(app) as base_url:
+        env = {"SHOAL_OPENAI_COMPAT_BASE_URL": base_url,
+               "SHOAL_INDEX_DIR": str(tmp_path / "index")}
+        async with connected(workspace, **env) as sources:
+            first = await call(sources, "graph_neighbors", entities=["Gull Island"], depth=2)
+        asked = extractions()
+        later = tmp_path / "later-attempt"
+        write_documents(later / "sources")
+        async with connected(later, **env) as sources:
+            second = await call(sources, "graph_neighbors", entities=["gull island"], depth=2)
+    assert (first["mode"], first["note"]) == ("model", "")
+    assert [(e["subject"], e["object"]) for e in first["edges"]] == [("Gull Island", "Pier 3")]
+    assert asked == len(recorded_requests(app)) == _passage_count(tmp_path / "index",
+                                                                   workspace / "sources")
+    assert extractions() == asked
+    assert second == first
+
+
+def _passage_count(index_dir: Path, folder: Path) -> int:
+    """How many passages the indexes of the guide and the history hold."""
+    total = 0
+    for name in ("guide.md", "history.pdf"):
+        index = indexes.open(index_dir, indexes.content_hash(folder / name), document=name)
+        total += index.chunk_count()
+        index.close()
+    return total

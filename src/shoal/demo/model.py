@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 
+from shoal.demo.extraction import extraction_answer
 from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, recorded_requests
 from shoal.demo.fake.server import create_fake_app, running_fake_server, serve_fake_server
 from shoal.demo.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall, ToolSpec
@@ -103,6 +104,8 @@ def decide_reply(conversation: Conversation) -> Reply:
     `run_command`); the server fits them to the tools the client offered.
     """
     turn = _read_turn(conversation)
+    if (extracted := extraction_answer(turn.prompt)) is not None:  # "Role: extractor"
+        return Reply(text=extracted)
     text = turn.instructions
     delay = _number(text, "slow")
     pace = _number(text, "pace")

@@ -1,16 +1,21 @@
-"""`shoal mcp sources`: search the task's sources for cited passages; query its data with SQL.
+"""`shoal mcp sources`: search the task's sources for cited passages, walk the knowledge graph of
+its documents, and query its data with SQL.
 
 Works over `sources/` in the attempt's workspace (`SHOAL_WORKSPACE`), where a task's files
 arrive (a large one as its text, `<name>.txt`). Documents (Markdown, text, HTML, PDF) are
 searched with `search_passages`, which indexes each on first use (`shoal.retrieval.index`)
 under `SHOAL_INDEX_DIR`, else `<workspace>/.index`; an index is named by the file's content,
-so a folder shared between attempts makes every later task over the same file reuse it. Data
-files (CSV, Parquet, SQLite) are tables for `query_data` (`shoal.retrieval.sql`).
+so a folder shared between attempts makes every later task over the same file reuse it.
+`graph_neighbors` walks a graph of the documents' entities and relations (`shoal.retrieval.graph`),
+extracted on first use and kept in the same folder beside each index. Data files (CSV, Parquet,
+SQLite) are tables for `query_data` (`shoal.retrieval.sql`).
 
 Embeddings come from the worker's settings (`SHOAL_EMBEDDING_MODEL`, `SHOAL_EMBEDDING_PROVIDER`
 and that provider's base URL and key, from this process's environment): without them search is
-BM25 alone, and each result says which mode ran and why. Every tool answers JSON; what goes
-wrong is an `error` the agent can act on, never a crash of the server.
+BM25 alone, and each result says which mode ran and why. The graph's entities and relations are
+extracted by the chat model at `SHOAL_OPENAI_COMPAT_BASE_URL` (`SHOAL_OPENAI_COMPAT_MODEL`); without
+one, heuristically, and `graph_neighbors` says which ran and why. Every tool answers JSON; what
+goes wrong is an `error` the agent can act on, never a crash of the server.
 """
 
 from __future__ import annotations
@@ -33,6 +38,14 @@ from shoal.mcp_servers import workspace
 from shoal.retrieval import index as indexes
 from shoal.retrieval.corpus import Corpus
 from shoal.retrieval.embeddings import Embedder, embedder_from_settings
+from shoal.retrieval.extraction import ChatExtractor, extractor_from_settings
+from shoal.retrieval.graph import (
+    MAX_DEPTH,
+    KnowledgeGraph,
+    Neighborhood,
+    knowledge_graph,
+    neighbors,
+)
 from shoal.retrieval.search import SearchResult
 from shoal.retrieval.search import search_passages as search
 from shoal.retrieval.sql import DATA_KINDS, DataCatalog, DataFile, open_catalog, table_names
@@ -41,9 +54,10 @@ from shoal.retrieval.sql import query_data as run_sql
 server = MCPServer("sources", instructions=(
     "Read the task's own sources (the user's files under sources/). search_passages finds "
     "passages of the documents that answer a question, each with its citation (document, page "
-    "or heading, character range): cite those. list_sources says what there is; data_schema "
-    "and query_data answer questions about data files (CSV, Parquet, SQLite) with one "
-    "read-only SQL SELECT."))
+    "or heading, character range): cite those. graph_neighbors names the entities related to "
+    "the ones you give (within 1 to 3 hops) and the passages each relation came from. "
+    "list_sources says what there is; data_schema and query_data answer questions about data "
+    "files (CSV, Parquet, SQLite) with one read-only SQL SELECT."))
 
 MAX_K = 20
 _DOCUMENT_KINDS = frozenset({SourceKind.markdown, SourceKind.text, SourceKind.html,
@@ -76,11 +90,14 @@ class _Source:
 
 @dataclass
 class _Shelf:
-    """What this server keeps between calls: open indexes and the data catalog."""
+    """What this server keeps between calls: open indexes, the knowledge graph and the data
+    catalog."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     opened: dict[tuple[str, int, int], indexes.Index] = field(default_factory=dict)
     corpus: Corpus | None = None
+    graph: KnowledgeGraph | None = None
+    graph_key: tuple[object, ...] = ()
     catalog: DataCatalog | None = None
     catalog_key: tuple[tuple[str, int, int], ...] = ()
 
@@ -140,6 +157,27 @@ def _embedder() -> tuple[Embedder | None, str]:
         return None, f"The embedding settings are not usable ({message})."
 
 
+def _extractor() -> tuple[ChatExtractor | None, str]:
+    """The configured chat model that extracts the graph, or None and why there is none."""
+    try:
+        return extractor_from_settings(Settings(_env_file=None, mode="dev")), ""
+    except ValidationError as exc:
+        return None, f"The chat model settings are not usable ({str(exc).splitlines()[0]})."
+
+
+async def _indexed(documents: list[_Source]) -> list[indexes.Index]:
+    """The documents' indexes, each built where it is not yet (call it holding the lock)."""
+    shelf = _the_shelf()
+    opened: list[indexes.Index] = []
+    for source in documents:
+        if source.key not in shelf.opened:
+            assert source.kind is not None
+            shelf.opened[source.key] = await indexes.build(
+                source.path, kind=source.kind, index_dir=_index_dir(), document=source.name)
+        opened.append(shelf.opened[source.key])
+    return opened
+
+
 async def _corpus(documents: list[_Source],
                   embedder: Embedder | None) -> tuple[Corpus, list[str]]:
     """The documents as one corpus: each indexed where it is not yet (with its embeddings where
@@ -147,13 +185,7 @@ async def _corpus(documents: list[_Source],
     and notes on what could not be done."""
     shelf = _the_shelf()
     async with shelf.lock:
-        opened: list[indexes.Index] = []
-        for source in documents:
-            if source.key not in shelf.opened:
-                assert source.kind is not None
-                shelf.opened[source.key] = await indexes.build(
-                    source.path, kind=source.kind, index_dir=_index_dir(), document=source.name)
-            opened.append(shelf.opened[source.key])
+        opened = await _indexed(documents)
         notes = await _embedded(opened, embedder) if embedder is not None else []
         if shelf.corpus is None or shelf.corpus.indexes != tuple(opened):
             if shelf.corpus is not None:
@@ -202,6 +234,79 @@ async def search_passages(query: str, k: int = 5) -> str:
     note = " ".join(n for n in [problem, result.note, *notes] if n)
     return json.dumps({"query": query, "mode": str(result.mode), "note": note,
                        "passages": _passages(result)}, ensure_ascii=False)
+
+
+async def _graph(documents: list[_Source], extractor: ChatExtractor | None) -> KnowledgeGraph:
+    """The documents' knowledge graph, each source's extracted where it is missing; kept while
+    the documents and the extractor stay the same (a heuristic stand-in for a model that could
+    not answer is not kept: the model is asked again next call)."""
+    shelf = _the_shelf()
+    async with shelf.lock:
+        opened = await _indexed(documents)
+        key = (tuple(s.key for s in documents), extractor.key if extractor else None)
+        if shelf.graph is None or shelf.graph_key != key:
+            graph = await knowledge_graph(opened, extractor)
+            if extractor is not None and graph.mode is not extractor.mode:
+                return graph
+            shelf.graph, shelf.graph_key = graph, key
+        return shelf.graph
+
+
+def _neighborhood(found: Neighborhood) -> dict[str, Any]:
+    """The edges found, each citing its passages by number, and those passages once each."""
+    numbers: dict[tuple[str, int], int] = {}
+    passages: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    for edge in found.edges:
+        cited: list[int] = []
+        for chunk in edge.passages:
+            where = chunk.citation
+            if (where.document, where.start) not in numbers:
+                numbers[where.document, where.start] = len(passages) + 1
+                passages.append({"id": len(passages) + 1, "document": where.document,
+                                 "page": where.page, "heading": where.heading,
+                                 "start": where.start, "end": where.end,
+                                 "citation": where.label(), "text": chunk.text})
+            cited.append(numbers[where.document, where.start])
+        edges.append({"subject": edge.subject, "relation": edge.relation,
+                      "object": edge.object, "hop": edge.hop, "passages": cited})
+    return {"entities": list(found.entities), "edges": edges, "passages": passages,
+            "edges_found": found.found, "truncated": found.found > len(found.edges),
+            "not_found": [{"name": m.name, "suggestions": list(m.suggestions),
+                           "note": m.note()} for m in found.missing]}
+
+
+@server.tool(annotations=_READ_ONLY)
+async def graph_neighbors(entities: list[str], depth: int = 1) -> str:
+    """The relations around `entities` (names as the documents write them; case and spacing do
+    not matter) in a knowledge graph of the task's documents: every edge (subject, relation,
+    object) within `depth` hops (1 to 3; 1: the relations of the named entities themselves),
+    nearest and best attested first, each citing by number the passages it came from
+    (document, page or heading, character range [start, end), text). `not_found` lists names
+    no entity has, with close matches. `mode` says how the graph was extracted: "model" (the
+    chat model) or "heuristic" (capitalised names related by sharing a sentence; `note` says
+    why). Returns JSON."""
+    if not 1 <= depth <= MAX_DEPTH:
+        return json.dumps({"error": f"depth must be 1, 2 or 3 (hops from the named entities); "
+                                    f"got {depth}."})
+    names = [e for e in entities if e.strip()]
+    if not names:
+        return json.dumps({"error": "entities is empty: name at least one, as the documents "
+                                    "write it (e.g. a person, place or organisation)."})
+    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
+    if not documents:
+        return json.dumps({"error": "The task has no documents to draw a graph from (Markdown, "
+                                    "text, HTML or PDF under sources/). Call list_sources to "
+                                    "see what there is."})
+    extractor, problem = _extractor()
+    try:
+        graph = await _graph(documents, extractor)
+        found = neighbors(graph.graph, names, depth)
+    except ShoalError as exc:
+        return json.dumps({"error": exc.message})
+    note = " ".join(n for n in [problem, graph.note] if n)
+    return json.dumps({"depth": depth, "mode": str(graph.mode), "note": note,
+                       **_neighborhood(found)}, ensure_ascii=False)
 
 
 @server.tool(annotations=_READ_ONLY)

@@ -50,9 +50,11 @@ class Launch:
 
 
 # What a bundled server (`shoal mcp …`) takes from the worker's environment: how `sources`
-# embeds text (no secret but the key of the provider it embeds with) and where indexes live.
+# embeds text and extracts its graph (no secret but the keys of the providers it calls) and
+# where indexes live.
 BUNDLED_ENV = ("SHOAL_EMBEDDING_PROVIDER", "SHOAL_EMBEDDING_MODEL", "SHOAL_EMBEDDING_BATCH",
                "SHOAL_EMBEDDING_TIMEOUT", "SHOAL_OPENAI_COMPAT_BASE_URL",
+               "SHOAL_OPENAI_COMPAT_MODEL", "SHOAL_OPENAI_COMPAT_API_KEY",
                "SHOAL_OPENAI_BASE_URL", "OLLAMA_HOST", "SHOAL_INDEX_DIR")
 
 
