@@ -60,8 +60,8 @@ pdf:
 	fi
 
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
-## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline
-## or WORKFLOW=supervisor runs that workflow's sample instead of the default `dag`.
+## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline,
+## WORKFLOW=supervisor or WORKFLOW=research runs that workflow's sample instead of `dag`.
 run: setup
 	$(VENV)/bin/shoal up --demo --port $(PORT) --workflow $(WORKFLOW)
 

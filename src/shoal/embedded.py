@@ -20,9 +20,10 @@ from rich.text import Text
 from shoal import admin
 from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
-from shoal.client import ShoalClient, load_credentials, save_credentials
+from shoal.client import ApiError, ShoalClient, load_credentials, save_credentials
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
+from shoal.demo.samples import sample_sources, submit_sample
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
 from shoal.tools.registry import discover_tools
@@ -128,10 +129,14 @@ async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
                 stop: asyncio.Event) -> int:
     creds = load_credentials(settings.data_dir)
     async with ShoalClient(creds) as client:
-        created = await client.submit(dict(sample))
+        sources = sample_sources(sample["workflow"])
+        created = await submit_sample(client, sample, sources)
         task_id = created["task_id"]
         console.print(f"Submitted sample task {task_id} ({sample['workflow']} workflow): "
                       f"{sample['description']!r}", soft_wrap=True)
+        if sources:
+            console.print(f"It reads {len(sources)} uploaded sources, a fictional sample corpus: "
+                          f"{', '.join(p.name for p in sources)}", soft_wrap=True)
         follower = asyncio.create_task(follow(
             client, task_id, console, on_checkpoint=functools.partial(_auto_approve, client,
                                                                       console)))
@@ -148,15 +153,27 @@ async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
         zip_path.write_bytes(await client.request("GET", f"/api/v1/tasks/{task_id}/download"))
         detail = await client.task(task_id)
         if sample["workflow"] != "dag":
-            state = await client.request("GET", f"/api/v1/tasks/{task_id}/state")
-            response = state["state"].get("response")
-            if response is not None:
-                text = response if isinstance(response, str) else json.dumps(response, indent=1)
-                console.print(Panel(Text(text[:4000]), title="Result"))
+            await _show_result(client, console, task_id)
         console.print(f"Task {status}. Files: {zip_path}  "
                       f"(tokens: {detail['usage']['input_tokens']} in / "
                       f"{detail['usage']['output_tokens']} out)", soft_wrap=True)
         return 0 if status == "completed" else 1
+
+
+async def _show_result(client: ShoalClient, console: Console, task_id: str) -> None:
+    """The task's report if its workflow writes one, else its result entry."""
+    try:
+        text = (await client.request("GET", f"/api/v1/tasks/{task_id}/report",
+                                     headers={"Accept": "text/markdown"})).decode("utf-8")
+        title = "Report"
+    except ApiError:
+        state = await client.request("GET", f"/api/v1/tasks/{task_id}/state")
+        response = state["state"].get("response")
+        if response is None:
+            return
+        text = response if isinstance(response, str) else json.dumps(response, indent=1)
+        title = "Result"
+    console.print(Panel(Text(text[:6000]), title=title))
 
 
 async def _auto_approve(client: ShoalClient, console: Console, checkpoint: dict[str, Any]) -> None:

@@ -161,10 +161,14 @@ class SubtaskSummary(BaseModel):
     evaluation: dict[str, Any] | None = None
     review: dict[str, Any] | None = None
     review_cycles: int = 0
+    plan_type: str | None = None  # a typed plan's task (or its gate's judge or retry): its type
+    wave: int | None = None  # a typed plan's task: its wave, from 0
+    gap: str | None = None  # a typed plan's task that was skipped: why
 
     @classmethod
     def from_row(cls, s: Any) -> SubtaskSummary:
         """A subtask row (with its worker's name) in the API's shape."""
+        options = s.options if isinstance(s.options, dict) else {}
         return cls(
             subtask_id=s.id, key=s.key, name=s.name, role=s.role, status=s.status,
             progress=s.progress, dependencies=[uuid.UUID(str(d)) for d in s.dependencies or []],
@@ -173,7 +177,14 @@ class SubtaskSummary(BaseModel):
             attempts=s.attempts, error=s.error, started_at=s.started_at,
             completed_at=s.completed_at, kind=s.kind, target_id=s.target_id,
             evaluation=s.evaluation, review=s.review, review_cycles=s.review_cycles or 0,
+            plan_type=_typed(options, "plan_type", str), wave=_typed(options, "wave", int),
+            gap=_typed(options, "gap", str),
         )
+
+
+def _typed(options: dict[str, Any], name: str, kind: type) -> Any:
+    value = options.get(name)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
 
 class SubtaskDetail(SubtaskSummary):

@@ -1,6 +1,16 @@
-"""The sample tasks `shoal up --demo` submits (`make run`), one per built-in workflow."""
+"""The sample tasks `shoal up --demo` submits (`make run`), one per built-in workflow, and the
+sources some of them read (the bundled Norhaven corpus, uploaded first)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shoal.demo.corpus import SAMPLE_QUESTION, corpus_files
+
+if TYPE_CHECKING:
+    from shoal.client import ShoalClient
 
 SAMPLE_TASK = "Build a CLI todo app with tests"
 SAMPLES = {  # workflow → the description of its sample task
@@ -8,4 +18,24 @@ SAMPLES = {  # workflow → the description of its sample task
     "pipeline": "How do city cats change urban wildlife?",
     "supervisor": "Find an Indian restaurant near Taipei 101 and reserve a table for tomorrow "
                   "at 7 PM",
+    "research": SAMPLE_QUESTION,
 }
+SAMPLE_SOURCES: dict[str, Callable[[], list[Path]]] = {"research": corpus_files}
+"""Workflow → the files its sample task reads as sources; the others' sample tasks read none."""
+
+
+def sample_sources(workflow: str) -> list[Path]:
+    """The files the sample task of `workflow` reads as sources (none for most workflows)."""
+    files = SAMPLE_SOURCES.get(workflow)
+    return files() if files is not None else []
+
+
+async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
+                        sources: Sequence[Path] = ()) -> dict[str, Any]:
+    """Submit `sample` (its description and workflow); with `sources`, upload them first
+    (`POST /api/v1/uploads`) and have the task read them. The server's answer (`task_id`…)."""
+    body: dict[str, Any] = dict(sample)
+    if sources:
+        uploaded = await client.upload(sources)
+        body["sources"] = [u["upload_id"] for u in uploaded]
+    return await client.submit(body)

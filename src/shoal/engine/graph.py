@@ -395,7 +395,8 @@ def subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
         "assigned_tool": sub.assigned_tool, "error": sub.error, "kind": sub.kind,
         "target_id": str(sub.target_id) if sub.target_id else None,
         "attempts": sub.attempts, "review_cycles": sub.review_cycles,
-    }
+    } | ({"plan_type": sub.options.plan_type, "wave": sub.options.wave,
+          "gap": sub.options.gap} if sub.options.plan_type is not None else {})
 
 
 def _usage(task: TaskRecord) -> dict[str, Any]:

@@ -129,7 +129,9 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
         assert name is not None  # the document check says so
         role = doc.roles[name]
         if kind:
-            own = evolve(own, plan_type=kind, wave=waves[planned.key])
+            own = evolve(own, plan_type=kind, wave=waves[planned.key],
+                         output_file=doc.result_filename if doc_step.types[kind].writes_result
+                         else None)
         sub = SubtaskRecord(
             id=ids[planned.key], task_id=step.task.id, key=f"{key}.{i}",
             role=name, kind=StepKind.AGENT, name=planned.name,

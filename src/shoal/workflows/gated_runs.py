@@ -91,7 +91,8 @@ class GatedRuns(Board):
                       tool=role.tools[0] if role.tools else None)
 
     def _serving(self, step: Step, target: SubtaskRecord, kind: StepKind, role: str,
-                 description: str, *, name: str, servers: Any, tool: str | None) -> None:
+                 description: str, *, name: str, servers: Any, tool: str | None,
+                 output_file: str | None = None) -> None:
         number = 1 + sum(1 for s in step.subtasks.values()
                          if s.target_id == target.id and s.kind is kind)
         sub = SubtaskRecord(
@@ -101,7 +102,7 @@ class GatedRuns(Board):
             description=description, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=(target.id,), target_id=target.id, priority=target.priority + 0.5,
             options=StepOptions(plan_type=target.options.plan_type, round=number,
-                                mcp_servers=servers),
+                                mcp_servers=servers, output_file=output_file),
             recommended_tool=tool or target.recommended_tool)
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
@@ -154,7 +155,7 @@ class GatedRuns(Board):
         graph.emit_subtask(step, step.subtasks[target.id])
         self._serving(step, target, StepKind.CORRECT, target.role, text,
                       name=f"Retry: {target.name}", servers=target.options.mcp_servers,
-                      tool=None)
+                      tool=None, output_file=target.options.output_file)
 
     def _spent(self, step: Step, target: SubtaskRecord, why: str) -> None:
         """The gate's retries are spent: what its `then` says."""
@@ -178,7 +179,7 @@ class GatedRuns(Board):
                                output=StepOutput(text=f"{GAP} {target.name}: {why}."),
                                options=evolve(target.options, gap=why), progress=100,
                                completed_at=step.ctx.now, current_attempt_id=None)
-        graph.emit_subtask(step, sub, gap=why)
+        graph.emit_subtask(step, sub)
         self._note(step, sub, f"'{sub.name}' is a gap: {why}. What depends on it goes on "
                               "without it.")
         self._done(step, self._plan_step(sub), sub)

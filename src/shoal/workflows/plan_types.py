@@ -8,6 +8,7 @@ scheduled (`waves` or `eager`) and the plan used when the planner gives none (`d
   role: planner
   schedule: "{schedule}"          # waves: wave N+1 starts once every gate of wave N decided
   types:
+    write_report: {role: writer, writes_result: true}   # its answer is the report file
     retrieval_rag:
       role: rag                   # who runs a task of this type
       description: search the documents for passages that answer a question
@@ -93,6 +94,7 @@ class PlanType(_Strict):
     description: str = Field(default="", max_length=1_000)  # for the planner
     gate: TypeGate | None = None
     if_failed: IfFailed = IfFailed.FAIL
+    writes_result: bool = False  # its answer is the document's result file (the report)
 
 
 class DefaultTask(_Strict):
@@ -131,6 +133,9 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
         at: Path = (*where, "types", name)
         if kind.role not in roles:
             found.append(((*at, "role"), f"no role '{kind.role}' in roles"))
+        elif kind.writes_result and roles[kind.role].output is not None:
+            found.append(((*at, "writes_result"), f"role '{kind.role}' answers JSON: the "
+                                                  "result file is its text, so give it none"))
         if kind.gate is not None:
             found += _gate_problems((*at, "gate"), kind.gate, roles, parameters)
     names: list[str] = []

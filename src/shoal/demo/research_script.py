@@ -1,0 +1,263 @@
+"""The demo model's script for the `research` workflow (`workflows/builtin/research.yaml`):
+every role, with the tools of `shoal mcp sources` where the client offers them.
+
+- the planner writes a typed plan of three waves: figures (SQL), passages on what the city
+  does, the relations of who does it, one question the sources cannot answer ("Tram rails"),
+  a synthesis of the four, and the report;
+- the searcher calls `search_passages` (an expanded query on a retry) and answers the passages
+  that hold at least half of the query's words, each with its citation — none, and
+  `answered: false`, when nothing holds them, never an invented finding;
+- the analyst calls `data_schema`, then `query_data` with a SELECT over the table with the
+  columns it needs, and answers the rows with the SQL;
+- the grapher calls `graph_neighbors` with the task's capitalised names;
+- the synthesist and the writer build their texts from the findings in their prompts (the
+  writer numbers the citations and lists the gaps);
+- the judge scores 0.9, or 0.3 for a retrieval that answered nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from shoal.demo.fake.exchange import LABEL
+from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
+
+ROLE = re.compile(r"Research role:[ \t]*(planner|retrieval_rag|retrieval_nlq|retrieval_graph|"
+                  r"synthesis|write_report|judge)\b")
+RETRY = "# Another try"
+_STOP = frozenset({"what", "which", "when", "where", "does", "with", "from", "that", "this",
+                   "their", "about", "find", "passages", "documents", "sources", "answer",
+                   "question", "often", "have", "were", "many", "much", "city", "doing"})
+
+
+def reply(role: str, text: str, done_steps: int, results: Sequence[str],
+          offered: Sequence[ToolSpec]) -> Reply:
+    """The answer of the research role `role` to its prompt `text`, after `done_steps` tool
+    calls that returned `results`."""
+    task = _line(text, "Task:")
+    if role == "planner":
+        return Reply(text=json.dumps(_plan(_line(text, "Question:"))))
+    if role == "judge":
+        return Reply(text=json.dumps(_judgement(text)))
+    if role == "synthesis":
+        return Reply(text=_synthesis(text))
+    if role == "write_report":
+        return Reply(text=_report(text))
+    wanted = {"retrieval_rag": ("search_passages",),
+              "retrieval_nlq": ("data_schema", "query_data"),
+              "retrieval_graph": ("graph_neighbors",)}[role]
+    if done_steps < len(wanted):
+        tool = _offered(offered, wanted[done_steps])
+        if tool is not None:
+            return Reply(tool_calls=(ToolCall(tool, _arguments(role, text, task, results)),))
+    return Reply(text=json.dumps(_findings(role, text, task, results)))
+
+
+# ---- the planner and the judge ---------------------------------------------------------------
+
+
+def _plan(question: str) -> dict[str, Any]:
+    topic = question.rstrip("?.! ") or "the question"
+
+    def task(name: str, kind: str, description: str, *deps: str) -> dict[str, Any]:
+        return {"name": name, "type": kind, "description": description,
+                "dependencies": list(deps)}
+    return {"subtasks": [
+        task("Heat days by district", "retrieval_nlq",
+             "Which district had the most heat days in the latest year, with its canopy cover?"),
+        task("What the city does", "retrieval_rag",
+             "Street trees planting programme canopy strategy targets budget"),
+        task("Who does what", "retrieval_graph",
+             "Urban Forestry Office, Cooler Streets Programme, Eastfield"),
+        task("Tram rails", "retrieval_rag", "Tram rail buckling incidents"),
+        task("Synthesis", "synthesis", f"Combine the findings on: {topic}",
+             "Heat days by district", "What the city does", "Who does what", "Tram rails"),
+        task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
+    ]}
+
+
+def _judgement(text: str) -> dict[str, Any]:
+    answer = text.split("Its answer:", 1)[-1]
+    found = _json(answer)
+    if isinstance(found, dict) and "answered" in found and (
+            not found.get("answered") or not found.get("findings")):
+        return {"score": 0.3, "feedback": f"{LABEL} Nothing found answers the task."}
+    return {"score": 0.9, "feedback": f"{LABEL} Relevant and cited."}
+
+
+# ---- the retrieval roles -----------------------------------------------------------------------
+
+
+def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[str, Any]:
+    if role == "retrieval_rag":
+        query = task.split(":", 1)[-1].strip()
+        if RETRY in text:  # the gate asked for an expanded query: another one, recorded
+            query += " OR " + " OR ".join(f"{w}s" for w in _words(query))
+        return {"query": query, "k": 5}
+    if role == "retrieval_graph":
+        names = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", task.split(":", 1)[-1])
+        return {"entities": names[:5], "depth": 1}
+    if not results:
+        return {}
+    return {"sql": _sql(results[-1])}
+
+
+def _sql(schema_text: str) -> str:
+    """A SELECT for "the most heat days in the latest year" over the table that has the
+    columns, else the first rows of the first table."""
+    schema = _json(schema_text)
+    tables = schema.get("tables", []) if isinstance(schema, dict) else []
+    for table in tables:
+        columns = {str(c.get("name")) for c in table.get("columns", []) if isinstance(c, dict)}
+        if {"district", "year", "heat_days"} <= columns:
+            name = _quoted(str(table.get("table")))
+            extra = ", canopy_cover_pct" if "canopy_cover_pct" in columns else ""
+            return (f"SELECT district, year, heat_days{extra} FROM {name} WHERE year = "
+                    f"(SELECT max(year) FROM {name}) ORDER BY heat_days DESC LIMIT 3")
+    first = _quoted(str(tables[0].get("table"))) if tables else "data"
+    return f"SELECT * FROM {first} LIMIT 5"
+
+
+def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[str, Any]:
+    said = _json(results[-1]) if results else None
+    said = said if isinstance(said, dict) else {}
+    findings: list[dict[str, str]] = []
+    query = task.split(":", 1)[-1].strip()
+    if role == "retrieval_rag":
+        query = str(said.get("query") or query)
+        words = _words(task.split(":", 1)[-1])
+        for passage in said.get("passages", []):
+            body = str(passage.get("text", ""))
+            if sum(w in body.lower() for w in words) * 2 >= max(len(words), 1):
+                findings.append({"text": _first_sentences(body),
+                                 "citation": str(passage.get("citation", ""))})
+    elif role == "retrieval_nlq":
+        sql = str(said.get("sql", ""))
+        query = sql or query
+        for row in said.get("rows", [])[:3]:
+            findings.append({"text": ", ".join(f"{k} {v}" for k, v in _row(row, said).items()),
+                             "citation": f"SQL: {sql}"})
+    else:
+        passages = {p.get("id"): p for p in said.get("passages", [])}
+        for edge in said.get("edges", [])[:5]:
+            cited = passages.get(next(iter(edge.get("passages", [])), None), {})
+            findings.append({"text": f"{edge.get('subject')} {edge.get('relation')} "
+                                     f"{edge.get('object')}",
+                             "citation": str(cited.get("citation", ""))})
+    return {"query": query, "answered": bool(findings), "findings": findings[:3]}
+
+
+def _quoted(name: str) -> str:
+    return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+
+
+def _row(row: Any, said: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(row, dict):
+        return row
+    columns = said.get("columns", [])
+    return dict(zip(columns, row, strict=False)) if isinstance(row, list) else {"row": row}
+
+
+# ---- synthesis and the report ----------------------------------------------------------------
+
+
+def _inputs(text: str) -> list[tuple[str, str, Any]]:
+    """The findings in a prompt's "What the tasks this one depends on found": (name, type or
+    "gap", the answer)."""
+    found: list[tuple[str, str, Any]] = []
+    part = text.split("# What the tasks this one depends on found", 1)[-1]
+    for block in re.split(r"^## ", part, flags=re.MULTILINE)[1:]:
+        head, _, body = block.partition("\n")
+        if head.endswith(": a gap"):
+            found.append((head.removesuffix(": a gap"), "gap", body.strip().split("\n")[0]))
+            continue
+        name, _, kind = head.rpartition(" (")
+        found.append((name, kind.rstrip(")"), _json(body) or body.strip()))
+    return found
+
+
+def _synthesis(text: str) -> str:
+    lines = [f"{LABEL} What the findings establish together:"]
+    for name, kind, answer in _inputs(text):
+        if kind == "gap":
+            lines.append(f"- {name}: a gap ({answer})")
+        elif isinstance(answer, dict):
+            for finding in answer.get("findings", []):
+                lines.append(f"- {finding.get('text')} [{finding.get('citation')}]")
+            if not answer.get("findings"):
+                lines.append(f"- {name}: the sources do not answer it.")
+    return "\n".join(lines)
+
+
+def _report(text: str) -> str:
+    """A report with every citation numbered and listed, the gaps named. Its findings come from
+    the synthesis above it, or, where it depends on retrievals directly, from theirs."""
+    claims: list[tuple[str, str]] = []
+    gaps: list[str] = []
+    for name, kind, answer in _inputs(text):
+        if kind == "gap":
+            gaps.append(f"{name}: {answer}")
+        elif isinstance(answer, dict):
+            claims += [(str(f.get("text")), str(f.get("citation")))
+                       for f in answer.get("findings", [])]
+        else:
+            for line in str(answer).splitlines():
+                if found := re.match(r"- (.+) \[(.+)\]$", line.strip()):
+                    claims.append((found.group(1), found.group(2)))
+                elif found := re.match(r"- (.+): a gap \((.+)\)$", line.strip()):
+                    gaps.append(f"{found.group(1)}: {found.group(2)}")
+    question = _line(text, "Question:") or "the question"
+    numbers: dict[str, int] = {}
+    for _, citation in claims:
+        numbers.setdefault(citation, len(numbers) + 1)
+    cited = [f"- {claim} [{numbers[c]}]" for claim, c in claims]
+    summary = (f"The sources answer {len(claims)} point(s) of the question; "
+               f"{len(gaps)} part(s) could not be answered." if claims else
+               "The sources do not answer this question: nothing in them supports an answer.")
+    return "\n".join([
+        f"# {question}", "", "## Executive Summary", "", f"{summary} ({LABEL})", "",
+        "## Key Findings", "", *(cited[:5] or ["- None: the sources hold no answer."]), "",
+        "## Detailed Analysis", "", *(cited or ["The sources were searched; none answers it."]),
+        "", "## Gaps", "", *([f"- {g}" for g in gaps] or ["- None."]), "",
+        "## Methodology Notes", "", "Typed retrieval tasks in waves, each checked by its "
+        "type's gate; findings synthesised, then written up.", "",
+        "## Sources", "", *([f"[{n}] {c}" for c, n in numbers.items()] or ["None cited."]), ""])
+
+
+# ---- small helpers -----------------------------------------------------------------------------
+
+
+def _offered(offered: Sequence[ToolSpec], wanted: str) -> str | None:
+    return next((t.name for t in offered if t.name == wanted or t.name.endswith("_" + wanted)),
+                None)
+
+
+def _line(text: str, label: str) -> str:
+    found = re.search(rf"^{re.escape(label)}[ \t]*(.+)$", text, flags=re.MULTILINE)
+    return found.group(1).strip() if found else ""
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in dict.fromkeys(re.findall(r"[a-z]{4,}", text.lower())) if w not in _STOP]
+
+
+def _first_sentences(text: str, most: int = 280) -> str:
+    flat = " ".join(text.split())
+    cut = flat[:most]
+    end = cut.rfind(". ")
+    return cut[:end + 1] if end > 80 else cut
+
+
+def _json(text: str) -> Any:
+    """The JSON value `text` is, else the first JSON object in it, else None."""
+    try:
+        return json.loads(text.strip())
+    except ValueError:
+        start = text.find("{")
+        try:
+            return json.JSONDecoder().raw_decode(text, start)[0] if start >= 0 else None
+        except ValueError:
+            return None

@@ -1,0 +1,129 @@
+"""The `research` workflow end to end: real worker processes, the demo model through the fake
+model server, `shoal mcp sources` over the uploaded sample corpus. The plan runs in three waves,
+each after every gate of the one before; a search the sources cannot answer retries with an
+expanded query, then becomes a gap the report lists; the report's citations resolve to passages
+of the sources and to the SQL that ran over the CSV."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pypdf
+import pytest
+
+from shoal.demo.corpus import SAMPLE_QUESTION, corpus_files
+from tests.e2e.procs import (
+    Cluster,
+    free_port,
+    signed_in,
+    sse_events,
+    submit,
+    wait_healthy,
+    wait_port,
+    wait_task,
+    wait_workers_online,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+async def _upload_corpus(client: httpx.AsyncClient) -> list[str]:
+    files = [("file", (p.name, p.read_bytes())) for p in corpus_files()]
+    resp = await client.post("/api/v1/uploads", files=files)
+    assert resp.status_code == 201, resp.text
+    return [u["upload_id"] for u in resp.json()["uploads"]]
+
+
+async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_report(
+    stack: Cluster,
+) -> None:
+    port, model_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}"
+    await stack.create_user("alice")
+    model = stack.start_demo_model(model_port)
+    server = stack.start_server(port)
+    tokens = [await stack.create_worker_token(n) for n in ("r1", "r2")]
+    await wait_healthy(url, server)
+    await wait_port(model_port, model)
+    workers = [stack.start_worker(n, t, url, slots=2, model_url=f"http://127.0.0.1:{model_port}/v1")
+               for n, t in zip(("r1", "r2"), tokens, strict=True)]
+    procs = [server, *workers]
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, {"r1", "r2"}, procs)
+        sources = await _upload_corpus(client)
+        task_id = await submit(client, {"workflow": "research", "description": SAMPLE_QUESTION,
+                                        "sources": sources})
+        detail = await wait_task(client, task_id, within=200, what="the research to finish",
+                                 procs=procs,
+                                 until=lambda d: d["status"] in ("completed", "failed"))
+        assert detail["status"] == "completed", detail
+        subs = detail["subtasks"]
+        planned = {s["name"]: s for s in subs if s["kind"] == "agent" and s["plan_type"]}
+        waves = sorted({s["wave"] for s in planned.values()})
+        assert waves == [0, 1, 2]
+        # No task of a wave started before the last gate of the wave before had decided
+        # (a gated task completes when its gate decides).
+        for wave in waves[1:]:
+            decided = max(_at(s["completed_at"]) for s in planned.values()
+                          if s["wave"] == wave - 1)
+            for s in planned.values():
+                if s["wave"] == wave:
+                    assert _at(s["started_at"]) >= decided, (s["name"], wave)
+        await _the_search_that_found_nothing_retried_then_became_a_gap(client, subs, planned)
+        report = (await client.get(f"/api/v1/tasks/{task_id}/report",
+                                   headers={"Accept": "text/markdown"})).text
+        _the_report_is_cited_and_lists_its_gap(report, {p.name for p in corpus_files()})
+        pdf = await client.get(f"/api/v1/tasks/{task_id}/report.pdf")
+        assert pdf.status_code == 200, pdf.text[:300]
+        text = "".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(
+            pdf.content)).pages)
+        for heading in ("Executive Summary", "Key Findings", "Gaps", "Sources"):
+            assert heading in text
+        events = await sse_events(client, task_id, until={"task_complete"}, last_event_id=0)
+        starts = [e["data"]["message"] for e in events if e["type"] == "notice"
+                  and str(e["data"].get("message", "")).startswith("Wave ")]
+        assert [m.split(":")[0] for m in starts] == ["Wave 2 of 3 starts", "Wave 3 of 3 starts"]
+
+
+async def _the_search_that_found_nothing_retried_then_became_a_gap(
+    client: httpx.AsyncClient, subs: list[dict[str, Any]], planned: dict[str, Any],
+) -> None:
+    rails = planned["Tram rails"]
+    assert rails["gap"] is not None
+    retry = next(s for s in subs if s["kind"] == "correct" and s["target_id"] ==
+                 rails["subtask_id"])
+    first = (await client.get(f"/api/v1/subtasks/{rails['subtask_id']}")).json()
+    again = (await client.get(f"/api/v1/subtasks/{retry['subtask_id']}")).json()
+    assert "# Another try" in again["description"]
+    assert again["output"]["parsed"]["query"] != "Tram rail buckling incidents"  # expanded
+    assert first["output"]["text"].startswith("[gap] Tram rails")
+    judges = [s for s in subs if s["kind"] == "judge" and s["target_id"] == rails["subtask_id"]]
+    assert len(judges) == 2  # the first answer and the retry's, each judged
+    for name in ("Heat days by district", "What the city does", "Synthesis", "Report"):
+        assert planned[name]["gap"] is None, name
+
+
+def _the_report_is_cited_and_lists_its_gap(report: str, documents: set[str]) -> None:
+    for heading in ("## Executive Summary", "## Key Findings", "## Detailed Analysis",
+                    "## Gaps", "## Methodology Notes", "## Sources"):
+        assert heading in report
+    body, _, sources = report.partition("## Sources")
+    listed = dict(re.findall(r"^\[(\d+)\] (.+)$", sources, flags=re.MULTILINE))
+    cited = set(re.findall(r"\[(\d+)\]", body))
+    assert cited
+    assert cited <= set(listed)  # every citation resolves
+    for citation in listed.values():
+        assert citation.startswith("SQL: SELECT") or citation.split(",")[0].split(" ")[0] in \
+            documents or any(citation.startswith(d) for d in documents), citation
+    gaps = report.split("## Gaps", 1)[1].split("##", 1)[0]
+    assert "Tram rails" in gaps
+    assert "Eastfield" in body  # the SQL's rows, from the CSV
+    assert "43" in body
