@@ -147,7 +147,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         if asked and decision is None and not planning:  # a person decides what it asked
             quality_loop.approval_request(step, sub, output)
             return
-        if not planning and self._gated(step, sub, output):  # its type's gate judges it
+        # A typed plan's run whose type has a gate: its judge decides what comes next.
+        if sub.options.plan_type is not None and self._gated(step, sub, output):
             self._progress(step)
             return
         if doc_step.quality and not planning and decision is None and quality_loop.quality_on(
