@@ -1,8 +1,9 @@
 """The `research` workflow end to end: real worker processes, the demo model through the fake
-model server, `shoal mcp sources` over the uploaded sample corpus. The plan runs in three waves,
+model server, `shoal mcp sources` over the uploaded sample corpus. The plan runs in four waves,
 each after every gate of the one before; a search the sources cannot answer retries with an
-expanded query, then becomes a gap the report lists; the report's citations resolve to passages
-of the sources and to the SQL that ran over the CSV."""
+expanded query, then becomes a gap the report lists; the review drops the sentence the writer
+cited wrongly; the report's citations resolve to passages of the sources and to the SQL that ran
+over the CSV. A question the sources cannot answer gives a report that says so, citing nothing."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import httpx
 import pypdf
 import pytest
 
-from shoal.demo.corpus import SAMPLE_QUESTION, corpus_files
+from shoal.demo.corpus import SAMPLE_QUESTION, UNANSWERABLE_QUESTION, corpus_files
+from shoal.demo.research_script import UNSUPPORTED
 from tests.e2e.procs import (
     Cluster,
+    Proc,
     free_port,
     signed_in,
     sse_events,
@@ -42,9 +45,8 @@ async def _upload_corpus(client: httpx.AsyncClient) -> list[str]:
     return [u["upload_id"] for u in resp.json()["uploads"]]
 
 
-async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_report(
-    stack: Cluster,
-) -> None:
+async def _start(stack: Cluster) -> tuple[str, list[Proc]]:
+    """A control plane, the demo model and two workers of two slots each."""
     port, model_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     await stack.create_user("alice")
@@ -53,9 +55,16 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
     tokens = [await stack.create_worker_token(n) for n in ("r1", "r2")]
     await wait_healthy(url, server)
     await wait_port(model_port, model)
-    workers = [stack.start_worker(n, t, url, slots=2, model_url=f"http://127.0.0.1:{model_port}/v1")
+    workers = [stack.start_worker(n, t, url, slots=2,
+                                  model_url=f"http://127.0.0.1:{model_port}/v1")
                for n, t in zip(("r1", "r2"), tokens, strict=True)]
-    procs = [server, *workers]
+    return url, [server, *workers]
+
+
+async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_report(
+    stack: Cluster,
+) -> None:
+    url, procs = await _start(stack)
     async with signed_in(url, "alice") as client:
         await wait_workers_online(client, {"r1", "r2"}, procs)
         sources = await _upload_corpus(client)
@@ -68,7 +77,7 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
         subs = detail["subtasks"]
         planned = {s["name"]: s for s in subs if s["kind"] == "agent" and s["plan_type"]}
         waves = sorted({s["wave"] for s in planned.values()})
-        assert waves == [0, 1, 2]
+        assert waves == [0, 1, 2, 3]
         # No task of a wave started before the last gate of the wave before had decided
         # (a gated task completes when its gate decides).
         for wave in waves[1:]:
@@ -81,6 +90,13 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
         report = (await client.get(f"/api/v1/tasks/{task_id}/report",
                                    headers={"Accept": "text/markdown"})).text
         _the_report_is_cited_and_lists_its_gap(report, {p.name for p in corpus_files()})
+        first_draft = (await client.get(
+            f"/api/v1/subtasks/{planned['Report']['subtask_id']}")).json()["output"]["text"]
+        assert UNSUPPORTED in first_draft  # the writer's mistake, scripted…
+        check = report.split("## Citation check", 1)[1].split("## Sources", 1)[0]
+        assert f'Removed, its source does not support it: "{UNSUPPORTED}' in check  # …caught
+        assert UNSUPPORTED not in report.split("## Citation check", 1)[0]
+        assert "citation precision" in check
         pdf = await client.get(f"/api/v1/tasks/{task_id}/report.pdf")
         assert pdf.status_code == 200, pdf.text[:300]
         text = "".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(
@@ -90,7 +106,8 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
         events = await sse_events(client, task_id, until={"task_complete"}, last_event_id=0)
         starts = [e["data"]["message"] for e in events if e["type"] == "notice"
                   and str(e["data"].get("message", "")).startswith("Wave ")]
-        assert [m.split(":")[0] for m in starts] == ["Wave 2 of 3 starts", "Wave 3 of 3 starts"]
+        assert [m.split(":")[0] for m in starts] == [
+            "Wave 2 of 4 starts", "Wave 3 of 4 starts", "Wave 4 of 4 starts"]
 
 
 async def _the_search_that_found_nothing_retried_then_became_a_gap(
@@ -127,3 +144,26 @@ def _the_report_is_cited_and_lists_its_gap(report: str, documents: set[str]) -> 
     assert "Tram rails" in gaps
     assert "Eastfield" in body  # the SQL's rows, from the CSV
     assert "43" in body
+
+
+async def test_a_question_the_sources_cannot_answer_gives_a_report_that_says_so(
+    stack: Cluster,
+) -> None:
+    url, procs = await _start(stack)
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, {"r1", "r2"}, procs)
+        sources = await _upload_corpus(client)
+        task_id = await submit(client, {"workflow": "research",
+                                        "description": UNANSWERABLE_QUESTION,
+                                        "sources": sources})
+        detail = await wait_task(client, task_id, within=200, what="the research to finish",
+                                 procs=procs,
+                                 until=lambda d: d["status"] in ("completed", "failed"))
+        assert detail["status"] == "completed", detail
+        report = (await client.get(f"/api/v1/tasks/{task_id}/report",
+                                   headers={"Accept": "text/markdown"})).text
+        body = report.split("## Sources", 1)[0]
+        assert not re.findall(r"\[\d+\]", body), report  # no citation…
+        assert "The sources do not answer this question" in report  # …and it says so
+        gaps = report.split("## Gaps", 1)[1].split("##", 1)[0]
+        assert "Passages" in gaps  # the search found nothing, retried, and says so

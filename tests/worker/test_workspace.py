@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from shoal.protocol import ExecuteTask, FilePayload, UpstreamResult
+from shoal.worker.executor import _save_output
 from shoal.worker.workspace import (
     READY_DIR,
     collect_files,
@@ -190,3 +191,23 @@ def test_remove_workspaces_deletes_task_folder(tmp_path: Path) -> None:
     prepare_workspace(tmp_path, msg)
     remove_workspaces(tmp_path, str(msg.task_id))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_steps_answer_replaces_an_upstream_file_of_its_name_unless_the_agent_changed_it(
+    tmp_path: Path,
+) -> None:
+    """A workflow step that writes the result file (`output_file`) after an earlier step wrote
+    one — a review revising a report — replaces the copy it was handed; a file the agent itself
+    wrote or edited is its own and stays."""
+    (tmp_path / "report.md").write_text("# Draft\n", encoding="utf-8")
+    handed = snapshot(tmp_path)
+    _save_output(tmp_path, "report.md", "# Reviewed", handed.get("report.md"))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# Reviewed\n"
+    (tmp_path / "report.md").write_text("# Edited by the agent\n", encoding="utf-8")
+    _save_output(tmp_path, "report.md", "# Answer", handed.get("report.md"))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# Edited by the agent\n"
+    (tmp_path / "new.md").write_text("# Mine\n", encoding="utf-8")
+    _save_output(tmp_path, "new.md", "# Answer", None)  # written by the agent, not handed
+    assert (tmp_path / "new.md").read_text(encoding="utf-8") == "# Mine\n"
+    _save_output(tmp_path, "fresh.md", "# Answer", None)
+    assert (tmp_path / "fresh.md").read_text(encoding="utf-8") == "# Answer\n"

@@ -103,14 +103,14 @@ def test_each_type_runs_by_its_role_and_a_wave_waits_for_every_gate_before_it() 
     assert any("kept, as its type's gate says (warn)" in n for n in notices(run))
     find_c = by_name(run, "Find C")
     assert find_c.status is SubtaskStatus.QUEUED
-    assert "## Find A (find)\nA is 3" in find_c.description  # what its dependency found
+    assert '<result task="Find A" type="find">\nA is 3\n</result>' in find_c.description
     assert "Count B" not in find_c.description  # not a dependency of its own
     assert any(n.startswith("Wave 2 of 3 starts: Find C") for n in notices(run))
     judged(run, "Find C", "C is 5", 0.8)
     write = by_name(run, "Write")
     assert write.role == "writer"
-    assert "## Find C (find)\nC is 5" in write.description
-    assert "## Count B (count)\nB has 12 rows" in write.description
+    assert '<result task="Find C" type="find">\nC is 5\n</result>' in write.description
+    assert '<result task="Count B" type="count">\nB has 12 rows\n' in write.description
     run.answer(write.key, "# Report")
     assert run.state.task.status is TaskStatus.COMPLETED
 
@@ -144,7 +144,7 @@ def test_a_low_score_retries_with_the_hint_then_becomes_a_gap_the_report_is_told
     assert find_a.output.text.startswith("[gap] Find A")
     judged(run, "Count B", "12", 0.9)
     find_c = by_name(run, "Find C")
-    assert "## Find A: a gap" in find_c.description
+    assert '<gap task="Find A">Not found: ' in find_c.description
     judged(run, "Find C", "C is 5", 0.9)
     run.answer(by_name(run, "Write").key, "# Report\n## Gaps\nA")
     assert run.state.task.status is TaskStatus.COMPLETED

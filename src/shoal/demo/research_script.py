@@ -1,22 +1,28 @@
 """The demo model's script for the `research` workflow (`workflows/builtin/research.yaml`):
 every role, with the tools of `shoal mcp sources` where the client offers them.
 
-- the planner writes a typed plan of three waves: figures (SQL), passages on what the city
-  does, the relations of who does it, one question the sources cannot answer ("Tram rails"),
-  a synthesis of the four, and the report;
+- the planner writes a typed plan of four waves. For the sample question (it names "heat
+  days"): figures (SQL), passages on what the city does, the relations of who does it, one
+  question the sources cannot answer ("Tram rails"), a synthesis of the four, the report, and
+  its review. For any other question: passages, figures and relations on the question itself;
 - the searcher calls `search_passages` (an expanded query on a retry) and answers the passages
-  that hold at least half of the query's words, each with its citation — none, and
-  `answered: false`, when nothing holds them, never an invented finding;
-- the analyst calls `data_schema`, then `query_data` with a SELECT over the table with the
-  columns it needs, and answers the rows with the SQL;
+  that hold at least half of the query's words (and two of them), each with its citation —
+  none, and `answered: false`, when nothing holds them, never an invented finding;
+- the analyst calls `data_schema`, then `query_data` with a SELECT over the table whose
+  columns the task names, and answers the rows with the SQL (nothing when no column fits);
 - the grapher calls `graph_neighbors` with the task's capitalised names;
-- the synthesist and the writer build their texts from the findings in their prompts (the
-  writer numbers the citations and lists the gaps);
+- the synthesist and the writer build their texts from the findings in their prompts; the
+  writer numbers the citations, lists the gaps — and adds one sentence its cited passage does
+  not support (`UNSUPPORTED`), for the review to catch;
+- the reviewer checks each cited sentence against the findings its citation names (every
+  figure of the sentence in the passage), drops what is unsupported or cites nothing, and adds
+  a "Citation check" section with the figures;
 - the judge scores 0.9, or 0.3 for a retrieval that answered nothing.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Sequence
@@ -26,7 +32,8 @@ from shoal.demo.fake.exchange import LABEL
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
 
 ROLE = re.compile(r"Research role:[ \t]*(planner|retrieval_rag|retrieval_nlq|retrieval_graph|"
-                  r"synthesis|write_report|judge)\b")
+                  r"synthesis|write_report|review|judge)\b")
+UNSUPPORTED = "Norhaven planted 50,000 street trees in 2024 alone"  # no source says so
 RETRY = "# Another try"
 _STOP = frozenset({"what", "which", "when", "where", "does", "with", "from", "that", "this",
                    "their", "about", "find", "passages", "documents", "sources", "answer",
@@ -46,6 +53,8 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
         return Reply(text=_synthesis(text))
     if role == "write_report":
         return Reply(text=_report(text))
+    if role == "review":
+        return Reply(text=_reviewed(text))
     wanted = {"retrieval_rag": ("search_passages",),
               "retrieval_nlq": ("data_schema", "query_data"),
               "retrieval_graph": ("graph_neighbors",)}[role]
@@ -65,6 +74,15 @@ def _plan(question: str) -> dict[str, Any]:
     def task(name: str, kind: str, description: str, *deps: str) -> dict[str, Any]:
         return {"name": name, "type": kind, "description": description,
                 "dependencies": list(deps)}
+    if "heat days" not in question.lower():
+        asked = ("Passages", "Figures", "Relations")
+        return {"subtasks": [
+            task("Passages", "retrieval_rag", topic), task("Figures", "retrieval_nlq", topic),
+            task("Relations", "retrieval_graph", topic),
+            task("Synthesis", "synthesis", f"Combine the findings on: {topic}", *asked),
+            task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
+            task("Review", "review", "Check every citation of the report", "Report", *asked)]}
+    found = ("Heat days by district", "What the city does", "Who does what", "Tram rails")
     return {"subtasks": [
         task("Heat days by district", "retrieval_nlq",
              "Which district had the most heat days in the latest year, with its canopy cover?"),
@@ -76,6 +94,7 @@ def _plan(question: str) -> dict[str, Any]:
         task("Synthesis", "synthesis", f"Combine the findings on: {topic}",
              "Heat days by district", "What the city does", "Who does what", "Tram rails"),
         task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
+        task("Review", "review", "Check every citation of the report", "Report", *found),
     ]}
 
 
@@ -98,27 +117,32 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
             query += " OR " + " OR ".join(f"{w}s" for w in _words(query))
         return {"query": query, "k": 5}
     if role == "retrieval_graph":
-        names = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", task.split(":", 1)[-1])
+        names = [n for n in re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", task.split(":", 1)[-1])
+                 if n.lower() not in _STOP]
         return {"entities": names[:5], "depth": 1}
     if not results:
         return {}
-    return {"sql": _sql(results[-1])}
+    return {"sql": _sql(results[-1], task)}
 
 
-def _sql(schema_text: str) -> str:
+def _sql(schema_text: str, task: str) -> str:
     """A SELECT for "the most heat days in the latest year" over the table that has the
-    columns, else the first rows of the first table."""
+    columns; else the first rows of a table one of whose columns the task names; else a query
+    that finds nothing (`WHERE false`): no column of the data answers the task."""
     schema = _json(schema_text)
     tables = schema.get("tables", []) if isinstance(schema, dict) else []
+    asked = set(_words(task.replace("_", " ")))
     for table in tables:
         columns = {str(c.get("name")) for c in table.get("columns", []) if isinstance(c, dict)}
-        if {"district", "year", "heat_days"} <= columns:
-            name = _quoted(str(table.get("table")))
+        name = _quoted(str(table.get("table")))
+        if {"district", "year", "heat_days"} <= columns and "heat" in asked:
             extra = ", canopy_cover_pct" if "canopy_cover_pct" in columns else ""
             return (f"SELECT district, year, heat_days{extra} FROM {name} WHERE year = "
                     f"(SELECT max(year) FROM {name}) ORDER BY heat_days DESC LIMIT 3")
+        if any(set(_words(c.replace("_", " "))) & asked for c in columns):
+            return f"SELECT * FROM {name} LIMIT 5"
     first = _quoted(str(tables[0].get("table"))) if tables else "data"
-    return f"SELECT * FROM {first} LIMIT 5"
+    return f"SELECT * FROM {first} WHERE false"
 
 
 def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[str, Any]:
@@ -128,21 +152,29 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
     query = task.split(":", 1)[-1].strip()
     if role == "retrieval_rag":
         query = str(said.get("query") or query)
-        words = _words(task.split(":", 1)[-1])
+        words = _informative(_words(task.split(":", 1)[-1]), said.get("passages", []))
         for passage in said.get("passages", []):
             body = str(passage.get("text", ""))
-            if sum(w in body.lower() for w in words) * 2 >= max(len(words), 1):
+            hits = sum(w in body.lower() for w in words)
+            if hits * 2 >= len(words) and hits >= min(2, len(words)):
                 findings.append({"text": _first_sentences(body),
                                  "citation": str(passage.get("citation", ""))})
-    elif role == "retrieval_nlq":
+    elif role == "retrieval_nlq" and said.get("rows"):
         sql = str(said.get("sql", ""))
         query = sql or query
         for row in said.get("rows", [])[:3]:
             findings.append({"text": ", ".join(f"{k} {v}" for k, v in _row(row, said).items()),
                              "citation": f"SQL: {sql}"})
-    else:
+    elif role == "retrieval_graph":
         passages = {p.get("id"): p for p in said.get("passages", [])}
+        asked = task.split(":", 1)[-1]
+        # Names listed: every relation of theirs. A question: those that touch its words.
+        named = " ".join(said.get("entities", [])).lower()
+        topic = [] if "," in asked else [w for w in _words(asked) if w not in named]
         for edge in said.get("edges", [])[:5]:
+            ends = f"{edge.get('subject')} {edge.get('object')}".lower()
+            if topic and not any(w in ends for w in topic):
+                continue
             cited = passages.get(next(iter(edge.get("passages", [])), None), {})
             findings.append({"text": f"{edge.get('subject')} {edge.get('relation')} "
                                      f"{edge.get('object')}",
@@ -152,6 +184,16 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
 
 def _quoted(name: str) -> str:
     return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+
+
+def _informative(words: list[str], passages: list[dict[str, Any]]) -> list[str]:
+    """`words` without those in most of the passages found (a city's name says nothing of
+    whether a passage answers), unless that leaves none."""
+    texts = [str(p.get("text", "")).lower() for p in passages]
+    if len(texts) < 3:
+        return words
+    rare = [w for w in words if sum(w in t for t in texts) * 2 <= len(texts)]
+    return rare or words
 
 
 def _row(row: Any, said: dict[str, Any]) -> dict[str, Any]:
@@ -164,18 +206,21 @@ def _row(row: Any, said: dict[str, Any]) -> dict[str, Any]:
 # ---- synthesis and the report ----------------------------------------------------------------
 
 
+_ELEMENT = re.compile(r'<result task="([^"]*)" type="([^"]*)">\n(.*?)\n</result>'
+                      r'|<gap task="([^"]*)">(.*?)</gap>', flags=re.DOTALL)
+
+
 def _inputs(text: str) -> list[tuple[str, str, Any]]:
     """The findings in a prompt's "What the tasks this one depends on found": (name, type or
-    "gap", the answer)."""
+    "gap", the answer: its JSON, else its text)."""
     found: list[tuple[str, str, Any]] = []
-    part = text.split("# What the tasks this one depends on found", 1)[-1]
-    for block in re.split(r"^## ", part, flags=re.MULTILINE)[1:]:
-        head, _, body = block.partition("\n")
-        if head.endswith(": a gap"):
-            found.append((head.removesuffix(": a gap"), "gap", body.strip().split("\n")[0]))
+    for match in _ELEMENT.finditer(text):
+        if match.group(4) is not None:
+            found.append((html.unescape(match.group(4)), "gap", match.group(5).strip()))
             continue
-        name, _, kind = head.rpartition(" (")
-        found.append((name, kind.rstrip(")"), _json(body) or body.strip()))
+        body = match.group(3)
+        value = _json(body) if body.lstrip().startswith("{") else None
+        found.append((html.unescape(match.group(1)), match.group(2), value or body.strip()))
     return found
 
 
@@ -210,6 +255,9 @@ def _report(text: str) -> str:
                 elif found := re.match(r"- (.+): a gap \((.+)\)$", line.strip()):
                     gaps.append(f"{found.group(1)}: {found.group(2)}")
     question = _line(text, "Question:") or "the question"
+    documents = [c for _, c in claims if not c.startswith("SQL:")]
+    if documents:  # one sentence its source does not support, for the review to catch
+        claims.append((UNSUPPORTED, documents[0]))
     numbers: dict[str, int] = {}
     for _, citation in claims:
         numbers.setdefault(citation, len(numbers) + 1)
@@ -225,6 +273,50 @@ def _report(text: str) -> str:
         "## Methodology Notes", "", "Typed retrieval tasks in waves, each checked by its "
         "type's gate; findings synthesised, then written up.", "",
         "## Sources", "", *([f"[{n}] {c}" for c, n in numbers.items()] or ["None cited."]), ""])
+
+
+def _reviewed(text: str) -> str:
+    """The report with every cited sentence checked against the findings its citation names:
+    kept when each of its figures is in one of them, else dropped; a citation that names no
+    source dropped too; then the figures of the check."""
+    inputs = _inputs(text)
+    report = next((a for _, kind, a in inputs if kind == "write_report"), "")
+    passages: dict[str, list[str]] = {}
+    for _, _, answer in inputs:
+        if isinstance(answer, dict):
+            for finding in answer.get("findings", []):
+                passages.setdefault(str(finding.get("citation")), []).append(
+                    str(finding.get("text")))
+    head, _, sources = str(report).partition("## Sources")
+    listed = dict(re.findall(r"^\[(\d+)\] (.+)$", sources, flags=re.MULTILINE))
+    kept: list[str] = []
+    verdicts: dict[str, bool] = {}
+    for line in head.splitlines():
+        cited = re.findall(r"\[(\d+)\]", line)
+        if not cited:
+            kept.append(line)
+            continue
+        claim = re.sub(r"\s*\[\d+\]", "", line).removeprefix("- ").strip()
+        ok = all(n in listed and _supports(claim, passages.get(listed[n], [])) for n in cited)
+        verdicts[claim] = ok
+        if ok:
+            kept.append(line)
+    cited_count, supported = len(verdicts), sum(verdicts.values())
+    dropped = [c for c, ok in verdicts.items() if not ok]
+    check = ["## Citation check", "",
+             f"- Cited sentences: {cited_count}; supported by their passages: {supported}; "
+             f"citation precision: {supported / cited_count if cited_count else 1:.0%}.",
+             "- Citations that resolve to a passage of the sources: 100 % (those that did not "
+             "were removed).",
+             *[f"- Removed, its source does not support it: \"{c}\"" for c in dropped], ""]
+    return "\n".join([*kept, *check, "## Sources", sources.lstrip("\n")])
+
+
+def _supports(claim: str, passages: list[str]) -> bool:
+    figures = re.findall(r"\d[\d,.]*\d|\d", claim)
+    if figures:
+        return any(all(f in p for f in figures) for p in passages)
+    return any(claim[:40] in p for p in passages)
 
 
 # ---- small helpers -----------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from shoal.worker.workspace import (
     prune_workspaces,
     reset_ready,
     snapshot,
+    snapshot_one,
     workspace_path,
 )
 
@@ -205,7 +206,8 @@ class Executor:
                 run = dataclasses.replace(run, spent=self._reporter(msg.attempt_id))
             status, outcome = await self._run_tool(tool, run, stream, tokens)
             if msg.output_file is not None and status == "succeeded" and outcome.output:
-                await asyncio.to_thread(_save_output, workspace, msg.output_file, outcome.output)
+                await asyncio.to_thread(_save_output, workspace, msg.output_file, outcome.output,
+                                        before.get(msg.output_file))
             empty = not before and is_bare(workspace)  # the tool wrote nothing
             files, rejected = await self._collect(workspace, before, outcome, empty=empty)
         finally:
@@ -379,11 +381,14 @@ def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
     )
 
 
-def _save_output(workspace: Path, name: str, text: str) -> None:
-    """A workflow's final answer as a file of the workspace (unless the agent wrote one)."""
+def _save_output(workspace: Path, name: str, text: str, upstream: str | None) -> None:
+    """A workflow's final answer as a file of the workspace, unless the agent wrote one: a
+    file of that name that came from upstream (fingerprint `upstream`) and that the agent left
+    as it was is replaced (a step that revises an earlier step's report)."""
     target = workspace / name  # `name` is one plain file name (the protocol's pattern)
-    if not target.exists():
-        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    if target.exists() and (upstream is None or snapshot_one(target) != upstream):
+        return
+    target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
 
 
 def _result(

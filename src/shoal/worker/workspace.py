@@ -143,6 +143,11 @@ def snapshot(workspace: Path) -> dict[str, str]:
     return prints
 
 
+def snapshot_one(path: Path) -> str:
+    """One file's fingerprint, as `snapshot` takes it."""
+    return _fingerprint(path)
+
+
 def collect_files(
     workspace: Path,
     before: dict[str, str],

@@ -27,10 +27,11 @@ from shoal.workflows.board import Board
 from shoal.workflows.document import StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
 
-MAX_INPUT_CHARS = 6_000  # of one dependency's answer in a task's prompt
-MAX_INPUTS_CHARS = 24_000  # of all of them
+MAX_INPUT_CHARS = 16_000  # of one dependency's answer in a task's prompt (a report, say)
+MAX_INPUTS_CHARS = 48_000  # of all of them
 MAX_JUDGED_CHARS = 8_000  # of the answer a judge reads
 GAP = "[gap]"  # how a gap's answer begins
+INPUTS_HEADING = "# What the tasks this one depends on found"
 
 
 class GatedRuns(Board):
@@ -241,20 +242,23 @@ class GatedRuns(Board):
                 graph.emit_subtask(step, queued)
 
     def _inputs(self, step: Step, run: SubtaskRecord) -> str:
-        """What the planned tasks `run` depends on found (a gap said as one)."""
+        """What the planned tasks `run` depends on found, each in a `<result>` element (a gap
+        in a `<gap>`), so that an answer's own Markdown headings cannot be mistaken for them."""
         deps = [step.subtasks[d] for d in run.dependencies
                 if step.subtasks[d].kind is StepKind.AGENT and "." in step.subtasks[d].key]
         if not deps:
             return ""
-        parts = ["\n\n# What the tasks this one depends on found"]
+        parts = [f"\n\n{INPUTS_HEADING}"]
         budget = MAX_INPUTS_CHARS
         for dep in deps:
+            name = _attribute(dep.name)
             if dep.options.gap:
-                parts.append(f"\n## {dep.name}: a gap\nNot found: {dep.options.gap}.")
+                parts.append(f'<gap task="{name}">Not found: {dep.options.gap}.</gap>')
                 continue
             text = _answer_text(dep)[:min(MAX_INPUT_CHARS, max(budget, 0))]
             budget -= len(text)
-            parts.append(f"\n## {dep.name} ({dep.options.plan_type})\n{text}")
+            parts.append(f'<result task="{name}" type="{dep.options.plan_type}">\n{text}\n'
+                         "</result>")
         return "\n".join(parts)
 
     # ---- small helpers ------------------------------------------------------------------------
@@ -273,6 +277,10 @@ def _answer_text(sub: SubtaskRecord) -> str:
     if sub.output.answers and sub.output.parsed is not None:
         return json.dumps(dict(sub.output.parsed), ensure_ascii=False, indent=1)
     return sub.output.text
+
+
+def _attribute(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
 def _field(value: Mapping[str, Any], path: str) -> Any:
