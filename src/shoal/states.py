@@ -85,7 +85,9 @@ _TASK: dict[TaskStatus, frozenset[TaskStatus]] = {
 }
 
 _SUBTASK: dict[SubtaskStatus, frozenset[SubtaskStatus]] = {
-    SubtaskStatus.PENDING: frozenset({SubtaskStatus.QUEUED, SubtaskStatus.CANCELLED}),
+    # PENDING → COMPLETED: a typed plan's task skipped as a gap before it ran (`gap` says why).
+    SubtaskStatus.PENDING: frozenset({SubtaskStatus.QUEUED, SubtaskStatus.CANCELLED,
+                                      SubtaskStatus.COMPLETED}),
     SubtaskStatus.QUEUED: frozenset(
         {SubtaskStatus.IN_PROGRESS, SubtaskStatus.FAILED, SubtaskStatus.CANCELLED}
     ),

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shoal.engine import planning
-from shoal.engine.inputs import BudgetCheck, Dispatched, Start, UsageReported
+from shoal.engine.inputs import BudgetCheck, Dispatched, Finished, Start, UsageReported
 from shoal.engine.model import (
     AttemptRecord,
     Budget,
@@ -79,3 +79,27 @@ def test_time_runs_out() -> None:
     ended = decide(state, BudgetCheck(), Context(now=NOW + timedelta(seconds=60))).state
     assert ended.task.status is TaskStatus.BUDGET_EXCEEDED
     assert "seconds" in (ended.task.error or "")
+
+
+def test_a_finished_attempts_spending_counts_once() -> None:
+    """The attempt that ends is in the task's sums once: 60 of 100 tokens, then a step with 60
+    more that is still running when it reports them ends the task with 120, not 180."""
+    items = [{"name": "a", "description": "one", "tool": "echo"},
+             {"name": "b", "description": "two", "tool": "echo"}]
+    task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="spend",
+                      status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
+                      meta=TaskMeta(budget=Budget(tokens=100)))
+    state = decide(TaskState(task=task, subtasks={}, attempts={}),
+                   Start(plan=planning.user_plan(items), slot=1), Context(now=NOW)).state
+    first, second = (AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=task.id,
+                                   worker_id=uuid.uuid4(), fence=1, tool="echo",
+                                   status=AttemptStatus.DISPATCHED, dispatched_at=NOW)
+                     for sub in state.subtasks.values())
+    state = decide(state, Dispatched(first), Context(now=NOW)).state
+    state = decide(state, Dispatched(second), Context(now=NOW)).state
+    done = decide(state, Finished(attempt_id=first.id, status="succeeded", output="ok",
+                                  usage={"input_tokens": 60}), Context(now=NOW)).state
+    assert done.task.status is TaskStatus.IN_PROGRESS  # 60 of 100, counted once
+    over = decide(done, UsageReported(second.id, {"input_tokens": 60}), Context(now=NOW)).state
+    assert over.task.status is TaskStatus.BUDGET_EXCEEDED
+    assert over.task.input_tokens == 120

@@ -6,14 +6,17 @@ before has decided, `eager` does not; a plan that cannot be read falls back to t
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import replace
 
 import pytest
 
-from shoal.engine.model import StepKind, SubtaskRecord
+from shoal.engine.inputs import Dispatched, Finished
+from shoal.engine.model import AttemptRecord, Budget, StepKind, SubtaskRecord, evolve
 from shoal.events import EventType
-from shoal.states import SubtaskStatus, TaskStatus
+from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows.document import DocumentError, load_document
-from tests.workflows.test_interpreter import Run
+from tests.workflows.test_interpreter import NOW, Run
 from tests.workflows.test_routing import fail
 
 STUDY = """\
@@ -144,7 +147,7 @@ def test_a_low_score_retries_with_the_hint_then_becomes_a_gap_the_report_is_told
     assert find_a.output.text.startswith("[gap] Find A")
     judged(run, "Count B", "12", 0.9)
     find_c = by_name(run, "Find C")
-    assert '<gap task="Find A">Not found: ' in find_c.description
+    assert '<gap task="Find A">Not answered: ' in find_c.description
     judged(run, "Find C", "C is 5", 0.9)
     run.answer(by_name(run, "Write").key, "# Report\n## Gaps\nA")
     assert run.state.task.status is TaskStatus.COMPLETED
@@ -212,3 +215,51 @@ def test_the_document_check_names_the_line_and_field_of_a_typed_plans_mistake(
     assert details["line"] > 1
     if problem:
         assert problem in str(details["problem"])
+
+
+WIDE = json.dumps({"subtasks": [
+    {"name": "Find A", "type": "find", "description": "a"},
+    {"name": "Count B", "type": "count", "description": "b"},
+    {"name": "Find C", "type": "find", "description": "c", "dependencies": ["Find A"]},
+    {"name": "Find D", "type": "find", "description": "d", "dependencies": ["Count B"]},
+    {"name": "Write", "type": "write", "description": "w",
+     "dependencies": ["Find C", "Find D"]}]})
+
+
+def spend(run: Run, key: str, text: str, tokens: int = 100) -> None:
+    """Run the queued run `key` and finish it with `text`, having spent `tokens`."""
+    sub = next(s for s in run.queued() if s.key == key)
+    att = AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=sub.task_id,
+                        worker_id=uuid.uuid4(), fence=sub.attempts + 1, tool="echo",
+                        status=AttemptStatus.DISPATCHED, dispatched_at=NOW)
+    run.decide(Dispatched(att))
+    run.decide(Finished(attempt_id=att.id, status="succeeded", output=text,
+                        usage={"input_tokens": tokens}))
+
+
+def test_when_the_budget_cannot_cover_the_rest_retrievals_are_skipped_as_gaps() -> None:
+    """After the first wave (500 tokens: the plan, two tasks, two gates), the three tasks left
+    would cost about 750 of the 1,000 allowed: the lowest-priority retrieval whose type may be
+    skipped is, and the rest runs; the result says it is partial."""
+    run = Run(STUDY.replace("        if_failed: gap\n", "        if_failed: gap\n"
+                                                       "        if_budget_short: gap\n"))
+    run.state = replace(run.state, task=evolve(run.state.task, meta=evolve(
+        run.state.task.meta, budget=Budget(tokens=1_000))))
+    spend(run, "plan#1", WIDE)
+    for name in ("Find A", "Count B"):
+        target = by_name(run, name)
+        spend(run, target.key, f"{name} found")
+        spend(run, judge_of(run, target).key, json.dumps({"score": 0.9}))
+    skipped = [s.name for s in run.state.subtasks.values() if s.options.gap]
+    assert skipped == ["Find D"]  # a `find` (a `count` or `write` may not be skipped)
+    assert by_name(run, "Find D").status is SubtaskStatus.COMPLETED
+    assert any("cannot cover the rest of the plan: skipped Find D" in n for n in notices(run))
+    assert by_name(run, "Find C").status is SubtaskStatus.QUEUED  # wave 2 goes on
+    spend(run, by_name(run, "Find C").key, "C found")
+    spend(run, judge_of(run, by_name(run, "Find C")).key, json.dumps({"score": 0.9}))
+    write = by_name(run, "Write")
+    assert '<gap task="Find D">Not answered: skipped: the task\'s budget' in write.description
+    spend(run, write.key, "# Report (partial)")
+    assert run.state.task.status is TaskStatus.COMPLETED
+    complete = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
+    assert (complete["partial"], complete["gaps"]) == (True, ["Find D"])

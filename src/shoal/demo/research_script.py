@@ -262,7 +262,10 @@ def _report(text: str) -> str:
     for _, citation in claims:
         numbers.setdefault(citation, len(numbers) + 1)
     cited = [f"- {claim} [{numbers[c]}]" for claim, c in claims]
-    summary = (f"The sources answer {len(claims)} point(s) of the question; "
+    skipped = [g.split(":", 1)[0] for g in gaps if "budget" in g]
+    partial = (f"Partial report: the budget could not cover {', '.join(skipped)}. "
+               if skipped else "")
+    summary = partial + (f"The sources answer {len(claims)} point(s) of the question; "
                f"{len(gaps)} part(s) could not be answered." if claims else
                "The sources do not answer this question: nothing in them supports an answer.")
     return "\n".join([

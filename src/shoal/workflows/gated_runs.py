@@ -216,10 +216,14 @@ class GatedRuns(Board):
 
     def _release(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         """Queue the runs of `sub`'s plan that may start now, each told what the tasks it
-        depends on found: in waves, every run of the lowest wave not yet completed."""
+        depends on found: in waves, every run of the lowest wave not yet completed. First, if
+        the task's budget cannot cover the runs not started yet, skip those whose type allows
+        it (`_afford`)."""
         subs = step.subtasks
+        runs = [s for s in self._round(step, sub) if "." in s.key]
+        if step.task.meta.budget is not None and self._afford(step, runs):
+            runs = [subs[s.id] for s in runs]
         if self._schedule(step.task, doc_step) is Schedule.WAVES:
-            runs = [s for s in self._round(step, sub) if "." in s.key]
             waiting = [s.options.wave or 0 for s in runs if s.status is not SubtaskStatus.COMPLETED]
             if not waiting:
                 return
@@ -232,14 +236,47 @@ class GatedRuns(Board):
                           message=f"Wave {wave + 1} of {total} starts: "
                                   + ", ".join(s.name for s in ready) + ".")
         else:
-            ready = [subs[o] for o in step.dependents(sub.id)
-                     if subs[o].status is SubtaskStatus.PENDING]
+            ready = [s for s in runs if s.status is SubtaskStatus.PENDING]
         for other in ready:
             if all(subs[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
                 queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
                                           description=other.description + self._inputs(
                                               step, other))
                 graph.emit_subtask(step, queued)
+
+    def _afford(self, step: Step, runs: list[SubtaskRecord]) -> bool:
+        """Skip, as gaps, the runs not started yet whose type allows it (`if_budget_short`),
+        lowest priority first (the later in the plan among equals), while the budget left cannot cover the runs not started at what
+        each completed run has cost so far (the planner's and the gates' spending included,
+        so the estimate errs high). True if any was skipped."""
+        budget = step.task.meta.budget
+        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED and not s.options.gap)
+        waiting = [s for s in runs if s.status is SubtaskStatus.PENDING]
+        if budget is None or not done or not waiting:
+            return False
+        tokens, cost = graph.spending(step.task, step.attempts.values())
+
+        def short(left: int) -> bool:
+            return any(limit is not None and spent + spent / done * left > limit
+                       for spent, limit in ((tokens, budget.tokens), (cost, budget.cost_usd)))
+        skippable = sorted((s for s in waiting if (kind := self._type_of(s)) is not None
+                            and kind.if_budget_short is IfFailed.GAP),
+                           key=lambda s: (s.priority, -int(s.key.rpartition(".")[2])))
+        skipped: list[SubtaskRecord] = []
+        while skippable and short(len(waiting) - len(skipped)):
+            skipped.append(skippable.pop(0))
+        why = "skipped: the task's budget cannot cover it with the rest of the plan"
+        for run in skipped:
+            gap = step.set_subtask(run, status=transition(run.status, SubtaskStatus.COMPLETED),
+                                   output=StepOutput(text=f"{GAP} {run.name}: {why}."),
+                                   options=evolve(run.options, gap=why), progress=100,
+                                   completed_at=step.ctx.now)
+            graph.emit_subtask(step, gap)
+        if skipped:
+            step.emit(EventType.NOTICE, level="warning", partial=True, message=(
+                f"The budget left cannot cover the rest of the plan: skipped "
+                f"{', '.join(s.name for s in skipped)}; the result will say what is missing."))
+        return bool(skipped)
 
     def _inputs(self, step: Step, run: SubtaskRecord) -> str:
         """What the planned tasks `run` depends on found, each in a `<result>` element (a gap
@@ -253,7 +290,7 @@ class GatedRuns(Board):
         for dep in deps:
             name = _attribute(dep.name)
             if dep.options.gap:
-                parts.append(f'<gap task="{name}">Not found: {dep.options.gap}.</gap>')
+                parts.append(f'<gap task="{name}">Not answered: {dep.options.gap}.</gap>')
                 continue
             text = _answer_text(dep)[:min(MAX_INPUT_CHARS, max(budget, 0))]
             budget -= len(text)

@@ -288,7 +288,10 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
     def completion(self, step: Step) -> Mapping[str, Any]:
         """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""
         revisions = {entry: self._revision(step, s) for entry, s in self._writer.items()}
-        done = {"state": {entry: n for entry, n in revisions.items() if n}}
+        done: dict[str, Any] = {"state": {entry: n for entry, n in revisions.items() if n}}
+        gaps = [s.name for s in step.subtasks.values() if s.options.gap]
+        if gaps:  # a typed plan that degraded: its result is partial
+            done |= {"partial": True, "gaps": gaps}
         if not any(s.quality for s in self.doc.steps):
             return done
         return done | {"evaluation_scores": quality_loop.task_scores(step)}

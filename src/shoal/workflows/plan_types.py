@@ -13,6 +13,7 @@ scheduled (`waves` or `eager`) and the plan used when the planner gives none (`d
       role: rag                   # who runs a task of this type
       description: search the documents for passages that answer a question
       if_failed: gap              # its retries spent: a gap in the report, not a failed task
+      if_budget_short: gap        # not started when the budget cannot cover the rest: a gap
       gate: {judge: judge, min_score: "{rag_threshold}", on_fail: retry, retries: 1,
              hint: "Search again with an expanded query: synonyms, related terms."}
   default_plan:
@@ -69,9 +70,10 @@ class Spent(StrEnum):
 
 
 class IfFailed(StrEnum):
-    """What a task whose attempts all failed becomes."""
+    """What a task whose attempts all failed becomes (`if_failed`); or, not started yet, when
+    the task's budget cannot cover the rest of its plan (`if_budget_short`)."""
 
-    FAIL = "fail"  # the task fails (as any step's)
+    FAIL = "fail"  # the task fails (as any step's); runs as planned, for `if_budget_short`
     GAP = "gap"  # a gap; its dependents run with what exists
 
 
@@ -95,6 +97,7 @@ class PlanType(_Strict):
     gate: TypeGate | None = None
     if_failed: IfFailed = IfFailed.FAIL
     writes_result: bool = False  # its answer is the document's result file (the report)
+    if_budget_short: IfFailed = IfFailed.FAIL  # gap: skipped when the budget cannot cover it
 
 
 class DefaultTask(_Strict):
