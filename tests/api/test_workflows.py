@@ -100,7 +100,8 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
         assert (await anon.get("/api/v1/workflows")).status_code == 401
         assert (await anon.get("/api/v1/workflows/schema")).status_code == 401
     listed = [w["name"] for w in (await client.get("/api/v1/workflows")).json()["workflows"]]
-    assert listed == ["dag", "pipeline", "research", "supervisor", "review"]  # not the broken document
+    # The built-ins, then the server's own (not the broken document).
+    assert listed == ["dag", "pipeline", "research", "supervisor", "review"]
     dag = (await client.get("/api/v1/workflows/dag")).json()
     assert dag["description"]
     assert [(s["id"], s["kind"], s["each"]) for s in dag["document"]["steps"]] == [

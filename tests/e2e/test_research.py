@@ -8,6 +8,7 @@ over the CSV. A question the sources cannot answer gives a report that says so, 
 from __future__ import annotations
 
 import io
+import json
 import re
 from datetime import datetime
 from typing import Any
@@ -167,3 +168,38 @@ async def test_a_question_the_sources_cannot_answer_gives_a_report_that_says_so(
         assert "The sources do not answer this question" in report  # …and it says so
         gaps = report.split("## Gaps", 1)[1].split("##", 1)[0]
         assert "Passages" in gaps  # the search found nothing, retried, and says so
+
+
+async def test_a_plan_a_person_edits_is_the_one_that_runs(stack: Cluster) -> None:
+    """`approve_plan`: the plan waits at a checkpoint; an edit that breaks its schema is a 422
+    and changes nothing; the edited plan is what runs."""
+    url, procs = await _start(stack)
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, {"r1", "r2"}, procs)
+        sources = await _upload_corpus(client)
+        task_id = await submit(client, {"workflow": "research", "description": SAMPLE_QUESTION,
+                                        "sources": sources,
+                                        "parameters": {"approve_plan": True}})
+        await wait_task(client, task_id, within=60, what="the plan to wait", procs=procs,
+                        until=lambda d: d["status"] == "checkpoint_pending")
+        page = (await client.get("/api/v1/checkpoints", params={
+            "task_id": task_id, "status": "pending_review"})).json()
+        [plan] = page["checkpoints"]
+        assert '"type": "retrieval_nlq"' in plan["question"]
+        answer = f"/api/v1/checkpoints/{plan['checkpoint_id']}/answer"
+        bad = await client.post(answer, json={"answer": '{"subtasks": []}'})
+        assert bad.status_code == 422, bad.text
+        mine = {"subtasks": [
+            {"name": "Figures", "type": "retrieval_nlq",
+             "description": "Which district had the most heat days in the latest year?"},
+            {"name": "Report", "type": "write_report", "description": "The report",
+             "dependencies": ["Figures"]}]}
+        ok = await client.post(answer, json={"answer": json.dumps(mine)})
+        assert ok.status_code == 200, ok.text
+        detail = await wait_task(client, task_id, within=120, what="the research to finish",
+                                 procs=procs,
+                                 until=lambda d: d["status"] in ("completed", "failed"))
+        assert detail["status"] == "completed", detail
+        ran = sorted(s["name"] for s in detail["subtasks"]
+                     if s["kind"] == "agent" and s["plan_type"])
+        assert ran == ["Figures", "Report"]

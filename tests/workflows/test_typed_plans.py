@@ -11,8 +11,16 @@ from dataclasses import replace
 
 import pytest
 
-from shoal.engine.inputs import Dispatched, Finished
-from shoal.engine.model import AttemptRecord, Budget, StepKind, SubtaskRecord, evolve
+from shoal.engine.inputs import CheckpointDecision, Dispatched, Finished
+from shoal.engine.model import (
+    AttemptRecord,
+    Budget,
+    CheckpointRecord,
+    StepKind,
+    SubtaskRecord,
+    evolve,
+)
+from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows.document import DocumentError, load_document
@@ -263,3 +271,58 @@ def test_when_the_budget_cannot_cover_the_rest_retrievals_are_skipped_as_gaps() 
     assert run.state.task.status is TaskStatus.COMPLETED
     complete = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
     assert (complete["partial"], complete["gaps"]) == (True, ["Find D"])
+
+
+APPROVED_STUDY = STUDY.replace(
+    "  find_min: {type: number, default: 0.7, minimum: 0, maximum: 1}\n",
+    "  find_min: {type: number, default: 0.7, minimum: 0, maximum: 1}\n"
+    "  approve: {type: boolean, default: false}\n").replace(
+    '    schedule: "{schedule}"\n', '    schedule: "{schedule}"\n    approve_plan: "{approve}"\n')
+
+
+def plan_checkpoint(run: Run) -> CheckpointRecord:
+    (cp,) = run.state.checkpoints.values()
+    assert cp.reason == "plan"
+    return cp
+
+
+def test_a_plan_waits_for_a_person_who_approves_it() -> None:
+    run = Run(APPROVED_STUDY, approve=True)
+    run.answer("plan#1", PLAN)
+    cp = plan_checkpoint(run)
+    assert run.state.task.status is TaskStatus.CHECKPOINT
+    assert not any("." in s.key for s in run.state.subtasks.values())  # nothing runs yet
+    assert '"type": "count"' in cp.data["question"]  # the plan, to read and edit
+    assert "4 task(s) in 3 wave(s)" in cp.data["message"]
+    run.decide(CheckpointDecision(cp.id, "approve", None))
+    assert run.state.task.status is TaskStatus.IN_PROGRESS
+    assert {s.name for s in run.queued()} == {"Find A", "Count B"}
+
+
+def test_a_person_may_edit_the_plan_and_a_bad_edit_changes_nothing() -> None:
+    run = Run(APPROVED_STUDY, approve=True)
+    run.answer("plan#1", PLAN)
+    cp = plan_checkpoint(run)
+    with pytest.raises(InvalidInput) as bad:
+        run.decide(CheckpointDecision(cp.id, "answer", None, answer=json.dumps(
+            {"subtasks": [{"name": "X", "type": "dance", "description": "x"}]})))
+    assert "does not fit" in bad.value.message
+    assert plan_checkpoint(run).status == "pending_review"  # still waiting
+    mine = {"subtasks": [{"name": "Only this", "type": "find", "description": "mine"},
+                         {"name": "Then write", "type": "write", "description": "w",
+                          "dependencies": ["Only this"]}]}
+    run.decide(CheckpointDecision(cp.id, "answer", None, answer=json.dumps(mine)))
+    assert [s.name for s in run.queued()] == ["Only this"]
+    assert by_name(run, "Then write").status is SubtaskStatus.PENDING
+    assert any("runs the plan a person edited (2 task(s))" in n for n in notices(run))
+
+
+def test_rejecting_the_plan_cancels_the_task_and_without_the_switch_nothing_waits() -> None:
+    run = Run(APPROVED_STUDY, approve=True)
+    run.answer("plan#1", PLAN)
+    run.decide(CheckpointDecision(plan_checkpoint(run).id, "reject", None, reason="Too broad"))
+    assert run.state.task.status is TaskStatus.CANCELLED
+    plain = Run(APPROVED_STUDY)  # approve: false by default
+    plain.answer("plan#1", PLAN)
+    assert not plain.state.checkpoints
+    assert {s.name for s in plain.queued()} == {"Find A", "Count B"}

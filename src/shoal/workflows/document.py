@@ -22,7 +22,7 @@ from shoal.engine import dag
 from shoal.engine.model import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
 from shoal.workflows import plan_types
-from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField
+from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField, Switch
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -166,6 +166,7 @@ class StepDoc(_Strict):
     types: dict[Name, PlanType] = Field(default_factory=dict)  # expand: typed plans (plan_types)
     schedule: ScheduleField = Schedule.EAGER  # expand with types: `eager` or `waves`
     default_plan: list[DefaultTask] = Field(default_factory=list, max_length=50)
+    approve_plan: Switch = False  # expand with types: a person approves the plan first
     optional: bool = False  # a user may switch it off (`skip`)
     quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it

@@ -12,6 +12,7 @@ step's entry is their answers in plan order once all are done.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -24,6 +25,7 @@ from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus
+from shoal.workflows.blackboard import contract_problem
 from shoal.workflows.document import Role, StepDoc, WorkflowDocument
 
 MAX_PLANNED = 50  # subtasks one expand step may plan
@@ -58,6 +60,30 @@ def plan_schema(doc_step: StepDoc, most: int) -> dict[str, Any]:
                                             "items": {"type": ["string", "integer"]}}}}
     return {"type": "object", "required": ["subtasks"], "properties": {
         "subtasks": {"type": "array", "minItems": 1, "maxItems": most, "items": task}}}
+
+
+def plan_json(plan: planning.Plan, kinds: tuple[str, ...]) -> str:
+    """A typed plan in the planner's own format (to show a person, who may edit it)."""
+    names = {p.key: p.name for p in plan.subtasks}
+    return json.dumps({"subtasks": [
+        {"name": p.name, "type": kind, "description": p.description,
+         "dependencies": [names[d] for d in p.dependencies]}
+        for p, kind in zip(plan.subtasks, kinds, strict=True)]}, indent=1, ensure_ascii=False)
+
+
+def edited_plan(doc_step: StepDoc, text: str,
+                most: int) -> tuple[planning.Plan, tuple[str, ...]]:
+    """A person's edit of a typed plan, checked as the planner's answer is; `InvalidInput`
+    saying what is wrong (nothing falls back)."""
+    problem = contract_problem(text, plan_schema(doc_step, most))
+    if problem is not None:
+        raise InvalidInput(f"The edited plan does not fit: {problem}",
+                           details={"field": "answer"})
+    plan, kinds = read_typed(doc_step, text, most)
+    if plan.source != "planner":
+        raise InvalidInput(f"The edited plan cannot be used: {' '.join(plan.notes)}",
+                           details={"field": "answer"})
+    return replace(plan, source="user"), kinds
 
 
 def read_typed(doc_step: StepDoc, answer: str | None,

@@ -246,9 +246,10 @@ class GatedRuns(Board):
 
     def _afford(self, step: Step, runs: list[SubtaskRecord]) -> bool:
         """Skip, as gaps, the runs not started yet whose type allows it (`if_budget_short`),
-        lowest priority first (the later in the plan among equals), while the budget left cannot cover the runs not started at what
-        each completed run has cost so far (the planner's and the gates' spending included,
-        so the estimate errs high). True if any was skipped."""
+        lowest priority first (the later in the plan among equals), while the budget left
+        cannot cover the runs not started at what each completed run has cost so far (the
+        planner's and the gates' spending included, so the estimate errs high). True if any
+        was skipped."""
         budget = step.task.meta.budget
         done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED and not s.options.gap)
         waiting = [s for s in runs if s.status is SubtaskStatus.PENDING]

@@ -31,7 +31,7 @@ from dataclasses import replace
 from itertools import repeat
 from typing import Any
 
-from shoal.engine import answers, graph, quality, quality_loop
+from shoal.engine import answers, dag, graph, quality, quality_loop
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     SERVING_KINDS,
@@ -42,9 +42,10 @@ from shoal.engine.model import (
     SubtaskRecord,
     TaskRecord,
 )
+from shoal.engine.planning import Plan
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
-from shoal.errors import Conflict
+from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows import dag_roles, expansion, people, routing
@@ -161,9 +162,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         sub = graph.complete(step, sub, output)
         if planning:
             self._planned(step)
-            if expansion.add_planned(step, self.doc, doc_step, sub, result.output,
-                                     self._planned_prompt(step, doc_step)):
-                self._move_on(step)
+            self._plan_or_ask(step, doc_step, sub, result.output)
             return
         self._done(step, doc_step, sub, decision)
 
@@ -255,7 +254,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         the quality loop's (its checkpoints, and quality steps no worker can take)."""
         open_cp = (step.checkpoints.get(inp.checkpoint_id)
                    if isinstance(inp, CheckpointDecision | CheckpointExpired) else None)
-        if open_cp is None or open_cp.reason not in (people.QUESTION, people.GATE):
+        if open_cp is None or open_cp.reason not in (people.QUESTION, people.GATE, people.PLAN):
             self.quality.handle(step, inp)
             self._move_on(step)
             return
@@ -272,10 +271,17 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
                                      if open_cp.reason == people.QUESTION else "approve",
                                      None, reason="Its deadline passed.")
         assert isinstance(inp, CheckpointDecision)
+        planned = self._steps.get(str(open_cp.data.get("step")))
+        edited = expansion.edited_plan(planned, inp.answer or "", self._most(step)) if (
+            open_cp.reason == people.PLAN and inp.action == "answer" and planned) else None
         cp = people.decided(step, inp)
         if inp.action == "reject":
             graph.cancel(step, f"Rejected at a {cp.reason}" + (f": {inp.reason}"
                                                                if inp.reason else "."))
+            return
+        if cp.reason == people.PLAN and planned is not None:
+            self._plan_decided(step, planned, step.subtasks[cp.subtask_id or uuid.UUID(int=0)],
+                               edited)
             return
         sub = step.subtasks[cp.subtask_id] if cp.subtask_id else None
         if sub is not None and sub.status is SubtaskStatus.IN_PROGRESS:
@@ -283,6 +289,25 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
                 f"A person let the task go on: {cp.data.get('message', '')}"
             self._person_done(step, sub, said)
         graph.resume(step)
+        self._move_on(step)
+
+    def _plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+                      edited: tuple[Plan, tuple[str, ...]] | None) -> None:
+        """A person approved the plan (its subtasks run as planned) or edited it (theirs
+        run instead)."""
+        prompt = self._planned_prompt(step, doc_step)
+        graph.resume(step)
+        if edited is None:
+            answer = planner.output.text if planner.status is SubtaskStatus.COMPLETED and \
+                planner.output is not None else None
+            expansion.add_planned(step, self.doc, doc_step, planner, answer, prompt)
+        else:
+            plan, kinds = edited
+            step.emit(EventType.NOTICE, level="info", subtask_id=str(planner.id),
+                      message=f"Step '{doc_step.id}' runs the plan a person edited "
+                              f"({len(plan.subtasks)} task(s)).")
+            expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
+                               (planner.id,), prompt, kinds=kinds)
         self._move_on(step)
 
     def completion(self, step: Step) -> Mapping[str, Any]:
@@ -341,9 +366,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
             step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
                       message=f"{why.rstrip('.')}. Step '{doc_step.id}' plans without it.")
             self._planned(step)
-            if expansion.add_planned(step, self.doc, doc_step, sub, None,
-                                     self._planned_prompt(step, doc_step)):
-                self._move_on(step)
+            self._plan_or_ask(step, doc_step, sub, None)
             return
         if doc_step.kind is DocStepKind.ROUTE:  # the engine decides in the router's place
             fallback = routing.decide(doc_step, self._route_state(step, doc_step), None)
@@ -362,10 +385,36 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         self._after_routed(step, doc_step, sub)
         self._move_on(step)
 
+    def _plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+                     answer: str | None) -> None:
+        """The planner answered (None: it failed): its subtasks run, or, where the document
+        says a person approves a typed plan first, the plan waits at a checkpoint."""
+        if not (doc_step.types and self._switch(step.task, doc_step.approve_plan)):
+            if expansion.add_planned(step, self.doc, doc_step, planner, answer,
+                                     self._planned_prompt(step, doc_step)):
+                self._move_on(step)
+            return
+        try:
+            plan, kinds = expansion.read_typed(doc_step, answer, self._most(step))
+        except InvalidInput as exc:
+            graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
+            return
+        waves = len(dag.layers(plan.graph()))
+        people.ask(step, planner, people.PLAN,
+                   f"Step '{doc_step.id}' planned {len(plan.subtasks)} task(s) in {waves} "
+                   f"wave(s){' (' + ' '.join(plan.notes) + ')' if plan.notes else ''}: "
+                   "approve the plan, answer with an edited one, or reject the task.",
+                   "Approve this plan, or answer with an edited one (the same JSON):\n"
+                   + expansion.plan_json(plan, kinds))
+
     def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
         def prompt(role: Role, item: str) -> str:
             return self._prompt(step, doc_step, role, "", item)
         return prompt
+
+    def _switch(self, task: TaskRecord, value: bool | str) -> bool:
+        return bool(value if isinstance(value, bool) else self._parameter(
+            task, value.strip("{}")))
 
     def _most(self, step: Step) -> int:
         return min(step.ctx.max_subtasks, expansion.MAX_PLANNED)

@@ -1,7 +1,8 @@
 """The steps of a document a person decides: `human` asks a question and takes the answer as
 the step's output; a `gate` that finds a score below its threshold may ask a person to let
-the task go on. Both pause the task at a checkpoint (`reason` "question" or "gate") and resume
-it once decided; rejecting either cancels the task."""
+the task go on; a typed plan may wait for a person to approve it (or answer with an edited
+one). Each pauses the task at a checkpoint (`reason` "question", "gate" or "plan") and resumes
+it once decided; rejecting any cancels the task."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from shoal.workflows.document import StepDoc
 
 QUESTION = "question"
 GATE = "gate"
+PLAN = "plan"  # a typed plan waits for a person to approve it, edit it or reject it
 DECIDED = {"answer": "answered", "approve": "approved", "reject": "rejected"}
 
 
@@ -70,7 +72,8 @@ def decided(step: Step, inp: CheckpointDecision) -> CheckpointRecord:
     if cp is None:
         raise Conflict("This checkpoint has already been decided.", code="checkpoint_decided",
                        details={"checkpoint_id": str(inp.checkpoint_id)})
-    fits = {QUESTION: ("answer", "reject"), GATE: ("approve", "reject")}.get(cp.reason, ())
+    fits = {QUESTION: ("answer", "reject"), GATE: ("approve", "reject"),
+            PLAN: ("approve", "answer", "reject")}.get(cp.reason, ())
     if inp.action not in fits:
         how = " or ".join(fits) or "nothing"
         raise Conflict(f"This checkpoint is a {cp.reason}: {how} it.", code="wrong_decision",

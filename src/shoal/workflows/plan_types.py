@@ -20,7 +20,10 @@ scheduled (`waves` or `eager`) and the plan used when the planner gives none (`d
     - {name: Passages, type: retrieval_rag, description: "…"}
 ```
 
-A gate's judge is a role whose answer's contract holds the score (`score`, a field path); below
+With `approve_plan` (true, or a boolean parameter) the plan waits at a checkpoint before anything
+of it runs: a person approves it, answers with an edited plan (the same JSON, checked the same
+way), or rejects it. A gate's judge is a role whose answer's contract holds the score (`score`,
+a field path); below
 `min_score` the gate's `on_fail` acts: `retry` runs the task again with the judge's answer and
 the `hint` (at most `retries` times, then `then`: `gap`, `keep` or `fail`), `warn` keeps the
 answer with a notice, `fail` fails the task. The checks that need the whole document (roles that
@@ -110,6 +113,7 @@ class DefaultTask(_Strict):
 
 
 ScheduleField = Schedule | Annotated[str, Field(pattern=PARAM)]
+Switch = bool | Annotated[str, Field(pattern=PARAM)]  # on or off, or a boolean parameter
 
 
 def problems(step: Any, i: int, roles: Mapping[str, Any],
@@ -126,12 +130,18 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
         if step.schedule != Schedule.EAGER:
             found.append(((*where, "schedule"), "only a step with `types` is scheduled in "
                                                 "waves"))
+        if step.approve_plan is not False:
+            found.append(((*where, "approve_plan"), "only a step with `types` has its plan "
+                                                    "approved"))
         return found
     if step.each is not None:
         found.append(((*where, "each"), "give either `each` or `types`"))
     if isinstance(step.schedule, str) and step.schedule.startswith("{"):
         found += _parameter_problem((*where, "schedule"), step.schedule, parameters,
                                     ("string",), choices=set(Schedule))
+    if isinstance(step.approve_plan, str):
+        found += _parameter_problem((*where, "approve_plan"), step.approve_plan, parameters,
+                                    ("boolean",))
     for name, kind in step.types.items():
         at: Path = (*where, "types", name)
         if kind.role not in roles:
