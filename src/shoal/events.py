@@ -31,6 +31,7 @@ class EventType(StrEnum):
     NOTICE = "notice"  # something a person should know: planner fallback, rejected files
     STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
     ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)
+    PHASE = "phase"  # a task with a typed plan moved to another phase (planning, executing, …)
     AGENT_TOKEN = "agent_token"  # model text as it streams: live only (`seq` 0, never stored)
 
 

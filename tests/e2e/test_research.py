@@ -109,6 +109,37 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
                   and str(e["data"].get("message", "")).startswith("Wave ")]
         assert [m.split(":")[0] for m in starts] == [
             "Wave 2 of 4 starts", "Wave 3 of 4 starts", "Wave 4 of 4 starts"]
+        named = await _named_events(client, task_id)
+        phases = [e["data"]["phase"] for _, e in named if e["type"] == "phase"]
+        assert phases == ["initializing", "planning", "planned", "executing", "synthesizing",
+                          "complete"]
+        assert [n for n, _ in named if n in ("project_created", "project_complete")] == [
+            "project_created", "project_complete"]
+        assert {n for n, _ in named} >= {"task_started", "task_completed"}
+        started = [d["data"]["name"] for n, d in named if n == "task_started"]
+        assert sorted(started) == sorted(planned)  # each planned task started once
+        done = next(e for n, e in named if n == "project_complete")
+        assert done["data"]["report_url"] == f"/api/v1/tasks/{task_id}/report"
+
+
+async def _named_events(client: httpx.AsyncClient,
+                        task_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The task's events from the start under its workflow's names (seed 002's), until its
+    last phase: (the SSE event name, the event)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events",
+                             params={"names": "workflow", "since": 0}) as resp:
+        assert resp.status_code == 200
+        async for line in resp.aiter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                found.append((name, json.loads(line[6:])))
+                if found[-1][1]["type"] == "phase" and found[-1][1]["data"]["phase"] in (
+                        "complete", "failed"):
+                    return found
+    raise AssertionError(f"no last phase: {[n for n, _ in found]}")
 
 
 async def _the_search_that_found_nothing_retried_then_became_a_gap(

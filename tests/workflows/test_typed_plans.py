@@ -24,6 +24,7 @@ from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.event_names import renamer
 from tests.workflows.test_interpreter import NOW, Run
 from tests.workflows.test_routing import fail
 
@@ -326,3 +327,48 @@ def test_rejecting_the_plan_cancels_the_task_and_without_the_switch_nothing_wait
     plain.answer("plan#1", PLAN)
     assert not plain.state.checkpoints
     assert {s.name for s in plain.queued()} == {"Find A", "Count B"}
+
+
+def test_the_task_moves_through_the_seeds_phases_each_said_once() -> None:
+    """initializing → planning → planned (waiting for approval) → executing → synthesizing
+    (only `synthesizing` types left) → complete, each a `phase` event."""
+    run = Run(APPROVED_STUDY.replace("      write: {role: writer}\n",
+                                     "      write: {role: writer, phase: synthesizing}\n"),
+              approve=True)
+    run.answer("plan#1", PLAN)
+    run.decide(CheckpointDecision(plan_checkpoint(run).id, "approve", None))
+    judged(run, "Find A", "A", 0.9)
+    judged(run, "Count B", "B", 0.9)
+    judged(run, "Find C", "C", 0.9)
+    run.answer(by_name(run, "Write").key, "# Report")
+    moves = [(d["previous"], d["phase"]) for t, d in run.events if t is EventType.PHASE]
+    assert moves == [("", "initializing"), ("initializing", "planning"),
+                     ("planning", "planned"), ("planned", "executing"),
+                     ("executing", "synthesizing"), ("synthesizing", "complete")]
+
+
+def test_a_plan_made_and_started_in_one_decision_was_planned_in_between() -> None:
+    run = Run(STUDY)
+    run.answer("plan#1", PLAN)
+    moves = [(d["previous"], d["phase"]) for t, d in run.events if t is EventType.PHASE]
+    assert moves[-2:] == [("planning", "planned"), ("planned", "executing")]
+
+
+def test_a_workflows_own_event_names_rename_the_events_that_match() -> None:
+    """`events:` names Shoal's events for a workflow's clients: the first entry that matches
+    wins; `*` asks for a field that is present; `report` adds the report's URL."""
+    doc = load_document(STUDY + """\
+events:
+  started: {event: subtask_update, where: {status: in_progress, plan_type: "*"}}
+  done: {event: task_complete, report: true}
+""")
+    rename = renamer(doc.events, "/api/v1/tasks/t/report")
+    typed = {"type": "subtask_update", "data": {"status": "in_progress", "plan_type": "find"}}
+    assert rename(typed)["name"] == "started"
+    planner = {"type": "subtask_update", "data": {"status": "in_progress"}}
+    assert "name" not in rename(planner)  # no plan type: Shoal's name stays
+    done = rename({"type": "task_complete", "data": {"status": "completed"}})
+    assert (done["name"], done["data"]["report_url"]) == ("done", "/api/v1/tasks/t/report")
+    with pytest.raises(DocumentError) as caught:
+        load_document(STUDY + "events:\n  started: {event: begun}\n", source="study.yaml")
+    assert caught.value.details["field"] == "events.started.event"

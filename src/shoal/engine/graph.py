@@ -61,6 +61,8 @@ from shoal.states import (
 def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> Decision:
     """Apply one input to one task's state, `flow` being the task's workflow."""
     step = Step(state, ctx)
+    # A phased workflow's task: its phase now (none before it starts), to say if it moves.
+    before = None if not flow.phased else "" if isinstance(inp, Start) else flow.phase(step)
     match inp:
         case Start():
             if inp.slot is not None:
@@ -90,6 +92,10 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
             cancel(step, inp.reason)
         case CheckpointDecision() | CheckpointExpired() | Unplaceable():
             flow.handle(step, inp)
+    if before is not None and (after := flow.phase(step)) != before:
+        for phase in flow.phases_moved(before, after):
+            step.emit(EventType.PHASE, phase=phase, previous=before)
+            before = phase
     return step.finish()
 
 

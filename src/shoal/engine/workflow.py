@@ -23,6 +23,10 @@ Decided = CheckpointDecision | CheckpointExpired | Unplaceable
 class Workflow(Protocol):
     """One way of organising agents, interpreted by the engine."""
 
+    phased: bool
+    """Whether its tasks go through named phases (`phase`): then each decision that moves a
+    task to another phase says so in a `phase` event."""
+
     @property
     def name(self) -> str:
         """The name tasks give in `workflow` to run this one."""
@@ -53,6 +57,13 @@ class Workflow(Protocol):
 
     def completion(self, step: Step) -> Mapping[str, Any]:
         """What the `task_complete` event says besides the status and usage."""
+
+    def phase(self, step: Step) -> str:
+        """The phase the task is in (asked only of a workflow that is `phased`)."""
+
+    def phases_moved(self, before: str, after: str) -> Sequence[str]:
+        """The phases a task went through in one decision, from `before` to `after` (`after`
+        last): more than one where a phase began and ended within it."""
 
     def instructions(
         self, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,

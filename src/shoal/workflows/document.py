@@ -22,6 +22,7 @@ from shoal.engine import dag
 from shoal.engine.model import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
 from shoal.workflows import plan_types
+from shoal.workflows.event_names import EventName
 from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField, Switch
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -213,6 +214,7 @@ class WorkflowDocument(_Strict):
     result: Name | None = None  # the entry holding the final answer (default: the last step's)
     result_file: str | None = Field(  # the file it becomes (default: <result>.md)
         default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$")
+    events: dict[Name, EventName] = Field(default_factory=dict)  # its names for Shoal's events
 
     @property
     def result_entry(self) -> str:

@@ -48,7 +48,7 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import dag_roles, expansion, people, routing
+from shoal.workflows import dag_roles, expansion, people, phases, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -80,6 +80,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
     def __init__(self, doc: WorkflowDocument) -> None:
         super().__init__(doc)
         self.quality = quality_loop.QualityLoop(self)  # for `quality` steps
+        self.phased = phases.phased(doc)
 
     # ---- the protocol ---------------------------------------------------------------------
 
@@ -309,6 +310,13 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
             expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
                                (planner.id,), prompt, kinds=kinds)
         self._move_on(step)
+
+    def phase(self, step: Step) -> str:
+        return phases.phase_of(self.doc, step.task.status, step.subtasks.values(),
+                               step.checkpoints.values())
+
+    def phases_moved(self, before: str, after: str) -> Sequence[str]:
+        return phases.moved(before, after)
 
     def completion(self, step: Step) -> Mapping[str, Any]:
         """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""

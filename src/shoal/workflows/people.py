@@ -19,10 +19,11 @@ from shoal.engine.step import Step
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.workflows.document import StepDoc
+from shoal.workflows.phases import PLAN_CHECKPOINT
 
 QUESTION = "question"
 GATE = "gate"
-PLAN = "plan"  # a typed plan waits for a person to approve it, edit it or reject it
+PLAN = PLAN_CHECKPOINT  # a typed plan waits for a person to approve it, edit it or reject it
 DECIDED = {"answer": "answered", "approve": "approved", "reject": "rejected"}
 
 

@@ -56,6 +56,19 @@ class Schedule(StrEnum):
     WAVES = "waves"  # by topological layers: a layer once every gate of the one before decided
 
 
+class Phase(StrEnum):
+    """Where a task with a typed plan is (seed 002's phases): `phase` events and the task's
+    detail say it. A type names the phase its tasks belong to (`executing` or `synthesizing`)."""
+
+    INITIALIZING = "initializing"  # created; its planner has not started
+    PLANNING = "planning"  # the planner runs
+    PLANNED = "planned"  # the plan is made (and may wait for a person to approve it)
+    EXECUTING = "executing"  # tasks of `executing` types run
+    SYNTHESIZING = "synthesizing"  # only tasks of `synthesizing` types are left
+    COMPLETE = "complete"
+    FAILED = "failed"  # failed, cancelled, or out of budget
+
+
 class OnFail(StrEnum):
     """What a gate does with a score below its threshold."""
 
@@ -101,6 +114,7 @@ class PlanType(_Strict):
     if_failed: IfFailed = IfFailed.FAIL
     writes_result: bool = False  # its answer is the document's result file (the report)
     if_budget_short: IfFailed = IfFailed.FAIL  # gap: skipped when the budget cannot cover it
+    phase: Phase = Phase.EXECUTING  # the task's phase while tasks of this type are left
 
 
 class DefaultTask(_Strict):
@@ -144,6 +158,8 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
                                     ("boolean",))
     for name, kind in step.types.items():
         at: Path = (*where, "types", name)
+        if kind.phase not in (Phase.EXECUTING, Phase.SYNTHESIZING):
+            found.append(((*at, "phase"), "a type's tasks are executing or synthesizing"))
         if kind.role not in roles:
             found.append(((*at, "role"), f"no role '{kind.role}' in roles"))
         elif kind.writes_result and roles[kind.role].output is not None:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request
@@ -53,6 +53,7 @@ from shoal.store.models import utcnow
 from shoal.workflows import Insert, checked_parameters, checked_skip, with_inserted
 from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
+from shoal.workflows.event_names import renamer
 from shoal.workflows.interpreter import DocumentWorkflow
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"],
@@ -348,13 +349,21 @@ async def task_events(
     task_id: str, request: Request, user: UserDep, services: ServicesDep,
     last_event_id: Annotated[str | None, Header(pattern=r"^\d{1,19}$")] = None,
     since: Annotated[int | None, Query(ge=0, le=MAX_INT64)] = None,
+    names: Annotated[Literal["shoal", "workflow"], Query()] = "shoal",
 ) -> StreamingResponse:
-    """Server-sent events for one task; resumes after `Last-Event-ID` (or `?since=`)."""
+    """Server-sent events for one task; resumes after `Last-Event-ID` (or `?since=`). With
+    `names=workflow`, events its workflow names (`events:` in its document) come under those
+    names."""
     start = since if since is not None else _last_event_id(last_event_id)
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
     stream = streams.replay_then_live(services, user_id=user.user_id, task_id=row.id,
                                       since=start, kind=StreamKind.SSE)
+    document = task_from_row(row).meta.workflow if names == "workflow" else None
+    if document is not None:
+        rename = renamer(WorkflowDocument.model_validate(document).events,
+                         f"/api/v1/tasks/{row.id}/report")
+        stream = (rename(item) async for item in stream)
     return StreamingResponse(_sse(stream, request, services.runtime.metrics),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -373,7 +382,7 @@ async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request,
             # A live-only event (`agent_token`, seq 0) has no id: it must not move
             # Last-Event-ID back.
             ident = f"id: {item['seq']}\n" if item["seq"] else ""
-            yield f"{ident}event: {item['type']}\ndata: {json.dumps(item)}\n\n"
+            yield f"{ident}event: {item.get('name') or item['type']}\ndata: {json.dumps(item)}\n\n"
 
 
 def _last_event_id(value: str | None) -> int:
