@@ -11,6 +11,7 @@ import io
 import json
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,19 +47,19 @@ async def _upload_corpus(client: httpx.AsyncClient) -> list[str]:
     return [u["upload_id"] for u in resp.json()["uploads"]]
 
 
-async def _start(stack: Cluster) -> tuple[str, list[Proc]]:
-    """A control plane, the demo model and two workers of two slots each."""
+async def _start(stack: Cluster, names: tuple[str, ...] = ("r1", "r2")) -> tuple[str, list[Proc]]:
+    """A control plane, the demo model and workers (`names`) of two slots each."""
     port, model_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     await stack.create_user("alice")
     model = stack.start_demo_model(model_port)
     server = stack.start_server(port)
-    tokens = [await stack.create_worker_token(n) for n in ("r1", "r2")]
+    tokens = [await stack.create_worker_token(n) for n in names]
     await wait_healthy(url, server)
     await wait_port(model_port, model)
     workers = [stack.start_worker(n, t, url, slots=2,
                                   model_url=f"http://127.0.0.1:{model_port}/v1")
-               for n, t in zip(("r1", "r2"), tokens, strict=True)]
+               for n, t in zip(names, tokens, strict=True)]
     return url, [server, *workers]
 
 
@@ -234,3 +235,33 @@ async def test_a_plan_a_person_edits_is_the_one_that_runs(stack: Cluster) -> Non
         ran = sorted(s["name"] for s in detail["subtasks"]
                      if s["kind"] == "agent" and s["plan_type"])
         assert ran == ["Figures", "Report"]
+
+
+def _indexes(folder: Path) -> dict[str, tuple[int, int]]:
+    """The index files in `folder` (passages and graphs): name → (size, mtime_ns)."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.glob("*")
+            if p.is_file() and p.suffix in (".sqlite", ".json")}
+
+
+async def test_a_second_task_over_the_same_files_reuses_their_index(stack: Cluster) -> None:
+    """Sources are indexed once per content: a second task over the same files on the worker
+    builds no index (no file of the worker's index folder is written again)."""
+    url, procs = await _start(stack, ("r1",))
+    folder = stack.root / "worker-r1" / "index"
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, {"r1"}, procs)
+        for attempt in ("first", "second"):
+            sources = await _upload_corpus(client)  # uploaded again: the same content
+            task_id = await submit(client, {"workflow": "research",
+                                            "description": SAMPLE_QUESTION,
+                                            "sources": sources})
+            detail = await wait_task(client, task_id, within=200, what=f"the {attempt} task",
+                                     procs=procs,
+                                     until=lambda d: d["status"] in ("completed", "failed"))
+            assert detail["status"] == "completed", detail
+            if attempt == "first":
+                built = _indexes(folder)
+                documents = [p for p in corpus_files() if p.suffix != ".csv"]
+                assert len([n for n in built if n.endswith(".sqlite")]) == len(documents)
+                assert any(n.endswith(".json") for n in built)  # their knowledge graphs
+        assert _indexes(folder) == built
