@@ -20,7 +20,7 @@ from typing import Any
 
 from shoal.engine import dag, graph, planning
 from shoal.engine.answers import find_json
-from shoal.engine.model import StepKind, StepOptions, SubtaskRecord, evolve
+from shoal.engine.model import McpServerSpec, StepKind, StepOptions, SubtaskRecord, evolve
 from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
@@ -147,13 +147,17 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
     lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
-    waves = {k: n for n, layer in enumerate(dag.layers(plan.graph())) for k in layer}
+    waves = {k: n for n, layer in enumerate(dag.layers(plan.graph())) for k in layer} \
+        if kinds else {}
+    servers: dict[str, tuple[McpServerSpec, ...]] = {}  # each role's, made once
     for i, planned in enumerate(plan.subtasks, start=1):
         own = StepOptions.from_json(options[i - 1]) if i <= len(options) else StepOptions()
         kind = kinds[i - 1] if kinds else None
         name = doc_step.types[kind].role if kind else doc_step.each
         assert name is not None  # the document check says so
         role = doc.roles[name]
+        if name not in servers:
+            servers[name] = role.mcp_specs()
         if kind:
             own = evolve(own, plan_type=kind, wave=waves[planned.key],
                          output_file=doc.result_filename if doc_step.types[kind].writes_result
@@ -166,7 +170,7 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
             status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
             created_at=step.ctx.now,
             dependencies=(*after, *(ids[d] for d in planned.dependencies)),
-            options=evolve(own, seq=seq, mcp_servers=role.mcp_specs()),
+            options=evolve(own, seq=seq, mcp_servers=servers[name]),
             recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
             pinned_tool=planned.tool, complexity=planned.complexity,
             priority=lengths.get(planned.key, 1.0))
