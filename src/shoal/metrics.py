@@ -2,11 +2,13 @@
 
 Each control plane has a registry of its own (`Metrics.registry`, served at `/metrics`), so
 copies in one process — tests, `shoal up` — never share counts. The runtime reports what each
-committed batch changed (`committed`), the attempts it sent (`dispatched`) and the results it
-refused (`fenced`); the API reports request times, client streams and the lag of the events it
-delivers. Label values are bounded: statuses and outcomes are closed sets, and tool, model,
-workflow and route names keep their first `MAX_LABELS` values, then become `other`, so a
-worker or a client cannot blow up the number of series. No id is ever a label.
+committed batch changed (`committed`; for a task with a typed plan that completed, its wave
+metrics too, from its committed subtasks: `shoal.engine.waves`), the attempts it sent
+(`dispatched`) and the results it refused (`fenced`); the API reports request times, client
+streams and the lag of the events it delivers. Label values are bounded: statuses and
+outcomes are closed sets, and tool, model, workflow and route names keep their first
+`MAX_LABELS` values, then become `other`, so a worker or a client cannot blow up the number of
+series. No id is ever a label.
 
 The series are plain Python numbers that one collector turns into Prometheus families when
 scraped: everything that feeds them runs on the control plane's one event loop, so they need
@@ -29,7 +31,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from shoal.states import TERMINAL_ATTEMPT, TERMINAL_TASK, AttemptStatus, SubtaskStatus
+from shoal.engine.waves import measure_waves
+from shoal.states import TERMINAL_ATTEMPT, TERMINAL_TASK, AttemptStatus, SubtaskStatus, TaskStatus
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -48,6 +51,9 @@ DISPATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
                     30, 60, 300)
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+# A typed plan's wave transition (seed 002's target: under 100 ms) and its parallelism ratio.
+WAVE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class Outcome(StrEnum):
@@ -165,6 +171,14 @@ class Metrics:
             "shoal_event_fanout_lag_seconds",
             "From an event being stored to its delivery on a live client stream", ("stream",),
             LAG_BUCKETS)
+        self.wave_transition = Distribution(
+            "shoal_wave_transition_seconds",
+            "Typed plans: from the last completion of a wave to the first start of the next "
+            "(observed when the task completes)", ("workflow",), WAVE_BUCKETS)
+        self.parallelism = Distribution(
+            "shoal_task_parallelism_ratio",
+            "Typed plans: the planned tasks' run time over (their span x the most that ran at "
+            "once), one per completed task", ("workflow",), RATIO_BUCKETS)
         self.streams = Series("shoal_client_streams", "Open live client streams", ("stream",))
         for kind in StreamKind:
             self.streams.add((kind.value,), 0)
@@ -196,6 +210,8 @@ class Metrics:
         if new.task.status in TERMINAL_TASK:
             if old.task.status not in TERMINAL_TASK:
                 self.tasks.add((self._workflows(new.task.workflow), new.task.status.value))
+                if new.task.status is TaskStatus.COMPLETED:
+                    self.task_completed(new)
             for sid in new.subtasks:
                 ready.pop(sid, None)
             return
@@ -210,6 +226,19 @@ class Metrics:
                     ready[sid] = max(now, sub.not_before) if sub.not_before else now
             elif sub.status is not SubtaskStatus.IN_PROGRESS:
                 ready.pop(sid, None)
+
+    def task_completed(self, state: TaskState) -> None:
+        """Observe a completed task's wave metrics, if it ran a typed plan (its committed
+        subtasks: `shoal.engine.waves`)."""
+        found = measure_waves(state.subtasks.values())
+        if found is None:
+            return
+        key = (self._workflows(state.task.workflow),)
+        if found.parallelism_ratio is not None:
+            self.parallelism.observe(key, found.parallelism_ratio)
+        for ms in found.transitions_ms:
+            if ms is not None:  # an overlap (eager) is no wait at all
+                self.wave_transition.observe(key, max(0.0, ms / 1000))
 
     def attempt_ended(self, att: AttemptRecord, outcome: Outcome) -> None:
         """Count one attempt that ended: outcome, run time, tokens and cost."""
@@ -297,7 +326,8 @@ class _Collector(Collector):
         m = self._metrics
         for series in (m.tasks, m.attempts, m.input_tokens, m.output_tokens, m.cost):
             yield series.counter()
-        for distribution in (m.run_time, m.dispatch_latency, m.http_time, m.fanout_lag):
+        for distribution in (m.run_time, m.dispatch_latency, m.http_time, m.fanout_lag,
+                             m.wave_transition, m.parallelism):
             yield distribution.family()
         yield m.streams.gauge()
         counts = m._counts()

@@ -76,6 +76,8 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
                                  procs=procs,
                                  until=lambda d: d["status"] in ("completed", "failed"))
         assert detail["status"] == "completed", detail
+        assert detail["phase"] == "complete"
+        assert detail["waves"]["count"] == 4
         subs = detail["subtasks"]
         planned = {s["name"]: s for s in subs if s["kind"] == "agent" and s["plan_type"]}
         waves = sorted({s["wave"] for s in planned.values()})
@@ -218,6 +220,7 @@ async def test_a_plan_a_person_edits_is_the_one_that_runs(stack: Cluster) -> Non
             "task_id": task_id, "status": "pending_review"})).json()
         [plan] = page["checkpoints"]
         assert '"type": "retrieval_nlq"' in plan["question"]
+        assert (await client.get(f"/api/v1/tasks/{task_id}")).json()["phase"] == "planned"
         answer = f"/api/v1/checkpoints/{plan['checkpoint_id']}/answer"
         bad = await client.post(answer, json={"answer": '{"subtasks": []}'})
         assert bad.status_code == 422, bad.text

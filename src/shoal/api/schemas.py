@@ -238,6 +238,18 @@ class TaskStateView(BaseModel):
         "plan, execution_order, agent_outputs and summary (seed 001)."))
 
 
+class WaveSummary(BaseModel):
+    """A typed plan's waves (`shoal.engine.waves` defines each figure)."""
+
+    count: int = Field(description="waves in the plan (its topological layers)")
+    parallelism_ratio: float | None = Field(description=(
+        "Σ planned tasks' run times ÷ (span of their runs x the most that ran at once); null "
+        "until one has completed"))
+    transitions_ms: list[float | None] = Field(description=(
+        "per pair of waves N → N+1: the last completion of wave N to the first start of wave "
+        "N+1, ms; null until both happened"))
+
+
 class TaskDetail(TaskSummary):
     """`GET /api/v1/tasks/{id}`."""
 
@@ -255,6 +267,8 @@ class TaskDetail(TaskSummary):
     budget: dict[str, Any] | None = None  # what it may spend, as submitted
     sources: list[dict[str, Any]] = Field(default_factory=list)  # the uploads it reads
     budget_remaining: dict[str, Any] | None = None  # what is left of each limit
+    waves: WaveSummary | None = Field(None, exclude_if=lambda v: v is None)  # typed plans only
+    phase: str | None = Field(None, exclude_if=lambda v: v is None)  # typed plans: seed 002's
 
 
 class AttemptSpan(BaseModel):

@@ -313,7 +313,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
 
     def phase(self, step: Step) -> str:
         return phases.phase_of(self.doc, step.task.status, step.subtasks.values(),
-                               step.checkpoints.values())
+                               [cp.reason for cp in step.checkpoints.values()])
 
     def phases_moved(self, before: str, after: str) -> Sequence[str]:
         return phases.moved(before, after)

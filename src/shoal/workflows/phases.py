@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shoal.engine.model import CheckpointRecord, StepKind, SubtaskRecord
+from shoal.engine.model import StepKind, SubtaskRecord
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus
 from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.plan_types import Phase
@@ -28,8 +28,9 @@ def phased(doc: WorkflowDocument) -> bool:
 
 
 def phase_of(doc: WorkflowDocument, status: TaskStatus, subtasks: Iterable[SubtaskRecord],
-             checkpoints: Iterable[CheckpointRecord]) -> Phase:
-    """The phase of a task of `doc` in `status` with these subtasks and open checkpoints."""
+             waiting: Iterable[str]) -> Phase:
+    """The phase of a task of `doc` in `status` with these subtasks and open checkpoints
+    (`waiting`: their reasons)."""
     if status is TaskStatus.COMPLETED:
         return Phase.COMPLETE
     if status in TERMINAL_TASK:
@@ -41,7 +42,7 @@ def phase_of(doc: WorkflowDocument, status: TaskStatus, subtasks: Iterable[Subta
     if planner.status not in TERMINAL_SUBTASK:
         return Phase.PLANNING if planner.attempts or planner.status is \
             SubtaskStatus.IN_PROGRESS else Phase.INITIALIZING
-    if any(cp.reason == PLAN_CHECKPOINT for cp in checkpoints):
+    if PLAN_CHECKPOINT in waiting:
         return Phase.PLANNED
     types = {name: kind for s in doc.steps for name, kind in s.types.items()}
     left = {types[s.options.plan_type].phase for s in subs

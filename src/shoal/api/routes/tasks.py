@@ -35,9 +35,10 @@ from shoal.api.schemas import (
     TaskStateView,
     TaskSummary,
     Usage,
+    WaveSummary,
 )
 from shoal.artifacts.store import write_zip
-from shoal.engine import planning, quality
+from shoal.engine import planning, quality, waves
 from shoal.engine.model import Budget, Deadline, SourceRef, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
 from shoal.ids import parse_id
@@ -50,7 +51,7 @@ from shoal.store import uploads as upload_rows
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
-from shoal.workflows import Insert, checked_parameters, checked_skip, with_inserted
+from shoal.workflows import Insert, checked_parameters, checked_skip, phases, with_inserted
 from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.event_names import renamer
@@ -266,7 +267,29 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         queue_position=position, **_budget_view(row),
         sources=[{"name": s.name, "kind": s.kind, "size": s.size}
                  for s in task_from_row(row).meta.sources],
+        waves=_wave_summary(subs), phase=_phase(row, subs, cps),
     )
+
+
+def _phase(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) -> str | None:
+    """The phase of a task whose workflow plans typed tasks (None: any other)."""
+    document = task_from_row(row).meta.workflow
+    doc = WorkflowDocument.model_validate(document) if document else None
+    if doc is None or not phases.phased(doc):
+        return None
+    return phases.phase_of(doc, TaskStatus(row.status), (subtask_from_row(s) for s in subs),
+                           [c.reason for c in cps if c.status == quality.PENDING_REVIEW])
+
+
+def _wave_summary(subs: list[sa.Row[Any]]) -> WaveSummary | None:
+    """How a typed plan's waves went, from its subtasks' rows (None: no typed plan)."""
+    if not any(isinstance(s.options, dict) and "wave" in s.options for s in subs):
+        return None  # the common case: no record built
+    found = waves.measure_waves(subtask_from_row(s) for s in subs)
+    if found is None:
+        return None
+    return WaveSummary(count=found.count, parallelism_ratio=found.parallelism_ratio,
+                       transitions_ms=list(found.transitions_ms))
 
 
 def _budget_view(row: sa.Row[Any]) -> dict[str, Any]:
