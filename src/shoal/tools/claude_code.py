@@ -131,9 +131,12 @@ class ClaudeCodeTool:
         extra = {"CLAUDE_CONFIG_DIR": str(home / ".claude"),
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
                  "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-                 # How long `-p` waits for the role's MCP servers before its first model
-                 # request (the CLI's default, 5 s, is less than a busy machine needs to start
-                 # one; after it the model would go on without their tools).
+                 # `-p` connects MCP servers in the background and takes its first model
+                 # request's tools from whichever have connected by then: on a busy machine a
+                 # role's server may not have, and the model goes on without its tools (seen
+                 # under load). Wait for them (MCP_CONNECTION_NONBLOCKING=false), at most
+                 # MCP_START_MS.
+                 "MCP_CONNECTION_NONBLOCKING": "false",
                  "MCP_CONNECT_TIMEOUT_MS": str(MCP_START_MS), "MCP_TIMEOUT": str(MCP_START_MS)}
         if self._api_key:
             extra["ANTHROPIC_API_KEY"] = self._api_key
