@@ -4,6 +4,7 @@ hostile uploads get their 4xx and leave nothing behind, in the database or the s
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import zipfile
 from collections.abc import AsyncIterator
@@ -204,3 +205,41 @@ async def test_a_users_uploads_have_a_quota_and_are_theirs(
     finally:
         await bob.aclose()
     assert (await client.delete(f"/api/v1/uploads/{mine}")).status_code == 204
+
+
+class Indexer(EchoTool):
+    """The echo tool, playing `shoal mcp sources`: it uses the index of `sources/notes.md`
+    that it was handed in `.index/` (content-addressed), else builds one there."""
+
+    async def run(self, run: ToolRun) -> ToolOutcome:
+        outcome = await super().run(run)
+        sha = hashlib.sha256((run.workspace / "sources" / "notes.md").read_bytes()).hexdigest()
+        index = run.workspace / ".index" / f"{sha}.v1.sqlite"
+        how = "adopted" if index.exists() else "built"
+        if how == "built":
+            index.parent.mkdir(exist_ok=True)
+            index.write_bytes(b"an index of " + sha.encode())
+        return ToolOutcome(status=outcome.status, output=f"{outcome.output}\nindex: {how}")
+
+
+async def test_a_sources_index_made_on_one_worker_is_handed_to_the_next(
+        server: RunningServer, client: httpx.AsyncClient) -> None:
+    """The index a step built travels back as a cache of its task (never among the task's
+    files a user downloads), and a later task of the user's over the same file gets it on
+    another worker: nothing is built again."""
+    uploaded = (await _upload(client, ("notes.md", b"# Notes\n\nCats."))).json()["uploads"]
+    plan = [{"name": "read", "description": "read them", "tool": "echo"}]
+    outputs: list[str] = []
+    for worker in ("w1", "w2"):  # a fresh worker each time, with a data folder of its own
+        async with echo_worker(server, server.services.settings, name=worker,
+                               tools={"echo": Indexer()}):
+            task = await client.post("/api/v1/tasks", json={
+                "description": "Read my notes", "plan": plan,
+                "sources": [u["upload_id"] for u in uploaded]})
+            assert task.status_code == 201, task.text
+            detail = await wait_for_status(client, task.json()["task_id"], "completed")
+        sub = detail["subtasks"][0]["subtask_id"]
+        outputs.append((await client.get(f"/api/v1/subtasks/{sub}")).json()["output"]["text"])
+        files = (await client.get(f"/api/v1/subtasks/{sub}/files")).json()
+        assert not any(".index/" in str(f) for f in files)  # a cache, not the work
+    assert ["index: built" in outputs[0], "index: adopted" in outputs[1]] == [True, True]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,40 @@ async def test_search_with_the_fake_embeddings_is_hybrid_and_indexes_once(
     assert second["mode"] == "hybrid"
     assert asked == [1]  # the question alone
     assert {p: p.stat().st_mtime_ns for p in shared.glob("*.sqlite")} == indexed
-    assert not (later / ".index").exists()
+    # Each attempt leaves the indexes it used where its worker sends them on (`.index/`).
+    assert sorted(p.name for p in (later / ".index").glob("*.sqlite")) == sorted(
+        p.name for p in indexed)
+
+
+async def test_indexes_handed_over_from_another_worker_are_adopted_not_built(
+        workspace: Path, tmp_path: Path) -> None:
+    """A worker that has never seen the files, handed their indexes (with their embeddings)
+    in the workspace's `.index/` as the control plane does, builds and embeds nothing: only
+    the question is embedded."""
+    app: Starlette = create_demo_model_app()
+    env = {"SHOAL_EMBEDDING_MODEL": "embed-demo"}
+    async with running_demo_model(app) as base_url:
+        env["SHOAL_OPENAI_COMPAT_BASE_URL"] = base_url
+        async with connected(workspace, SHOAL_INDEX_DIR=str(tmp_path / "worker-a"),
+                             **env) as sources:
+            await call(sources, "search_passages", query="When was the lighthouse built?")
+        handed = sorted(p.name for p in (workspace / ".index").iterdir())
+        before = len([r for r in request_log(app) if r.api == "openai_embeddings"])
+        elsewhere = tmp_path / "on-worker-b"
+        write_documents(elsewhere / "sources")
+        shutil.copytree(workspace / ".index", elsewhere / ".index")
+        async with connected(elsewhere, SHOAL_INDEX_DIR=str(tmp_path / "worker-b"),
+                             **env) as sources:
+            found = await call(sources, "search_passages",
+                               query="When was the lighthouse built?", k=3)
+        asked = [len(r.body["input"]) for r in request_log(app)
+                 if r.api == "openai_embeddings"][before:]
+    assert any(name.endswith(".sqlite") for name in handed)
+    assert found["mode"] == "hybrid"
+    assert any(BUILT_FACT in p["text"] for p in found["passages"])
+    assert asked == [1]  # the question alone: no passage embedded again
+    assert sorted(p.name for p in (tmp_path / "worker-b").iterdir()
+                  if p.suffix == ".sqlite") == [n for n in handed if n.endswith(".sqlite")]
 
 
 async def test_a_workspace_without_sources_says_what_to_do(tmp_path: Path) -> None:

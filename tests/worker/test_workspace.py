@@ -211,3 +211,25 @@ def test_a_steps_answer_replaces_an_upstream_file_of_its_name_unless_the_agent_c
     assert (tmp_path / "new.md").read_text(encoding="utf-8") == "# Mine\n"
     _save_output(tmp_path, "fresh.md", "# Answer", None)
     assert (tmp_path / "fresh.md").read_text(encoding="utf-8") == "# Answer\n"
+
+
+def test_search_indexes_travel_as_a_cache_after_the_work_and_never_as_a_refusal(
+    tmp_path: Path,
+) -> None:
+    """`.index/<sha256>.….sqlite|json` files handed in come back only if changed; new ones
+    are sent after the work's files, with what room the limits leave; one that does not fit is
+    left out without a refusal (the next worker builds its own); lock files never travel."""
+    sha = "a" * 64
+    handed = _file(f".index/{sha}.v1.sqlite", b"old index")
+    workspace, skipped = prepare_workspace(tmp_path, _execute(handed))
+    assert skipped == []  # handed to the worker as the control plane sends them
+    before = snapshot(workspace)
+    assert f".index/{sha}.v1.sqlite" in before
+    (workspace / "report.md").write_bytes(b"r" * 600)
+    (workspace / ".index" / f"{sha}.graph.v1.heuristic-0.json").write_bytes(b"{}" * 100)
+    other = "b" * 64
+    (workspace / ".index" / f"{other}.v1.sqlite").write_bytes(b"i" * 1500)  # past the limit
+    (workspace / ".index" / f"{sha}.lock").write_bytes(b"")
+    files, rejected = collect_files(workspace, before, **LIMITS)
+    assert [f.path for f in files] == ["report.md", f".index/{sha}.graph.v1.heuristic-0.json"]
+    assert rejected == []

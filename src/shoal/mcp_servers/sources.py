@@ -5,7 +5,9 @@ Works over `sources/` in the attempt's workspace (`SHOAL_WORKSPACE`), where a ta
 arrive (a large one as its text, `<name>.txt`). Documents (Markdown, text, HTML, PDF) are
 searched with `search_passages`, which indexes each on first use (`shoal.retrieval.index`)
 under `SHOAL_INDEX_DIR`, else `<workspace>/.index`; an index is named by the file's content,
-so a folder shared between attempts makes every later task over the same file reuse it.
+so a folder shared between attempts makes every later task over the same file reuse it, and
+one made on another worker travels through the control plane (`shoal.retrieval.handoff`: it is
+adopted from the workspace's `.index/`, and what this server used is put there to go back).
 `graph_neighbors` walks a graph of the documents' entities and relations (`shoal.retrieval.graph`),
 extracted on first use and kept in the same folder beside each index. Data files (CSV, Parquet,
 SQLite) are tables for `query_data` (`shoal.retrieval.sql`).
@@ -35,6 +37,7 @@ from shoal.artifacts.sources import Archive, SourceKind, sniff_file
 from shoal.config import Settings
 from shoal.errors import ShoalError
 from shoal.mcp_servers import workspace
+from shoal.retrieval import handoff
 from shoal.retrieval import index as indexes
 from shoal.retrieval.corpus import Corpus
 from shoal.retrieval.embeddings import Embedder, embedder_from_settings
@@ -166,8 +169,11 @@ def _extractor() -> tuple[ChatExtractor | None, str]:
 
 
 async def _indexed(documents: list[_Source]) -> list[indexes.Index]:
-    """The documents' indexes, each built where it is not yet (call it holding the lock)."""
+    """The documents' indexes, each built where it is not yet — nor handed to this task by the
+    control plane (`handoff.adopt`) — (call it holding the lock)."""
     shelf = _the_shelf()
+    if any(source.key not in shelf.opened for source in documents):
+        await asyncio.to_thread(handoff.adopt, workspace() / ".index", _index_dir())
     opened: list[indexes.Index] = []
     for source in documents:
         if source.key not in shelf.opened:
@@ -176,6 +182,13 @@ async def _indexed(documents: list[_Source]) -> list[indexes.Index]:
                 source.path, kind=source.kind, index_dir=_index_dir(), document=source.name)
         opened.append(shelf.opened[source.key])
     return opened
+
+
+async def _handed_on(opened: list[indexes.Index]) -> None:
+    """Put the indexes of these documents (and their graphs) where the worker sends them to
+    the control plane, for the next worker over the same files (`handoff.publish`)."""
+    await asyncio.to_thread(handoff.publish, _index_dir(), workspace() / ".index",
+                            {index.sha256 for index in opened})
 
 
 async def _corpus(documents: list[_Source],
@@ -187,6 +200,7 @@ async def _corpus(documents: list[_Source],
     async with shelf.lock:
         opened = await _indexed(documents)
         notes = await _embedded(opened, embedder) if embedder is not None else []
+        await _handed_on(opened)
         if shelf.corpus is None or shelf.corpus.indexes != tuple(opened):
             if shelf.corpus is not None:
                 shelf.corpus.close()
@@ -246,6 +260,7 @@ async def _graph(documents: list[_Source], extractor: ChatExtractor | None) -> K
         key = (tuple(s.key for s in documents), extractor.key if extractor else None)
         if shelf.graph is None or shelf.graph_key != key:
             graph = await knowledge_graph(opened, extractor)
+            await _handed_on(opened)  # the indexes, and the graphs kept beside them
             if extractor is not None and graph.mode is not extractor.mode:
                 return graph
             shelf.graph, shelf.graph_key = graph, key

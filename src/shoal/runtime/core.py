@@ -85,6 +85,7 @@ from shoal.runtime.ownership import Ownership
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
+from shoal.store import files as file_rows
 from shoal.store import pg_batch, queries, uploads
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database, lost_a_race
@@ -529,13 +530,23 @@ class Runtime:
             return None
         try:
             guidance = await self._user_guidance(state.task.user_id)
+            caches = await self._index_caches(state) if state.task.meta.sources else []
             return await execute_message(state, att, settings=self.settings,
                                          artifacts=self.artifacts, tools=sorted(wc.tools),
                                          guidance=guidance,
-                                         files_possible=att.task_id in self.memory.with_files)
+                                         files_possible=att.task_id in self.memory.with_files,
+                                         caches=caches)
         except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
             log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
             return None
+
+    async def _index_caches(self, state: TaskState) -> list[tuple[str, str, int]]:
+        """The search indexes the user's tasks made of this task's sources (`.index/` files),
+        handed to the worker so that it need not build them again."""
+        shas = [h for s in state.task.meta.sources for h in (s.sha256, s.text_sha256) if h]
+        async with self.db.connection() as conn:
+            rows = await file_rows.index_caches(conn, state.task.user_id, shas)
+        return [(r.path, r.sha256, int(r.size)) for r in rows]
 
     async def _user_guidance(self, user_id: uuid.UUID) -> list[str]:
         """The guidance `user_id` asked to apply to future subtasks (cached)."""

@@ -32,17 +32,20 @@ from shoal.tracing import attempt_traceparent
 from shoal.workflows import workflow_for
 
 log = structlog.get_logger(__name__)
+Cache = tuple[str, str, int]  # a search index of a source: its path (`.index/…`), sha256, size
 
 
 
 async def execute_message(
     state: TaskState, att: AttemptRecord, *, settings: Settings, artifacts: ArtifactStore,
     tools: Sequence[str], guidance: Sequence[str] = (), files_possible: bool = True,
+    caches: Sequence[Cache] = (),
 ) -> str:
     """The `execute_task` message for a freshly dispatched attempt, as JSON.
 
     `files_possible=False` is the caller's promise that no subtask of the task has files yet,
-    which spares looking for them.
+    which spares looking for them. `caches` are the search indexes of the task's sources that
+    earlier tasks produced (`.index/` files, sent while there is room).
     """
     sub = state.subtasks[att.subtask_id]
     target = state.subtasks.get(sub.target_id) if sub.target_id else None
@@ -62,8 +65,10 @@ async def execute_message(
         state.task, sub, tools, target=target, files=files,
         guidance=guidance if sub.role == "coder" else ())
     if state.task.meta.sources:
+        sent = {f.path for u in upstream for f in u.files}
         given, note = await _sources(state, artifacts, settings.max_result_bytes - sum(
-            len(f.content_b64) * 3 // 4 for u in upstream for f in u.files))
+            len(f.content_b64) * 3 // 4 for u in upstream for f in u.files),
+            [c for c in caches if c[0] not in sent])
         upstream.append(given)
         instructions = f"{instructions}\n\n{note}"
     msg = ExecuteTask(
@@ -79,10 +84,11 @@ async def execute_message(
     return msg.model_dump_json()
 
 
-async def _sources(state: TaskState, artifacts: ArtifactStore,
-                   room: int) -> tuple[UpstreamResult, str]:
+async def _sources(state: TaskState, artifacts: ArtifactStore, room: int,
+                   caches: Sequence[Cache] = ()) -> tuple[UpstreamResult, str]:
     """The task's sources as files under `sources/` (within `room` bytes; a source too large
-    comes as its extracted text, `<name>.txt`), and a note for the agent naming them."""
+    comes as its extracted text, `<name>.txt`), then what room is left of their `caches`, and
+    a note for the agent naming the sources."""
     files: list[FilePayload] = []
     lines = []
     for src in state.task.meta.sources:
@@ -97,6 +103,11 @@ async def _sources(state: TaskState, artifacts: ArtifactStore,
         room -= len(data)
         files.append(FilePayload(path=path, content_b64=base64.b64encode(data).decode()))
         lines.append(f"- {path} ({src.kind}, {src.size} bytes){how}")
+    for path, sha, size in caches:  # a cache: what does not fit is built again on the worker
+        if size <= room:
+            room -= size
+            files.append(FilePayload(path=path, content_b64=base64.b64encode(
+                await artifacts.read(sha)).decode()))
     note = ("The user's own files for this task (its sources) are in the workspace:\n"
             + "\n".join(lines))
     return UpstreamResult(subtask_id=state.task.id, name="sources", output="",

@@ -10,9 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.store.models import Artifact, Subtask, table_of
+from shoal.store.models import Artifact, Subtask, Task, table_of
 
 artifacts = table_of(Artifact)
+CACHE_PREFIX = ".index/"  # a task's search indexes (`shoal.retrieval.handoff`): not its work
 
 
 def manifest_rows(
@@ -25,9 +26,29 @@ def manifest_rows(
              "sha256": e["sha256"], "created_at": now} for e in entries]
 
 
+async def index_caches(conn: AsyncConnection, user_id: uuid.UUID,
+                       shas: Sequence[str]) -> list[sa.Row[Any]]:
+    """The newest version of each index file (`.index/<sha256>.…`) that the user's tasks
+    produced for the sources whose content hashes are `shas`."""
+    if not shas:
+        return []
+    tasks = table_of(Task)
+    q = (sa.select(artifacts.c.path, artifacts.c.sha256, artifacts.c.size)
+         .join(tasks, tasks.c.id == artifacts.c.task_id)
+         .where(tasks.c.user_id == user_id,
+                sa.or_(*(artifacts.c.path.like(f"{CACHE_PREFIX}{sha}.%") for sha in shas)))
+         .order_by(artifacts.c.created_at.desc()))
+    newest: dict[str, Any] = {}  # path → its newest row (path, sha256, size)
+    for row in (await conn.execute(q)).all():
+        newest.setdefault(row.path, row)
+    return list(newest.values())
+
+
 async def subtask_files(conn: AsyncConnection, subtask_id: uuid.UUID) -> list[sa.Row[Any]]:
-    """The manifest of a subtask's accepted attempt(s), path order."""
-    q = (sa.select(artifacts).where(artifacts.c.subtask_id == subtask_id)
+    """The manifest of a subtask's accepted attempt(s), path order (its work: not the search
+    indexes it passed on, `CACHE_PREFIX`)."""
+    q = (sa.select(artifacts).where(artifacts.c.subtask_id == subtask_id,
+                                    ~artifacts.c.path.startswith(CACHE_PREFIX))
          .order_by(artifacts.c.path, artifacts.c.created_at.desc()))
     rows = list((await conn.execute(q)).all())
     seen: set[str] = set()
@@ -56,10 +77,11 @@ async def file_versions(
 
 
 async def task_files(conn: AsyncConnection, task_id: uuid.UUID) -> list[sa.Row[Any]]:
-    """Every file of every subtask of a task (latest version per subtask and path)."""
+    """Every file of every subtask of a task (latest version per subtask and path), but the
+    search indexes its steps passed on (`CACHE_PREFIX`)."""
     q = (sa.select(artifacts, table_of(Subtask).c.key, table_of(Subtask).c.name)
          .join(table_of(Subtask), table_of(Subtask).c.id == artifacts.c.subtask_id)
-         .where(artifacts.c.task_id == task_id)
+         .where(artifacts.c.task_id == task_id, ~artifacts.c.path.startswith(CACHE_PREFIX))
          .order_by(artifacts.c.created_at))
     latest: dict[tuple[uuid.UUID, str], sa.Row[Any]] = {}
     for r in (await conn.execute(q)).all():

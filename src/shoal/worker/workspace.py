@@ -5,7 +5,10 @@ it (an attempt that brings no files may instead run in an empty folder made ahea
 `<root>/.ready/`, ADR 0017); `snapshot` fingerprints every file; after the tool ran,
 `collect_files` returns the files that are new or changed. A file that breaks a limit or has
 an unsafe name — control characters, a name that is not UTF-8, a symbolic link leading out of
-the workspace — is rejected with a reason, never silently renamed or dropped. All functions
+the workspace — is rejected with a reason, never silently renamed or dropped. The search indexes
+`shoal mcp sources` keeps in `.index/` (named by their source's content hash) are the one
+exception: a cache, sent along while the limits allow and else left out without a word, so
+that the control plane can hand them to the next worker over the same file. All functions
 here block: call them through `asyncio.to_thread` — except `prepare_bare_workspace` and
 `is_bare`, the fast paths for an attempt that brings no files and leaves none, which touch one
 or two folders.
@@ -17,6 +20,7 @@ import base64
 import binascii
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Collection
@@ -31,6 +35,9 @@ SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".venv", "venv", "node_modules", ".pytest_cache", ".mypy_cache",
      ".ruff_cache", ".tox", ".index"}  # .index: `shoal mcp sources`' search index, not work
 )
+CACHE_DIR = ".index"  # its indexes, sent as a cache (`_cache_files`), not as work
+# `<source sha256>.<what>.sqlite|json`, as `shoal.retrieval.handoff` names them (no lock files)
+CACHE_NAME = re.compile(r"^[0-9a-f]{64}\.[A-Za-z0-9_.-]{0,80}\.(sqlite|json)$")
 _CHUNK = 1024 * 1024
 
 
@@ -135,7 +142,7 @@ def snapshot(workspace: Path) -> dict[str, str]:
     """Fingerprint every file in `workspace`: relative path → sha256 (or link target)."""
     entries, _ = _list_files(workspace)
     prints: dict[str, str] = {}
-    for rel, path in entries:
+    for rel, path in [*entries, *_cache_files(workspace)]:
         try:
             prints[rel] = _fingerprint(path)
         except OSError:
@@ -168,7 +175,23 @@ def collect_files(
         else:
             if payload is not None:
                 files.append(payload)
+    for rel, path in _cache_files(workspace):  # after the work, with what room is left
+        try:
+            payload = _collect_one(workspace, rel, path, before.get(rel), budget)
+        except _Rejected:
+            continue  # a cache: the next worker builds its own
+        if payload is not None:
+            files.append(payload)
     return files, rejected
+
+
+def _cache_files(workspace: Path) -> list[tuple[str, Path]]:
+    """The index files in `.index/` (regular files named `<sha256>.<what>`), name order."""
+    folder = workspace / CACHE_DIR
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return [(f"{CACHE_DIR}/{p.name}", p) for p in sorted(folder.iterdir())
+            if CACHE_NAME.match(p.name) and not p.is_symlink() and p.is_file()]
 
 
 def _collect_one(
