@@ -1,12 +1,15 @@
 // Open checkpoints, of every task of the user's: a badge in the header counts them, and a
 // modal dialog shows one at a time: why it opened, the work so far and its scores; approve,
-// reject with a reason, correct with guidance and reference files, or answer a question. A
-// checkpoint that opens while the page is open is shown at once, on any page; a task's page
-// shows its own on arrival; the badge shows the others, one after the other.
+// reject with a reason, correct with guidance and reference files, answer a question, or read
+// a typed plan, then approve, reject or edit it. A checkpoint that opens while the page is
+// open is shown at once, on any page; a task's page shows its own on arrival; the badge shows
+// the others, one after the other.
 
 import {api, h, live} from "./core.js";
+import {planDecision} from "./typedplan.js";
 
 const PENDING = "pending_review";
+const PLAN = "plan";  // a typed plan waiting to be approved, edited or rejected
 const CORRECTION_TYPES = ["bug", "incomplete", "wrong_approach", "missing_feature", "style",
                           "other"];
 
@@ -63,10 +66,13 @@ export function checkpoints(badge) {
       h("p", {}, h("a", {href: `/tasks/${cp.task_id}`, "data-link": true, id: "checkpoint-task",
                      onclick: () => later()}, cp.task_description)),
       h("p", {}, cp.message || ""),
-      cp.question ? h("p", {id: "cp-question"}, h("strong", {}, cp.question)) : "",
+      cp.question && cp.reason !== PLAN  // a plan's is shown as a table, below
+        ? h("p", {id: "cp-question"}, h("strong", {}, cp.question)) : "",
       score !== null && score !== undefined ? h("p", {class: "muted"}, `Score: ${score}`) : "",
       h("p", {class: "muted"}, `${cp.subtasks_completed.length} subtask(s) done so far.`)];
-    if (cp.reason === "question") {
+    if (cp.reason === PLAN) {
+      parts.push(...planDecision(cp, {decide, field}));
+    } else if (cp.reason === "question") {
       const answer = h("textarea", {id: "cp-answer", rows: 4, required: true});
       parts.push(field("cp-answer", "Your answer", answer),
         h("button", {class: "primary", type: "button",

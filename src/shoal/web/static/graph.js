@@ -5,6 +5,7 @@
 // for; a few barycenter sweeps order each layer to cross few edges; a crowded layer wraps into
 // columns, and a long graph into bands, so that it stays readable in the view when fitted.
 // Each step is linear in the nodes and edges (but the sorts): a redraw stays cheap at 500.
+// A layer whose nodes are all of one wave of a typed plan is headed by that wave's name.
 
 import {h, replaceKeepingFocus} from "./core.js";
 
@@ -19,6 +20,7 @@ const SWEEPS = 4;       // down, up, down, up: more rarely uncrosses anything in
 const READABLE = 0.6;   // a zoom at which a node's text can still be read
 const MAX_BANDS = 100;
 const PAD = 16;         // around the graph when it is fitted
+const HEADING = 24;     // above each band, when a layer has a heading: room for it
 export const VIEW = {width: 1000, height: 560};  // a view's size, when it is not known
 
 // ---- edges -----------------------------------------------------------------------------------
@@ -96,8 +98,9 @@ function reaches(before, from, to) {
 // ---- layout ----------------------------------------------------------------------------------
 
 // Where each subtask's node goes (`at`: id → its top left corner, its column in its layer's
-// block and the block's sides) and the size of the whole, for a view of size `view`.
-// `edges` are edgesOf's: a loop's next round is laid out after the round before it.
+// block and the block's sides), the layers' headings (`headings`: {x, y, text}) and the size
+// of the whole, for a view of size `view`. `edges` are edgesOf's: a loop's next round is laid
+// out after the round before it.
 export function layout(work, edges, view = VIEW) {
   const index = new Map(work.map((s, i) => [s.subtask_id, i]));
   const preds = work.map(() => []);
@@ -116,8 +119,17 @@ export function layout(work, edges, view = VIEW) {
   placed.forEach((layer) => layer.sort((a, b) => natural[a] - natural[b]));
   const rows = Math.max(MIN_ROWS, Math.ceil(1.25 * Math.sqrt(work.length)));
   order(placed, preds, succs, rows);
-  const {at, width, height} = place(placed, rows, view);
-  return {at: new Map([...at].map(([i, spot]) => [work[i].subtask_id, spot])), width, height};
+  const titles = placed.map((layer) => headingOf(layer.map((i) => work[i])));
+  const {at, headings, width, height} = place(placed, rows, view, titles);
+  return {at: new Map([...at].map(([i, spot]) => [work[i].subtask_id, spot])), headings, width,
+          height};
+}
+
+// A layer's heading: its wave, when every node of it is a typed plan's task of the same wave.
+function headingOf(layer) {
+  const waves = new Set(layer.map((s) => (Number.isInteger(s.wave) ? s.wave : null)));
+  const [wave] = waves;
+  return waves.size === 1 && wave !== null ? `Wave ${wave + 1}` : null;
 }
 
 // Each subtask's rank in creation order, but numbered keys of one prefix in number order: the
@@ -182,22 +194,26 @@ function order(layers, preds, succs, rows) {
   }
 }
 
-// The layers as blocks left to right, each centred in its band; bands top to bottom.
-function place(layers, rows, view) {
-  const blocks = layers.map((layer) => {
+// The layers as blocks left to right, each centred in its band below its heading (`titles`,
+// one per layer, null for none); bands top to bottom.
+function place(layers, rows, view, titles) {
+  const room = titles.some(Boolean) ? HEADING : 0;
+  const blocks = layers.map((layer, i) => {
     const columns = Math.ceil(layer.length / rows);
     const down = Math.ceil(layer.length / columns);
     return {layer, columns, width: columns * (NODE.width + COLUMN_GAP) - COLUMN_GAP,
-            height: down * (NODE.height + ROW_GAP) - ROW_GAP};
+            height: down * (NODE.height + ROW_GAP) - ROW_GAP, title: titles[i]};
   });
   const at = new Map();
+  const headings = [];
   let top = 0;
   let width = 0;
-  for (const band of bands(blocks, view)) {
-    const tall = Math.max(...band.map((b) => b.height));
+  for (const band of bands(blocks, view, room)) {
+    const tall = Math.max(...band.map((b) => b.height)) + room;
     let left = 0;
     for (const block of band) {
-      const y = top + (tall - block.height) / 2;
+      if (block.title) headings.push({x: left, y: top, text: block.title});
+      const y = top + room + (tall - room - block.height) / 2;
       const sides = {left, right: left + block.width, last: block.columns - 1};
       block.layer.forEach((v, k) => at.set(v, {
         x: left + (k % block.columns) * (NODE.width + COLUMN_GAP),
@@ -208,13 +224,14 @@ function place(layers, rows, view) {
     width = Math.max(width, left - LAYER_GAP);
     top += tall + BAND_GAP;
   }
-  return {at, width, height: Math.max(0, top - BAND_GAP)};
+  return {at, headings, width, height: Math.max(0, top - BAND_GAP)};
 }
 
 // The blocks cut into bands: the fewest that let the whole be read when fitted in the view,
 // or else those that fit it at the largest zoom. One band for most graphs; a long chain reads
-// like lines of text. A band more must gain a quarter in zoom, so a fan stays one band.
-function bands(blocks, view) {
+// like lines of text. A band more must gain a quarter in zoom, so a fan stays one band. Each
+// band is `room` taller, for its headings.
+function bands(blocks, view, room) {
   if (!blocks.length) return [];  // nothing to draw yet (a task still planning, or queued)
   const long = blocks.reduce((sum, b) => sum + b.width + LAYER_GAP, 0);
   let best = null;
@@ -222,7 +239,7 @@ function bands(blocks, view) {
     const cut = pack(blocks, long / count);
     const width = Math.max(...cut.map((band) => band.reduce(
       (sum, b) => sum + b.width + LAYER_GAP, -LAYER_GAP)));
-    const height = cut.reduce((sum, band) => sum + BAND_GAP + Math.max(
+    const height = cut.reduce((sum, band) => sum + BAND_GAP + room + Math.max(
       ...band.map((b) => b.height)), -BAND_GAP);
     const zoom = Math.min(1, (view.width - 2 * PAD) / width, (view.height - 2 * PAD) / height);
     if (!best || zoom > best.zoom * 1.25) best = {cut, zoom};
@@ -447,7 +464,8 @@ function steer(viewport, view) {
 export function graphView() {
   const edges = svg("svg", {class: "edges", "aria-hidden": "true"}, arrowheads());
   const nodes = h("div", {class: "nodes"});
-  const plane = h("div", {class: "plane"}, edges, nodes);
+  const heads = h("div", {class: "headings"});  // the layers' headings (a typed plan's waves)
+  const plane = h("div", {class: "plane"}, edges, heads, nodes);
   const hint = h("span", {class: "muted", id: "graph-hint"},
                  "Drag or use the arrow keys to move; the wheel, + and − zoom; 0 fits.");
   const graph = h("div", {class: "graph", id: "graph", role: "group", tabindex: 0,
@@ -508,8 +526,8 @@ export function graphView() {
   const render = (work, node) => {
     wide ||= graph.clientWidth;  // once, before any node is in: a light layout
     const links = edgesOf(work, picks);
-    const {at, width, height} = layout(work, links, {width: wide || VIEW.width,
-                                                     height: VIEW_HEIGHT.most});
+    const {at, headings, width, height} = layout(work, links, {width: wide || VIEW.width,
+                                                               height: VIEW_HEIGHT.most});
     const names = new Map(work.map((s) => [s.subtask_id, s.name]));
     const waitsFor = new Map();
     for (const e of links) {
@@ -527,12 +545,16 @@ export function graphView() {
       el.style.cssText = `left:${x}px;top:${y}px;width:${NODE.width}px;height:${NODE.height}px`;
       el.title = s.name;
       const after = waitsFor.get(s.subtask_id);
-      if (after) el.setAttribute("aria-description", `Waits for ${after.join(", ")}`);
+      const said = [el.getAttribute("aria-description"),  // what `node` said of it, if anything
+                    after ? `Waits for ${after.join(", ")}` : ""].filter(Boolean);
+      if (said.length) el.setAttribute("aria-description", said.join(". "));
       return el;
     });
     edges.setAttribute("width", width);
     edges.setAttribute("height", height);
     drawEdges(links, at);
+    heads.replaceChildren(...headings.map(({x, y, text}) => h("span", {
+      class: "heading", style: `left:${x}px;top:${y}px;width:${NODE.width}px`}, text)));
     lines.show(new Set(links.map((e) => (e.pick ? "pick" : e.kind))));
     view.resize({width, height});
     drawing = true;

@@ -1,4 +1,5 @@
-// A task's page: its graph drawn live, and a subtask drawer with the agent's log and work.
+// A task's page: its graph drawn live, and a subtask drawer with the agent's log and work; for
+// a typed plan, its tasks by wave and whether it ended partial.
 
 import {
   api, failed, fetchBlob, h, later, live, notFound, onLeave, show,
@@ -8,13 +9,15 @@ import {criticalPath, graphView} from "./graph.js";
 import {blackboard, routeDecisions, taskFacts} from "./taskinfo.js";
 import {taskOwned} from "./taskowned.js";
 import {graphOrTimeline, timeline} from "./timeline.js";
+import {gapBadge, isTyped, partialNote, planDescription, planList} from "./typedplan.js";
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
 const FINAL = {completed: true, failed: true, cancelled: true, budget_exceeded: true};
 
-// A node's second line: its kind and status, and the retries and review rounds it took.
+// A node's second line: its kind (a typed plan's task: its type) and status, and the retries
+// and review rounds it took.
 function caption(s) {
-  const parts = [s.kind, s.status];
+  const parts = [isTyped(s) ? s.plan_type : s.kind, s.status];
   if ((s.attempts ?? 0) > 1) parts.push(`${s.attempts} attempts`);
   if (s.review_cycles) parts.push(`${s.review_cycles} fix round(s)`);
   if (s.evaluation?.overall !== undefined && s.evaluation?.overall !== null) {
@@ -53,8 +56,14 @@ export async function taskView(taskId) {
     && select(subtasks.get(id).target_id || id));
   const aside = h("aside", {class: "drawer", "aria-label": "Subtask"},
                   h("p", {class: "muted"}, "Select a subtask to see its log."));
-  const drawer = subtaskDrawer(aside, (id) => [...subtasks.values()].filter(
-    (q) => q.target_id === id));
+  const stepsOf = (id) => [...subtasks.values()].filter((q) => q.target_id === id);
+  const drawer = subtaskDrawer(aside, stepsOf);
+  const plan = planList((id) => select(id));
+  const partial = partialNote();
+  // Ended with gaps: said by its `task_complete`, or by its subtasks once it completed
+  const gapsOf = (t) => (t.status === "completed"
+    ? t.subtasks.filter((s) => s.gap && !s.target_id).map((s) => s.name) : []);
+  partial.set(gapsOf(task));
   let selected = null;
   const cancel = h("button", {type: "button", id: "cancel", hidden: task.status in FINAL,
     onclick: async () => {
@@ -69,7 +78,8 @@ export async function taskView(taskId) {
   const board = task.workflow === "dag" ? null : blackboard(task);
   const routes = routeDecisions();
   show(h("h1", {}, task.description),
-       h("p", {}, badge, " ", h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
+       h("p", {}, badge, " ", partial.element, " ",
+         h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
          cancel, " ", h("button", {type: "button", id: "download",
                                    onclick: () => download(task).catch(failed)},
                         "Download files (zip)")),
@@ -77,12 +87,13 @@ export async function taskView(taskId) {
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
        h("div", {class: "split"},
          h("section", {"aria-label": "Graph"}, graphOrTimeline(canvas.element, runs)), aside),
-       routes.element, board ? board.element : "");
+       plan.element, routes.element, board ? board.element : "");
   taskOwned(task);  // its queue place, budget, sources, report, shares; deleting it
   // Figures and the blackboard change as work completes: read again, once for a burst.
   const refresh = later(async () => {
     const fresh = await api(`/api/v1/tasks/${task.task_id}`);
     facts.update(fresh);
+    if (partial.element.hidden) partial.set(gapsOf(fresh));  // unless its event said so
     await board?.load();
   }, 300);
 
@@ -90,6 +101,14 @@ export async function taskView(taskId) {
   const draw = () => {
     canvas.draw(work, node);
     markCritical();
+    relist();
+  };
+  // The plan's list, drawn again once for a burst of events
+  let listing = false;
+  const relist = () => {
+    if (listing) return;
+    listing = true;
+    queueMicrotask(() => { listing = false; plan.render(work(), stepsOf); });
   };
   // The critical path, outlined: marked again at most once a frame while events arrive.
   let marking = false;
@@ -106,8 +125,10 @@ export async function taskView(taskId) {
   };
   const node = (s) => h("button", {
     class: "node", type: "button", "data-subtask-id": s.subtask_id, "data-status": s.status,
+    "data-plan-type": s.plan_type, "data-gap": Boolean(s.gap),
+    "aria-description": planDescription(s) || null,
     "aria-pressed": String(selected === s.subtask_id), onclick: () => select(s.subtask_id)},
-    s.name, h("small", {}, caption(s)));
+    gapBadge(s), s.gap ? " " : "", s.name, h("small", {}, caption(s)));
   const select = (id) => {
     selected = id;
     graph.querySelectorAll(".node").forEach((n) =>
@@ -123,6 +144,7 @@ export async function taskView(taskId) {
     if (at && (s.status === "completed" || s.status === "failed")) now.completed_at = at;
     subtasks.set(s.subtask_id, now);
     if (live.replaying) { stale = true; return; }  // the past: drawn once, when caught up
+    if (isTyped(now)) relist();
     if (now.target_id) {  // a quality step: not a node, a line in its work's drawer
       if (selected === now.target_id && known?.status !== now.status) {
         drawer.show(subtasks.get(selected), {changed: true});
@@ -130,7 +152,7 @@ export async function taskView(taskId) {
       return;
     }
     const el = graph.querySelector(`[data-subtask-id="${s.subtask_id}"]`);
-    if (!el || !known) { draw(); return; }
+    if (!el || !known || known.gap !== now.gap) { draw(); return; }
     el.dataset.status = now.status;
     el.querySelector("small").textContent = caption(now);
     if (known.status !== now.status) markCritical();
@@ -159,6 +181,7 @@ export async function taskView(taskId) {
     const ended = ENDED[event.type];
     const now = ended || (event.type === "task_update" ? data.status : null);
     if (now) { badge.dataset.status = now; badge.textContent = now; }
+    if (event.type === "task_complete" && data.partial) partial.set(data.gaps);
     if (ended) cancel.hidden = true;
     if (ended || (event.type === "subtask_update" && data.status === "completed")) {
       refresh.soon();
