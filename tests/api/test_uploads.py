@@ -243,3 +243,16 @@ async def test_a_sources_index_made_on_one_worker_is_handed_to_the_next(
         files = (await client.get(f"/api/v1/subtasks/{sub}/files")).json()
         assert not any(".index/" in str(f) for f in files)  # a cache, not the work
     assert ["index: built" in outputs[0], "index: adopted" in outputs[1]] == [True, True]
+
+
+async def test_a_workflow_that_reads_sources_refuses_a_task_without_any(
+        server: RunningServer, client: httpx.AsyncClient) -> None:
+    """`research` needs the user's files (`needs_sources`): without any, a 422 naming
+    `sources` and saying how to give them; nothing is stored."""
+    resp = await client.post("/api/v1/tasks", json={"workflow": "research",
+                                                    "description": "What do my notes say?"})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert body["details"][0]["field"] == "sources"
+    assert "POST /api/v1/uploads" in body["message"] + str(body["details"])
+    assert (await client.get("/api/v1/tasks")).json()["tasks"] == []

@@ -81,10 +81,31 @@ async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path,
     assert text[best["start"]:best["end"]] == best["text"]
     assert {t["table"] for t in schema["tables"]} == {"sales", "targets", "shop.orders",
                                                        "shop.customers"}
-    assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "columns": ["orders"],
+    assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "written_by": "you",
+                    "columns": ["orders"],
                     "rows": [[3]], "row_count": 1, "truncated": False,
                     "seconds": rows["seconds"]}
     assert len(list((data_dir / "index").glob("*.sqlite"))) == 2
+
+
+async def test_a_question_to_the_data_has_the_chat_model_write_the_sql(workspace: Path) -> None:
+    """`query_data(question=…)`: the worker's chat model writes the SQL from the schema (the
+    fake model server's demo script here), which runs read-only and comes back with its rows;
+    with no chat model, or with both or neither of sql and question, a clear error."""
+    async with running_demo_model() as base_url, connected(
+            workspace, SHOAL_OPENAI_COMPAT_BASE_URL=base_url) as sources:
+        asked = await call(sources, "query_data", question="What revenue did each region make?")
+        both = await call(sources, "query_data", sql="SELECT 1", question="why?")
+    async with connected(workspace) as sources:
+        alone = await call(sources, "query_data", question="What revenue?")
+        neither = await call(sources, "query_data")
+    assert asked["written_by"] == "model"
+    assert asked["sql"].startswith('SELECT * FROM "sales"')
+    assert asked["columns"] == ["region", "month", "revenue"]
+    assert asked["rows"]
+    assert "either sql" in both["error"]
+    assert "either sql" in neither["error"]
+    assert alone["error"].startswith("No chat model is configured to write the SQL")
 
 
 async def test_refused_sql_is_an_error_result_and_the_server_goes_on(workspace: Path) -> None:

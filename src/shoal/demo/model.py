@@ -108,6 +108,8 @@ def decide_reply(conversation: Conversation) -> Reply:
     turn = _read_turn(conversation)
     if (extracted := extraction_answer(turn.prompt)) is not None:  # "Role: extractor"
         return Reply(text=extracted)
+    if (written := research_script.sql_answer(turn.prompt)) is not None:  # "Role: sql_writer"
+        return Reply(text=written)
     text = turn.instructions
     delay = _number(text, "slow")
     pace = _number(text, "pace")

@@ -34,6 +34,7 @@ from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
 ROLE = re.compile(r"Research role:[ \t]*(planner|retrieval_rag|retrieval_nlq|retrieval_graph|"
                   r"synthesis|write_report|review|judge)\b")
 UNSUPPORTED = "Norhaven planted 50,000 street trees in 2024 alone"  # no source says so
+SQL_WRITER = "Role: sql_writer"  # `shoal.retrieval.sql_writer`'s prompt
 RETRY = "# Another try"
 _STOP = frozenset({"what", "which", "when", "where", "does", "with", "from", "that", "this",
                    "their", "about", "find", "passages", "documents", "sources", "answer",
@@ -180,6 +181,17 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
                                      f"{edge.get('object')}",
                              "citation": str(cited.get("citation", ""))})
     return {"query": query, "answered": bool(findings), "findings": findings[:3]}
+
+
+def sql_answer(prompt: str) -> str | None:
+    """The SQL for a `query_data(question=…)` prompt (`shoal.retrieval.sql_writer`: "Role:
+    sql_writer", its tables and question), as the analyst would write it; None for any other
+    prompt."""
+    if SQL_WRITER not in prompt or "Tables:" not in prompt or "Question:" not in prompt:
+        return None
+    tables = prompt.split("Tables:", 1)[1].rsplit("Question:", 1)[0].strip()
+    question = prompt.rsplit("Question:", 1)[1].strip()
+    return _sql(json.dumps({"tables": _json(tables) or []}), question)
 
 
 def _quoted(name: str) -> str:

@@ -53,6 +53,7 @@ from shoal.retrieval.search import SearchResult
 from shoal.retrieval.search import search_passages as search
 from shoal.retrieval.sql import DATA_KINDS, DataCatalog, DataFile, open_catalog, table_names
 from shoal.retrieval.sql import query_data as run_sql
+from shoal.retrieval.sql_writer import write_sql
 
 server = MCPServer("sources", instructions=(
     "Read the task's own sources (the user's files under sources/). search_passages finds "
@@ -361,34 +362,54 @@ async def _catalog() -> DataCatalog:
         return shelf.catalog
 
 
+def _schema(catalog: DataCatalog) -> dict[str, Any]:
+    tables = [{"table": t.name, "source": t.source, "rows": t.rows,
+               "columns": [{"name": c.name, "type": c.type} for c in t.columns],
+               **({"note": t.note} if t.note else {})} for t in catalog.tables]
+    return {"tables": tables, "unreadable": list(catalog.problems),
+            "how": "query_data(sql) runs one read-only SELECT (or WITH … SELECT) over these "
+                   "tables, in DuckDB's SQL dialect; query_data(question) has the worker's "
+                   "chat model write it."}
+
+
 @server.tool(annotations=_READ_ONLY)
 async def data_schema() -> str:
     """The tables query_data can read: one per CSV or Parquet file (named after the file), and
     `<file>.<table>` for each table of a SQLite file; each with its source, row count and
     columns (name and type). Returns JSON."""
-    catalog = await _catalog()
-    tables = [{"table": t.name, "source": t.source, "rows": t.rows,
-               "columns": [{"name": c.name, "type": c.type} for c in t.columns],
-               **({"note": t.note} if t.note else {})} for t in catalog.tables]
-    return json.dumps({"tables": tables, "unreadable": list(catalog.problems),
-                       "how": "query_data(sql) runs one read-only SELECT (or WITH … SELECT) "
-                              "over these tables, in DuckDB's SQL dialect."},
-                      ensure_ascii=False)
+    return json.dumps(_schema(await _catalog()), ensure_ascii=False)
 
 
 @server.tool(annotations=_READ_ONLY)
-async def query_data(sql: str) -> str:
+async def query_data(sql: str = "", question: str = "") -> str:
     """Run one read-only SQL statement (a SELECT, or WITH … SELECT, in DuckDB's dialect) over
     the task's data tables (see data_schema) and return the SQL that ran, the columns and up
-    to 200 rows (`truncated` says if there were more). Anything else (writes, ATTACH, COPY,
-    PRAGMA, SET, files, several statements) is refused with the reason; a query is stopped
-    after 10 seconds. Returns JSON."""
+    to 200 rows (`truncated` says if there were more). Give `sql`, or a `question` for the
+    worker's chat model to write the SQL from the tables' schema (`written_by` says so).
+    Anything else (writes, ATTACH, COPY, PRAGMA, SET, files, several statements) is refused
+    with the reason; a query is stopped after 10 seconds. Returns JSON."""
+    if bool(sql.strip()) == bool(question.strip()):
+        return json.dumps({"error": "Give either sql (one SELECT) or a question, not both "
+                                    "and not neither."})
     catalog = await _catalog()
+    written_by = "you"
+    if question.strip():
+        chat, problem = _extractor()
+        if chat is None:
+            return json.dumps({"error": (problem or "No chat model is configured to write "
+                                         "the SQL") + ": call data_schema and give sql."})
+        try:
+            sql = await write_sql(chat, question, json.dumps(_schema(catalog)["tables"]))
+        except ShoalError as exc:
+            return json.dumps({"error": exc.message, "question": question})
+        written_by = "model"
     try:
         result = await run_sql(catalog, sql)
     except ShoalError as exc:
-        return json.dumps({"error": exc.message, "sql": sql}, ensure_ascii=False)
-    return json.dumps({"sql": result.sql, "columns": list(result.columns),
+        return json.dumps({"error": exc.message, "sql": sql, "written_by": written_by},
+                          ensure_ascii=False)
+    return json.dumps({"sql": result.sql, "written_by": written_by,
+                       "columns": list(result.columns),
                        "rows": [list(r) for r in result.rows], "row_count": len(result.rows),
                        "truncated": result.truncated, "seconds": result.seconds},
                       ensure_ascii=False, default=str)

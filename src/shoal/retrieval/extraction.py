@@ -303,9 +303,20 @@ class ChatExtractor:
         return results
 
     async def _ask(self, client: httpx.AsyncClient, text: str) -> str:
+        return await self.complete(client, PROMPT, f"Passage:\n{text}")
+
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client for `complete`, with this endpoint's key and timeouts."""
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout,
+                                                       connect=self.connect_timeout),
+                                 headers=headers)
+
+    async def complete(self, client: httpx.AsyncClient, system: str, user: str) -> str:
+        """The model's answer to `system` and `user` (temperature 0), retried for what
+        retrying fixes; `ToolError` saying what went wrong when it cannot answer."""
         body = {"model": self.model, "temperature": 0, "messages": [
-            {"role": "system", "content": PROMPT},
-            {"role": "user", "content": f"Passage:\n{text}"}]}
+            {"role": "system", "content": system}, {"role": "user", "content": user}]}
         for attempt in range(self.max_retries + 1):
             last = attempt == self.max_retries
             try:

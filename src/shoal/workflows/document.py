@@ -215,6 +215,7 @@ class WorkflowDocument(_Strict):
     result_file: str | None = Field(  # the file it becomes (default: <result>.md)
         default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$")
     events: dict[Name, EventName] = Field(default_factory=dict)  # its names for Shoal's events
+    needs_sources: bool = False  # a task of it reads the user's files: one without is refused
 
     @property
     def result_entry(self) -> str:

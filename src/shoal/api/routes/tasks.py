@@ -82,6 +82,9 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         raise _invalid(str(exc.details["field"]), exc.message) from None
     meta = replace(meta, parameters=parameters, skip=skip,
                    workflow=doc.model_dump(mode="json", by_alias=True))
+    if offered.document.needs_sources and not body.sources:
+        raise _invalid("sources", f"the {offered.name} workflow reads your own files: upload "
+                                  "them (POST /api/v1/uploads) and give their ids here")
     await _within_daily_budget(services, user.user_id)
     sources = await _sources(services, user.user_id, body.sources or [])
     meta = replace(meta, sources=tuple(ref for _, ref in sources))
