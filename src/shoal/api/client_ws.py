@@ -8,7 +8,9 @@ Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ...,
 "any_task_types"?: [...], "batch"?: true}` (fields may also sit under `data`),
 `{"type": "unsubscribe", "event_types": [...]}`, `{"type": "ping"}`. With a `task_id`, only
 that task's events are replayed and sent, except the `any_task_types`, which come live from
-every task of the user's (a page following one task still hears of every checkpoint).
+every task of the user's (a page following one task still hears of every checkpoint); and
+`"names": "workflow"` gives each event its task's workflow names for it (`events:` in the
+document) a `name` beside its `type` (seed 002's `task_started`, …).
 
 Server → client: `{type, data, timestamp, seq}` events (with `batch`, those that queued up
 while the last frame was being sent come together, in order, as `{"type": "batch", "items":
@@ -54,7 +56,11 @@ from shoal.errors import ShoalError
 from shoal.events import EventType
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import StreamKind
+from shoal.store import queries
+from shoal.store.convert import task_from_row
 from shoal.store.models import utcnow
+from shoal.workflows.document import WorkflowDocument
+from shoal.workflows.event_names import renamer
 
 router = APIRouter()
 ALL_TYPES = frozenset(t.value for t in EventType)
@@ -76,6 +82,8 @@ class Subscribe(_ClientMessage):
     since: int | None = Field(None, ge=0, le=MAX_INT64)
     any_task_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
     batch: bool = False  # events that queue up during a burst may come as one `batch` frame
+    # `workflow`, with a task_id: events its workflow names (`events:`) carry that `name`
+    names: Literal["shoal", "workflow"] = "shoal"
 
 
 class Unsubscribe(_ClientMessage):
@@ -136,6 +144,7 @@ class _Socket:
     span: Span | None = None  # the current stream's
     subscribed: bool = False
     catching_up: bool = False  # a replay is under way: its `caught_up` is still owed
+    rename: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # names=workflow's
 
     async def send(self, frame: dict[str, Any]) -> None:
         """One frame (the caller holds `lock`)."""
@@ -255,6 +264,7 @@ async def _answer(sock: _Socket, raw: str, resubscribe: Resubscribe) -> None:
         case Ping():
             await sock.send(_frame("pong", {}))
         case Subscribe():
+            sock.rename = await _renamer(sock, msg)
             types = msg.event_types
             await resubscribe(Interest(
                 types=frozenset(t for t in types if t in ALL_TYPES) if types else ALL_TYPES,
@@ -269,6 +279,21 @@ async def _answer(sock: _Socket, raw: str, resubscribe: Resubscribe) -> None:
         case Auth():
             await _error(sock.ws, BadMessage("This socket is signed in already.",
                                              code="already_signed_in"))
+
+
+async def _renamer(sock: _Socket,
+                   msg: Subscribe) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """What gives a `names=workflow` subscription's events their workflow's names (a task of
+    the user's whose document has `events:`), else None."""
+    if msg.names != "workflow" or msg.task_id is None:
+        return None
+    async with sock.services.db.connection() as conn:
+        row = await queries.get_task(conn, msg.task_id, user_id=sock.user_id)
+    document = task_from_row(row).meta.workflow if row is not None else None
+    if not document:
+        return None
+    return renamer(WorkflowDocument.model_validate(document).events,
+                   f"/api/v1/tasks/{msg.task_id}/report")
 
 
 def _parse(raw: str) -> ClientMessage:
@@ -320,6 +345,8 @@ async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[dict[st
         async with sock.lock:
             out = [item for item in items if item["type"] == "caught_up" or (
                 interest.wants(item) and not (plan.skip and sock.sent.has_sent(item)))]
+            if sock.rename is not None:
+                out = [sock.rename(item) for item in out]
             if len(out) == 1:
                 await sock.send(out[0])
             elif out:
