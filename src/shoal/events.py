@@ -32,6 +32,7 @@ class EventType(StrEnum):
     STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
     ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)
     PHASE = "phase"  # a task with a typed plan moved to another phase (planning, executing, …)
+    STAGE = "stage"  # a task moved to another of its document's declared stages
     AGENT_TOKEN = "agent_token"  # model text as it streams: live only (`seq` 0, never stored)
 
 

@@ -269,6 +269,7 @@ class TaskDetail(TaskSummary):
     budget_remaining: dict[str, Any] | None = None  # what is left of each limit
     waves: WaveSummary | None = Field(None, exclude_if=lambda v: v is None)  # typed plans only
     phase: str | None = Field(None, exclude_if=lambda v: v is None)  # typed plans: seed 002's
+    stage: str | None = Field(None, exclude_if=lambda v: v is None)  # declared stages
 
 
 class AttemptSpan(BaseModel):

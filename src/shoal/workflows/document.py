@@ -22,8 +22,10 @@ from shoal.engine import dag
 from shoal.engine.model import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
 from shoal.workflows import plan_types
+from shoal.workflows import stages as stage_machine
 from shoal.workflows.event_names import EventName
 from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField, Switch
+from shoal.workflows.stages import Stages
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -168,6 +170,7 @@ class StepDoc(_Strict):
     schedule: ScheduleField = Schedule.EAGER  # expand with types: `eager` or `waves`
     default_plan: list[DefaultTask] = Field(default_factory=list, max_length=50)
     approve_plan: Switch = False  # expand with types: a person approves the plan first
+    stage: Name | None = None  # the declared stage it belongs to (`stages`)
     optional: bool = False  # a user may switch it off (`skip`)
     quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it
@@ -216,6 +219,7 @@ class WorkflowDocument(_Strict):
         default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.md$")
     events: dict[Name, EventName] = Field(default_factory=dict)  # its names for Shoal's events
     needs_sources: bool = False  # a task of it reads the user's files: one without is refused
+    stages: Stages | None = None  # its declared stages and the moves between them
 
     @property
     def result_entry(self) -> str:
@@ -312,6 +316,9 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
         return found
     for i, loop in enumerate(doc.loops):
         found += _loop_problems(doc, i, loop, index, ancestors)
+    if found:
+        return found
+    found += stage_machine.problems(doc.stages, doc.steps, doc.loops)
     if doc.result is not None and doc.result not in writers:
         found.append((("result",), f"no step writes '{doc.result}'"))
     known = set(doc.parameters) | set(writers) | BUILTIN_FIELDS

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from typing import Any
@@ -49,6 +49,7 @@ from shoal.errors import Conflict, InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows import dag_roles, expansion, people, phases, routing
+from shoal.workflows import stages as stage_machine
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -322,6 +323,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""
         revisions = {entry: self._revision(step, s) for entry, s in self._writer.items()}
         done: dict[str, Any] = {"state": {entry: n for entry, n in revisions.items() if n}}
+        if self.doc.stages is not None:
+            done["stage"] = self.stage_now(step.subtasks.values(), completed=True)
         gaps = [s.name for s in step.subtasks.values() if s.options.gap]
         if gaps:  # a typed plan that degraded: its result is partial
             done |= {"partial": True, "gaps": gaps}
@@ -392,6 +395,28 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
                           + ("; skipped: " + "; ".join(gone.values()) if gone else "") + ".")
         self._after_routed(step, doc_step, sub)
         self._move_on(step)
+
+    def _enter_stage(self, step: Step, doc_step: StepDoc) -> bool:
+        """Move the task to `doc_step`'s stage (a `stage` event), or fail it saying why the
+        document does not allow the move; False then."""
+        stages, stage = self.doc.stages, doc_step.stage
+        if stages is None or stage is None:
+            return True
+        now = self.stage_now(step.subtasks.values(), completed=False) or stages.initial
+        if (why := stage_machine.refusal(stages, now, doc_step.id, stage)) is not None:
+            graph.fail_task(step, why)
+            return False
+        if stage != now:
+            step.emit(EventType.STAGE, stage=stage, previous=now, step=doc_step.id)
+        return True
+
+    def stage_now(self, subtasks: Iterable[SubtaskRecord], *, completed: bool) -> str | None:
+        """The task's declared stage (None: the document declares none)."""
+        if self.doc.stages is None:
+            return None
+        return stage_machine.stage_of(self.doc.stages, (
+            (s.options.seq or 0, self._steps[s.key.split("#", 1)[0]].stage)
+            for s in subtasks if s.key.split("#", 1)[0] in self._steps), completed)
 
     def _plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
                      answer: str | None) -> None:
@@ -509,7 +534,10 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
 
     def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None,
              deps: tuple[uuid.UUID, ...] | None = None) -> None:
-        """Start a round of `doc_step`: one run, or one per item for a map step."""
+        """Start a round of `doc_step`: one run, or one per item for a map step (once the
+        task may move to its stage: `_enter_stage`)."""
+        if self.doc.stages is not None and not self._enter_stage(step, doc_step):
+            return
         number = len(self._rounds(step, doc_step.id)) + 1
         seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
         if deps is None:

@@ -270,18 +270,27 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         queue_position=position, **_budget_view(row),
         sources=[{"name": s.name, "kind": s.kind, "size": s.size}
                  for s in task_from_row(row).meta.sources],
-        waves=_wave_summary(subs), phase=_phase(row, subs, cps),
+        waves=_wave_summary(subs), **_where(row, subs, cps),
     )
 
 
-def _phase(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) -> str | None:
-    """The phase of a task whose workflow plans typed tasks (None: any other)."""
+def _where(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) -> dict[str, Any]:
+    """Where the task is, for a workflow that says it: the phase of a typed plan, the stage
+    its document declares."""
     document = task_from_row(row).meta.workflow
     doc = WorkflowDocument.model_validate(document) if document else None
-    if doc is None or not phases.phased(doc):
-        return None
-    return phases.phase_of(doc, TaskStatus(row.status), (subtask_from_row(s) for s in subs),
-                           [c.reason for c in cps if c.status == quality.PENDING_REVIEW])
+    if doc is None or not (phases.phased(doc) or doc.stages):
+        return {}
+    records = [subtask_from_row(s) for s in subs]
+    status = TaskStatus(row.status)
+    found: dict[str, Any] = {}
+    if phases.phased(doc):
+        found["phase"] = phases.phase_of(
+            doc, status, records, [c.reason for c in cps if c.status == quality.PENDING_REVIEW])
+    if doc.stages is not None:
+        found["stage"] = DocumentWorkflow(doc).stage_now(
+            records, completed=status is TaskStatus.COMPLETED)
+    return found
 
 
 def _wave_summary(subs: list[sa.Row[Any]]) -> WaveSummary | None:
