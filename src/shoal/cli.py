@@ -150,7 +150,7 @@ def _check_tools() -> None:
 
 @app.command("mcp")
 def mcp_server(name: Annotated[str, typer.Argument(
-        help="places, calendar, telephone or sources")]) -> None:
+        help="places, calendar, telephone, sources or literature")]) -> None:
     """Serve one of Shoal's bundled MCP servers over stdio (agents' clients start these)."""
     from shoal.mcp_servers import NAMES, serve
 

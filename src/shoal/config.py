@@ -194,6 +194,20 @@ class Settings(BaseSettings):
     embedding_batch: int = Field(64, ge=1, le=2048)  # texts per request
     embedding_timeout: float = Field(60.0, gt=0, le=600)  # seconds per request
 
+    # Literature search (`shoal mcp literature`, shoal.retrieval.literature): arXiv's API and
+    # Crossref's, each asked at most once per `literature_interval` seconds (arXiv asks for one
+    # request every 3 s), a failed request retried `literature_max_retries` times after
+    # `literature_retry_base` seconds, doubling (or what `Retry-After` says, up to
+    # `literature_retry_cap`). `literature_mailto` goes in the User-Agent (Crossref's polite pool).
+    literature_arxiv_url: str = "http://export.arxiv.org/api/query"
+    literature_crossref_url: str = "https://api.crossref.org"
+    literature_mailto: str | None = None
+    literature_interval: float = Field(3.0, ge=0, le=60)
+    literature_timeout: float = Field(20.0, gt=0, le=300)
+    literature_max_retries: int = Field(3, ge=0, le=10)
+    literature_retry_base: float = Field(1.0, ge=0, le=60)
+    literature_retry_cap: float = Field(30.0, ge=0, le=600)
+
     @field_validator("retry_delays")
     @classmethod
     def _delays_non_negative(cls, value: list[float]) -> list[float]:

@@ -8,7 +8,8 @@ Each runs over stdio as `shoal mcp NAME` and works in the folder named by `SHOAL
 - `telephone`: records the call it would place in `calls/<n>-<number>.md`, and says so: it dials
   nothing;
 - `sources`: searches the task's sources (`sources/`) for cited passages and answers read-only
-  SQL over its data files (`shoal.retrieval`).
+  SQL over its data files (`shoal.retrieval`);
+- `literature`: searches arXiv and Crossref for papers (cached under `.literature/`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-NAMES = ("places", "calendar", "telephone", "sources")
+NAMES = ("places", "calendar", "telephone", "sources", "literature")
 
 
 def workspace() -> Path:
@@ -40,6 +41,8 @@ def serve(name: str) -> None:
         from shoal.mcp_servers.telephone import server
     elif name == "sources":
         from shoal.mcp_servers.sources import server
+    elif name == "literature":
+        from shoal.mcp_servers.literature import server
     else:
         raise ValueError(f"No bundled MCP server '{name}'; choose one of {', '.join(NAMES)}.")
     server.run("stdio")

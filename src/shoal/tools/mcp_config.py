@@ -50,12 +50,16 @@ class Launch:
 
 
 # What a bundled server (`shoal mcp …`) takes from the worker's environment: how `sources`
-# embeds text and extracts its graph (no secret but the keys of the providers it calls) and
-# where indexes live.
+# embeds text and extracts its graph (no secret but the keys of the providers it calls), where
+# indexes live, and which literature APIs `literature` asks and how politely.
 BUNDLED_ENV = ("SHOAL_EMBEDDING_PROVIDER", "SHOAL_EMBEDDING_MODEL", "SHOAL_EMBEDDING_BATCH",
                "SHOAL_EMBEDDING_TIMEOUT", "SHOAL_OPENAI_COMPAT_BASE_URL",
                "SHOAL_OPENAI_COMPAT_MODEL", "SHOAL_OPENAI_COMPAT_API_KEY",
-               "SHOAL_OPENAI_BASE_URL", "OLLAMA_HOST", "SHOAL_INDEX_DIR")
+               "SHOAL_OPENAI_BASE_URL", "OLLAMA_HOST", "SHOAL_INDEX_DIR",
+               "SHOAL_LITERATURE_ARXIV_URL", "SHOAL_LITERATURE_CROSSREF_URL",
+               "SHOAL_LITERATURE_MAILTO", "SHOAL_LITERATURE_INTERVAL",
+               "SHOAL_LITERATURE_TIMEOUT", "SHOAL_LITERATURE_MAX_RETRIES",
+               "SHOAL_LITERATURE_RETRY_BASE", "SHOAL_LITERATURE_RETRY_CAP")
 
 
 def launch(server: McpServer, workspace: Path) -> Launch:

@@ -2,7 +2,8 @@
 
 `create_fake_app(decide)` mounts the routes of each protocol module (`openai_chat`,
 `openai_responses`, `anthropic`, `gemini`, `ollama`, and `embeddings` for both vendors'
-embeddings endpoints). A protocol handler decodes the request
+embeddings endpoints), and mounts the fake arXiv and Crossref (`literature`) at `/literature`
+for `shoal mcp literature`. A protocol handler decodes the request
 into a `Conversation` and calls `exchange.answer()`, which records it and asks the script
 `decide` for the reply; the handler then encodes the reply. Every request, conversation or not,
 is kept in `app.state.log` so tests can assert what a tool sent.
@@ -22,12 +23,13 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from shoal.demo.fake import (
     anthropic,
     embeddings,
     gemini,
+    literature,
     ollama,
     openai_chat,
     openai_responses,
@@ -44,7 +46,8 @@ def create_fake_app(decide: Callable[[Conversation], Reply]) -> Starlette:
     # fall through to OpenAI's listing.
     routes = [*gemini.routes(), *openai_chat.routes(), *openai_responses.routes(),
               *anthropic.routes(), *ollama.routes(), *embeddings.routes()]
-    app = Starlette(routes=[*routes, Route("/_fake/log", _log_summary, methods=["GET"])])
+    app = Starlette(routes=[*routes, Route("/_fake/log", _log_summary, methods=["GET"]),
+                            Mount("/literature", app=literature.create_literature_app())])
     app.state.log = []
     app.state.decide = decide
     app.state.ids = itertools.count(1)
