@@ -201,15 +201,44 @@ export function status(text) { document.getElementById("live").textContent = tex
 
 // `work` run once, `ms` after the last of a burst of calls to `soon`; its failure is shown,
 // not thrown into the void, and `cancel` drops a run not yet started (the view went away).
+// While `holding` a promise, a run that comes due waits for it to settle (then runs, unless
+// cancelled meanwhile).
+let holds = 0;
+const deferred = new Set();
+
 export function later(work, ms) {
   let timer = null;
+  const fire = () => {
+    if (holds) deferred.add(fire);
+    else work().catch(failed);
+  };
   return {
     soon() {
       clearTimeout(timer);
-      timer = setTimeout(() => work().catch(failed), ms);
+      deferred.delete(fire);
+      timer = setTimeout(fire, ms);
     },
-    cancel() { clearTimeout(timer); },
+    cancel() {
+      clearTimeout(timer);
+      deferred.delete(fire);
+    },
   };
+}
+
+// `promise`'s outcome, no `later` work running until it settles: a deletion holds the page's
+// refreshes, so that nothing reads again what is going away (its `then` leaves the view first).
+export async function holding(promise) {
+  holds += 1;
+  try {
+    return await promise;
+  } finally {
+    holds -= 1;
+    if (!holds) {
+      const due = [...deferred];
+      deferred.clear();
+      for (const fire of due) fire();
+    }
+  }
 }
 
 export function failed(error) {

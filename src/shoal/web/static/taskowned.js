@@ -4,7 +4,7 @@
 // keeps them current from the page's live events; they stop when the page goes.
 
 import {
-  ApiError, age, api, failed, fetchBlob, h, later, live, navigate, session,
+  ApiError, age, api, failed, fetchBlob, h, holding, later, live, navigate, session, show,
 } from "./core.js";
 
 const FINAL = new Set(["completed", "failed", "cancelled", "budget_exceeded"]);
@@ -301,13 +301,16 @@ function deleteButton(task) {
     if (!confirm(`Delete "${task.description}" with its files, report and share links? `
                  + "This cannot be undone.")) return;
     try {
-      await api(`/api/v1/tasks/${task.task_id}`, {method: "DELETE"});
+      // The page's refreshes wait while it is deleted; once it is, the view goes first (its
+      // updates stop), so that nothing asks for the task again.
+      await holding(api(`/api/v1/tasks/${task.task_id}`, {method: "DELETE"}).then(() => {
+        show(h("p", {class: "muted"}, "Deleted."));
+        navigate("/");
+      }));
     } catch (e) {
       if (!(e instanceof ApiError) || e.status === 401) throw e;
       error.textContent = e.message;  // 409 while it runs: cancel it first
-      return;
     }
-    navigate("/");
   });
   return [button, " ", error];
 }
