@@ -201,16 +201,20 @@ export function status(text) { document.getElementById("live").textContent = tex
 
 // `work` run once, `ms` after the last of a burst of calls to `soon`; its failure is shown,
 // not thrown into the void, and `cancel` drops a run not yet started (the view went away).
-// While `holding` a promise, a run that comes due waits for it to settle (then runs, unless
-// cancelled meanwhile).
+// While `holding`, a run that comes due waits (then runs, unless cancelled meanwhile).
 let holds = 0;
 const deferred = new Set();
+const running = new Set();  // runs under way: `holding` lets them end first
 
 export function later(work, ms) {
   let timer = null;
   const fire = () => {
-    if (holds) deferred.add(fire);
-    else work().catch(failed);
+    if (holds) {
+      deferred.add(fire);
+      return;
+    }
+    const run = work().catch(failed).finally(() => running.delete(run));
+    running.add(run);
   };
   return {
     soon() {
@@ -225,12 +229,14 @@ export function later(work, ms) {
   };
 }
 
-// `promise`'s outcome, no `later` work running until it settles: a deletion holds the page's
-// refreshes, so that nothing reads again what is going away (its `then` leaves the view first).
-export async function holding(promise) {
+// What `start()` gives, started once the `later` runs under way have ended and with none
+// starting until it settles: a deletion holds the page's refreshes, so that nothing reads
+// again what is going away (its `then` leaves the view first).
+export async function holding(start) {
   holds += 1;
   try {
-    return await promise;
+    await Promise.allSettled([...running]);
+    return await start();
   } finally {
     holds -= 1;
     if (!holds) {

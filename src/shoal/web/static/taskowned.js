@@ -303,7 +303,7 @@ function deleteButton(task) {
     try {
       // The page's refreshes wait while it is deleted; once it is, the view goes first (its
       // updates stop), so that nothing asks for the task again.
-      await holding(api(`/api/v1/tasks/${task.task_id}`, {method: "DELETE"}).then(() => {
+      await holding(() => api(`/api/v1/tasks/${task.task_id}`, {method: "DELETE"}).then(() => {
         show(h("p", {class: "muted"}, "Deleted."));
         navigate("/");
       }));
