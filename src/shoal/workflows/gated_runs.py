@@ -6,6 +6,9 @@ a task whose retries are spent, or whose attempts all failed, becomes a **gap** 
 says so: completed with a gap for an answer, so that its dependents and the report go on with
 what exists.
 
+A plan the document wants approved waits at a checkpoint first (`_plan_or_ask`): approved, its
+subtasks run as planned; edited, the person's plan runs instead (`_plan_decided`).
+
 With `schedule: waves`, a task is queued only once every task of the waves before its own has
 completed, gates decided (a barrier per topological layer, as the seed's waves); with `eager`,
 once the tasks it depends on have. Either way it is told what those tasks found (`inputs`).
@@ -18,13 +21,16 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from shoal.engine import graph
+from shoal.engine import dag, graph
 from shoal.engine.model import StepKind, StepOptions, StepOutput, SubtaskRecord, TaskRecord, evolve
+from shoal.engine.planning import Plan
 from shoal.engine.step import Step
+from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, transition
+from shoal.workflows import expansion, people
 from shoal.workflows.board import Board
-from shoal.workflows.document import StepDoc
+from shoal.workflows.document import Role, StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
 
 MAX_INPUT_CHARS = 16_000  # of one dependency's answer in a task's prompt (a report, say)
@@ -40,6 +46,65 @@ class GatedRuns(Board):
 
     def _done(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         raise NotImplementedError
+
+    def _move_on(self, step: Step) -> None:
+        raise NotImplementedError
+
+    # ---- the plan: run, or first approved by a person -------------------------------------------
+
+    def _plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+                     answer: str | None) -> None:
+        """The planner answered (None: it failed): its subtasks run, or, where the document
+        says a person approves a typed plan first, the plan waits at a checkpoint."""
+        if not (doc_step.types and self._switch(step.task, doc_step.approve_plan)):
+            if expansion.add_planned(step, self.doc, doc_step, planner, answer,
+                                     self._planned_prompt(step, doc_step)):
+                self._move_on(step)
+            return
+        try:
+            plan, kinds = expansion.read_typed(doc_step, answer, self._most(step))
+        except InvalidInput as exc:
+            graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
+            return
+        waves = len(dag.layers(plan.graph()))
+        people.ask(step, planner, people.PLAN,
+                   f"Step '{doc_step.id}' planned {len(plan.subtasks)} task(s) in {waves} "
+                   f"wave(s){' (' + ' '.join(plan.notes) + ')' if plan.notes else ''}: "
+                   "approve the plan, answer with an edited one, or reject the task.",
+                   "Approve this plan, or answer with an edited one (the same JSON):\n"
+                   + expansion.plan_json(plan, kinds))
+
+    def _plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+                      edited: tuple[Plan, tuple[str, ...]] | None) -> None:
+        """A person approved the plan (its subtasks run as planned) or edited it (theirs
+        run instead)."""
+        prompt = self._planned_prompt(step, doc_step)
+        graph.resume(step)
+        if edited is None:
+            answer = planner.output.text if planner.status is SubtaskStatus.COMPLETED and \
+                planner.output is not None else None
+            expansion.add_planned(step, self.doc, doc_step, planner, answer, prompt)
+        else:
+            plan, kinds = edited
+            step.emit(EventType.NOTICE, level="info", subtask_id=str(planner.id),
+                      message=f"Step '{doc_step.id}' runs the plan a person edited "
+                              f"({len(plan.subtasks)} task(s)).")
+            expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
+                               (planner.id,), prompt, kinds=kinds)
+        self._move_on(step)
+
+    def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
+        def prompt(role: Role, item: str) -> str:
+            return self._prompt(step, doc_step, role, "", item)
+        return prompt
+
+    def _switch(self, task: TaskRecord, value: bool | str) -> bool:
+        return bool(value if isinstance(value, bool) else self._parameter(
+            task, value.strip("{}")))
+
+    def _most(self, step: Step) -> int:
+        return min(step.ctx.max_subtasks, expansion.MAX_PLANNED)
+
 
     # ---- what a typed run is ----------------------------------------------------------------
 

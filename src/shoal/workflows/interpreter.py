@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from typing import Any
 
-from shoal.engine import answers, dag, graph, quality, quality_loop
+from shoal.engine import answers, graph, quality, quality_loop
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     SERVING_KINDS,
@@ -42,14 +42,12 @@ from shoal.engine.model import (
     SubtaskRecord,
     TaskRecord,
 )
-from shoal.engine.planning import Plan
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
-from shoal.errors import Conflict, InvalidInput
+from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows import dag_roles, expansion, people, phases, routing
-from shoal.workflows import stages as stage_machine
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -62,20 +60,20 @@ from shoal.workflows.document import (
     BuiltinRole,
     DocStepKind,
     Loop,
-    Role,
     StepDoc,
     WorkflowDocument,
 )
 from shoal.workflows.gated_runs import GatedRuns
 from shoal.workflows.route_runs import RouteRuns
 from shoal.workflows.routing import DecidedBy, Decision
+from shoal.workflows.staged_runs import StagedRuns
 
 _PEOPLE = {DocStepKind.HUMAN: StepKind.HUMAN, DocStepKind.GATE: StepKind.GATE}
 MAX_ITEMS = 50  # the most subtasks one map step fans out to
 PREVIEW_CHARS = 2_000  # of an entry in its `state_update` event (the whole: GET …/state)
 
 
-class DocumentWorkflow(RouteRuns, GatedRuns):
+class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
@@ -293,25 +291,6 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
         graph.resume(step)
         self._move_on(step)
 
-    def _plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
-                      edited: tuple[Plan, tuple[str, ...]] | None) -> None:
-        """A person approved the plan (its subtasks run as planned) or edited it (theirs
-        run instead)."""
-        prompt = self._planned_prompt(step, doc_step)
-        graph.resume(step)
-        if edited is None:
-            answer = planner.output.text if planner.status is SubtaskStatus.COMPLETED and \
-                planner.output is not None else None
-            expansion.add_planned(step, self.doc, doc_step, planner, answer, prompt)
-        else:
-            plan, kinds = edited
-            step.emit(EventType.NOTICE, level="info", subtask_id=str(planner.id),
-                      message=f"Step '{doc_step.id}' runs the plan a person edited "
-                              f"({len(plan.subtasks)} task(s)).")
-            expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
-                               (planner.id,), prompt, kinds=kinds)
-        self._move_on(step)
-
     def phase(self, step: Step) -> str:
         return phases.phase_of(self.doc, step.task.status, step.subtasks.values(),
                                [cp.reason for cp in step.checkpoints.values()])
@@ -395,62 +374,6 @@ class DocumentWorkflow(RouteRuns, GatedRuns):
                           + ("; skipped: " + "; ".join(gone.values()) if gone else "") + ".")
         self._after_routed(step, doc_step, sub)
         self._move_on(step)
-
-    def _enter_stage(self, step: Step, doc_step: StepDoc) -> bool:
-        """Move the task to `doc_step`'s stage (a `stage` event), or fail it saying why the
-        document does not allow the move; False then."""
-        stages, stage = self.doc.stages, doc_step.stage
-        if stages is None or stage is None:
-            return True
-        now = self.stage_now(step.subtasks.values(), completed=False) or stages.initial
-        if (why := stage_machine.refusal(stages, now, doc_step.id, stage)) is not None:
-            graph.fail_task(step, why)
-            return False
-        if stage != now:
-            step.emit(EventType.STAGE, stage=stage, previous=now, step=doc_step.id)
-        return True
-
-    def stage_now(self, subtasks: Iterable[SubtaskRecord], *, completed: bool) -> str | None:
-        """The task's declared stage (None: the document declares none)."""
-        if self.doc.stages is None:
-            return None
-        return stage_machine.stage_of(self.doc.stages, (
-            (s.options.seq or 0, self._steps[s.key.split("#", 1)[0]].stage)
-            for s in subtasks if s.key.split("#", 1)[0] in self._steps), completed)
-
-    def _plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
-                     answer: str | None) -> None:
-        """The planner answered (None: it failed): its subtasks run, or, where the document
-        says a person approves a typed plan first, the plan waits at a checkpoint."""
-        if not (doc_step.types and self._switch(step.task, doc_step.approve_plan)):
-            if expansion.add_planned(step, self.doc, doc_step, planner, answer,
-                                     self._planned_prompt(step, doc_step)):
-                self._move_on(step)
-            return
-        try:
-            plan, kinds = expansion.read_typed(doc_step, answer, self._most(step))
-        except InvalidInput as exc:
-            graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
-            return
-        waves = len(dag.layers(plan.graph()))
-        people.ask(step, planner, people.PLAN,
-                   f"Step '{doc_step.id}' planned {len(plan.subtasks)} task(s) in {waves} "
-                   f"wave(s){' (' + ' '.join(plan.notes) + ')' if plan.notes else ''}: "
-                   "approve the plan, answer with an edited one, or reject the task.",
-                   "Approve this plan, or answer with an edited one (the same JSON):\n"
-                   + expansion.plan_json(plan, kinds))
-
-    def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
-        def prompt(role: Role, item: str) -> str:
-            return self._prompt(step, doc_step, role, "", item)
-        return prompt
-
-    def _switch(self, task: TaskRecord, value: bool | str) -> bool:
-        return bool(value if isinstance(value, bool) else self._parameter(
-            task, value.strip("{}")))
-
-    def _most(self, step: Step) -> int:
-        return min(step.ctx.max_subtasks, expansion.MAX_PLANNED)
 
     def _planned(self, step: Step) -> None:
         """The plan is made (or its planner failed): the task is no longer initializing."""
