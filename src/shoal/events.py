@@ -33,6 +33,7 @@ class EventType(StrEnum):
     ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)
     PHASE = "phase"  # a task with a typed plan moved to another phase (planning, executing, …)
     STAGE = "stage"  # a task moved to another of its document's declared stages
+    MESSAGE = "message"  # hand-overs a new run of a workflow receives (its message log)
     AGENT_TOKEN = "agent_token"  # model text as it streams: live only (`seq` 0, never stored)
 
 

@@ -23,8 +23,9 @@ from shoal.errors import ShoalError
 
 STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "in_progress": "cyan",
          "queued": "blue", "pending": "dim", "verifying": "magenta", "correcting": "yellow",
-         "checkpoint_pending": "bold yellow"}
-STATUS_LABEL = {"checkpoint_pending": "waiting for you"}
+         "checkpoint_pending": "bold yellow", "awaiting_input": "bold yellow"}
+STATUS_LABEL = {"checkpoint_pending": "waiting for you",
+                "awaiting_input": "waiting for your answer"}
 ENDINGS = {"task_complete": "completed", "task_failed": "failed", "task_cancelled": "cancelled"}
 QUALITY_KINDS = frozenset({"evaluate", "judge", "review", "correct"})
 REASONS = {

@@ -20,6 +20,7 @@ class TaskStatus(StrEnum):
     INITIALIZING = "initializing"  # the planner is running
     IN_PROGRESS = "in_progress"
     CHECKPOINT = "checkpoint_pending"  # waiting for a person to decide a checkpoint
+    AWAITING_INPUT = "awaiting_input"  # waiting for a person to answer a workflow's question
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -71,10 +72,14 @@ _TASK: dict[TaskStatus, frozenset[TaskStatus]] = {
          TaskStatus.BUDGET_EXCEEDED}
     ),
     TaskStatus.IN_PROGRESS: frozenset(
-        {TaskStatus.CHECKPOINT, TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED,
-         TaskStatus.BUDGET_EXCEEDED}
+        {TaskStatus.CHECKPOINT, TaskStatus.AWAITING_INPUT, TaskStatus.COMPLETED,
+         TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.BUDGET_EXCEEDED}
     ),
     TaskStatus.CHECKPOINT: frozenset(
+        {TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED,
+         TaskStatus.BUDGET_EXCEEDED}
+    ),
+    TaskStatus.AWAITING_INPUT: frozenset(
         {TaskStatus.IN_PROGRESS, TaskStatus.FAILED, TaskStatus.CANCELLED,
          TaskStatus.BUDGET_EXCEEDED}
     ),
@@ -130,6 +135,7 @@ _TABLES: dict[type, dict[object, frozenset[object]]] = {
 }
 
 TERMINAL_TASK = frozenset(s for s, nxt in _TASK.items() if not nxt)
+PAUSED_TASK = frozenset({TaskStatus.CHECKPOINT, TaskStatus.AWAITING_INPUT})  # nothing dispatched
 TERMINAL_SUBTASK = frozenset({SubtaskStatus.COMPLETED, SubtaskStatus.FAILED,
                               SubtaskStatus.CANCELLED})
 TERMINAL_ATTEMPT = frozenset(s for s, nxt in _ATTEMPT.items() if not nxt)

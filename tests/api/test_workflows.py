@@ -459,7 +459,7 @@ async def test_a_question_and_a_gate_wait_for_a_person(
     shoal = cli(server, client, tmp_path)
 
     async def open_checkpoint(task_id: str) -> dict[str, Any]:
-        await wait_for_status(client, task_id, "checkpoint_pending", "failed")
+        await wait_for_status(client, task_id, "checkpoint_pending", "awaiting_input", "failed")
         page = (await client.get("/api/v1/checkpoints", params={
             "status": "pending_review", "task_id": task_id})).json()
         return dict(page["checkpoints"][0])

@@ -146,7 +146,7 @@ async def test_a_question_survives_the_control_plane_being_killed_while_it_waits
         task_id = await submit(client, {"workflow": "asking", "description": "city cats"})
         await wait_task(client, task_id, within=30, what="the question",
                         procs=[server, *workers.values()],
-                        until=lambda d: d["status"] == "checkpoint_pending")
+                        until=lambda d: d["status"] == "awaiting_input")
         await server.kill()
 
         restarted = stack.start_server(int(url.rsplit(":", 1)[1]), name="server-restarted")

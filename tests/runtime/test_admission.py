@@ -32,7 +32,7 @@ from tests.runtime.harness import (
     wait_until,
 )
 
-RUNNING = {"pending", "initializing", "in_progress", "checkpoint_pending"}
+RUNNING = {"pending", "initializing", "in_progress", "checkpoint_pending", "awaiting_input"}
 
 
 def gated(name: str) -> dict[str, Any]:

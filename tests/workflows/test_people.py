@@ -67,7 +67,7 @@ def test_a_question_pauses_the_task_and_the_answer_feeds_the_next_prompt() -> No
     (ask,) = [s for s in run.state.subtasks.values()]
     assert (ask.key, ask.kind, ask.status) == ("audience#1", StepKind.HUMAN,
                                                SubtaskStatus.IN_PROGRESS)
-    assert run.state.task.status is TaskStatus.CHECKPOINT
+    assert run.state.task.status is TaskStatus.AWAITING_INPUT
     ready = pending(run)[-1]
     assert ready["reason"] == "question"
     assert ready["question"] == "Who is the proposal about Bonjour tout for?"
@@ -163,4 +163,4 @@ def test_a_deadline_that_escalates_keeps_the_question_waiting_flagged() -> None:
     run.decide(CheckpointExpired(cp.id))
     waiting = run.state.checkpoints[cp.id]
     assert (waiting.deadline_at, waiting.data["escalated"]) == (None, True)
-    assert run.state.task.status is TaskStatus.CHECKPOINT
+    assert run.state.task.status is TaskStatus.AWAITING_INPUT

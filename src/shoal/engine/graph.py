@@ -49,6 +49,7 @@ from shoal.errors import Conflict, StaleAttempt
 from shoal.events import EventType
 from shoal.states import (
     LIVE_ATTEMPT,
+    PAUSED_TASK,
     TERMINAL_SUBTASK,
     TERMINAL_TASK,
     AttemptStatus,
@@ -114,7 +115,7 @@ def _dispatched(step: Step, att: AttemptRecord) -> None:
     sub = step.subtasks[att.subtask_id]
     if step.task.status in TERMINAL_TASK:
         raise Conflict("The task has ended; nothing more is dispatched.", code="task_ended")
-    if step.task.status is TaskStatus.CHECKPOINT:
+    if step.task.status in PAUSED_TASK:
         raise Conflict("The task waits at a checkpoint; nothing new is dispatched.",
                        code="task_paused")
     step.attempts[att.id] = att
@@ -239,10 +240,12 @@ def queue_ready_dependents(step: Step, done: SubtaskRecord) -> None:
 # ---- pausing --------------------------------------------------------------------------------
 
 
-def pause(step: Step) -> None:
-    """Hold the task at a checkpoint: nothing new is dispatched until `resume_if_clear`."""
+def pause(step: Step, *, for_answer: bool = False) -> None:
+    """Hold the task at a checkpoint (`awaiting_input` for an answer to a workflow's
+    question): nothing new is dispatched until `resume_if_clear`."""
     if step.task.status is TaskStatus.IN_PROGRESS:
-        step.set_task(status=transition(step.task.status, TaskStatus.CHECKPOINT))
+        step.set_task(status=transition(step.task.status, TaskStatus.AWAITING_INPUT
+                                        if for_answer else TaskStatus.CHECKPOINT))
         emit_task_update(step)
 
 
@@ -254,7 +257,7 @@ def resume_if_clear(flow: Workflow, step: Step) -> None:
 
 def resume(step: Step) -> bool:
     """Resume a paused task if no checkpoint is open; whether it did."""
-    if step.checkpoints or step.task.status is not TaskStatus.CHECKPOINT:
+    if step.checkpoints or step.task.status not in PAUSED_TASK:
         return False
     step.set_task(status=transition(step.task.status, TaskStatus.IN_PROGRESS))
     emit_task_update(step)

@@ -67,6 +67,8 @@ def build_payload(
                             "created_at": iso(created_at)}
     if task is not None:
         status = _TASK_STATUS.get(kind)
+        if status is TaskStatus.CHECKPOINT and data.get("reason") == "question":
+            status = TaskStatus.AWAITING_INPUT  # a workflow's question waits for an answer
         body["task"] = {"id": str(task.id), "description": task.description,
                         "status": status.value if status else task.status,
                         "url": task_url(base_url, task.id)}

@@ -22,7 +22,7 @@ from shoal.events import EventType, NewEvent
 from shoal.runtime.batch import Batch, TaskWork
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
-from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus, TaskStatus
+from shoal.states import PAUSED_TASK, TERMINAL_TASK, AttemptStatus, SubtaskStatus
 
 Decide = Callable[[Batch, TaskWork, EngineInput, Context], None]
 
@@ -93,7 +93,7 @@ class Scheduler:
                 continue
             if state.task.status in TERMINAL_TASK or (sub.not_before and sub.not_before > b.now):
                 continue
-            if state.task.status is TaskStatus.CHECKPOINT:
+            if state.task.status in PAUSED_TASK:
                 continue  # paused for a person: nothing new starts
             where[sid] = tid
             demands.append(SubtaskDemand(

@@ -47,9 +47,12 @@ def rounds_in(subtasks: Iterable[SubtaskRecord], step_id: str) -> list[list[Subt
 
 def entry_value(doc_step: StepDoc, runs: list[SubtaskRecord]) -> Any:
     """A round's value: its answer; for a map step, its items' answers in order; for an
-    expand step, its planned subtasks' answers in plan order (not the plan)."""
+    expand step, its planned subtasks' answers in plan order (not the plan); for a step that
+    asks, its last turn's answer (the conversation before it is in its runs)."""
     if doc_step.kind is DocStepKind.EXPAND:
         return [answer_of(s) for s in runs if "." in s.key]
+    if doc_step.asks is not None:
+        return answer_of(max(runs, key=item_order))
     values = [answer_of(s) for s in runs]
     return values if doc_step.kind is DocStepKind.MAP else values[0]
 

@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shoal.engine.model import SubtaskRecord, TaskRecord
 from shoal.engine.step import Step
 from shoal.workflows.blackboard import entry_value, rounds_in, whole
-from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, Role, StepDoc, WorkflowDocument
+from shoal.workflows.document import (
+    BuiltinRole,
+    DocStepKind,
+    Loop,
+    Role,
+    StepDoc,
+    WorkflowDocument,
+    ancestors,
+)
 
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")
 MAX_ENTRY_CHARS = 12_000  # of one blackboard entry in a prompt
+MAX_CONTEXT_CHARS = 60_000  # of `{context}`, every earlier entry
 
 
 class Board:
@@ -38,12 +47,14 @@ class Board:
         self._routes = [s for s in doc.steps if s.kind is DocStepKind.ROUTE]
         self._route_of = {name: r for r in self._routes
                           for name in (*r.choices, r.finish) if name is not None}
+        after = {s.id: tuple(s.after) for s in doc.steps}
+        self._before = {sid: ancestors(after, sid) for sid in after}  # what each comes after
 
     def _route_field(self, step: Step, route: StepDoc | None, name: str) -> str:
         raise NotImplementedError  # `RouteRuns`
 
     def _prompt(self, step: Step, doc_step: StepDoc, role: Role | None, feedback: str,
-                item: str) -> str:
+                item: str, conversation: str = "") -> str:
         """A run's prompt: its role's, rendered, and the answer's contract when it has one
         (not for a route, whose router answers `{"next": …}`). A built-in role's prompt is
         written at dispatch: this is what its run is about (a planned subtask's `item`)."""
@@ -51,7 +62,10 @@ class Board:
             return "Decompose the task into subtasks."
         if role is not None and role.builtin is BuiltinRole.CODER:
             return item or step.task.description
-        prompt = self._render(step, doc_step, role.prompt if role else "", feedback, item)
+        template = role.prompt if role else ""
+        prompt = self._render(step, doc_step, template, feedback, item, conversation)
+        if conversation and "{conversation}" not in template:
+            prompt += "\n\nThe conversation so far:\n" + conversation
         if role is not None and role.output is not None and doc_step.kind is not \
                 DocStepKind.ROUTE:
             prompt += ("\n\nAnswer with only a JSON value that matches this JSON Schema:\n"
@@ -82,6 +96,17 @@ class Board:
     def _revision(self, step: Step, doc_step: StepDoc) -> int:
         return sum(1 for r in self._rounds(step, doc_step.id) if whole(r))
 
+    def _revision_of(self, step: Step) -> Callable[[StepDoc, SubtaskRecord], int | None]:
+        """The blackboard revision a run's round is (None: its round is not whole)."""
+        def revision(doc_step: StepDoc, sub: SubtaskRecord) -> int | None:
+            n = 0
+            for runs in self._rounds(step, doc_step.id):
+                n += whole(runs)
+                if runs[0].options.seq == sub.options.seq:
+                    return n if whole(runs) else None
+            return None
+        return revision
+
     def _value(self, step: Step, entry: str, path: str) -> Any:
         """An entry's latest revision: its checked answer if it has one, else its text; or a
         field of the answer along `path` (`verdict`, `a.b`)."""
@@ -108,7 +133,7 @@ class Board:
         return self.doc.parameters[name].default
 
     def _render(self, step: Step, doc_step: StepDoc, template: str, feedback: str,
-                item: str) -> str:
+                item: str, conversation: str = "") -> str:
         route = doc_step if doc_step.kind is DocStepKind.ROUTE else (
             self._route_of.get(doc_step.id) or next(iter(self._routes), None))
 
@@ -122,12 +147,24 @@ class Board:
                 return feedback
             if name == "item":
                 return item
+            if name == "conversation":
+                return conversation
+            if name == "context":
+                return self._context(step, doc_step)
             if name in self.doc.parameters:
                 return str(self._parameter(step.task, name))
             if name in self._writer:
                 return self._entry(step, name, path)
             return match.group(0)
         return _PLACEHOLDER.sub(fill, template)
+
+    def _context(self, step: Step, doc_step: StepDoc) -> str:
+        """`{context}`: every entry written by a step `doc_step` comes after, in the
+        document's order, each under its name (seed 003's context injection)."""
+        parts = [f"## {s.entry}\n{text}" for s in self.doc.steps
+                 if s.id in self._before[doc_step.id]
+                 and (text := self._entry(step, s.entry, ""))]
+        return "\n\n".join(parts)[:MAX_CONTEXT_CHARS]
 
     def _step_of(self, sub: SubtaskRecord) -> StepDoc:
         return self._steps[sub.key.split("#", 1)[0]]

@@ -31,9 +31,12 @@ NAME = r"^[a-z][a-z0-9_]{0,39}$"
 WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_LOOPS = 20  # the most a loop's cap may be
 MAX_HOPS = 100  # the most decisions a route's cap may allow
-# What every prompt may name besides parameters and entries; the last three describe a route.
+MAX_ASKS = 20  # the most questions (or delegations) one round of a step may make
+# What every prompt may name besides parameters and entries: `execution_order`,
+# `agent_outputs` and `allowed` describe a route; `conversation` is what a step that `asks`
+# heard so far this round; `context` every entry the step comes after, laid out.
 BUILTIN_FIELDS = frozenset({"query", "item", "feedback", "execution_order", "agent_outputs",
-                            "allowed"})
+                            "allowed", "conversation", "context"})
 ENTRY_PATH = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
 Cap = int | Annotated[str, Field(pattern=r"^\{[a-z][a-z0-9_]*\}$")]
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?:\.[a-zA-Z0-9_.]+)?\}")
@@ -150,6 +153,16 @@ _NEEDS_ROLE = frozenset({DocStepKind.AGENT, DocStepKind.EXPAND, DocStepKind.MAP,
                          DocStepKind.ROUTE})
 
 
+class Asks(_Strict):
+    """An agent step's role may ask before it answers, at most `max` times a round: a person
+    (no `role`: the task waits, `awaiting_input`, for an answer) or another role (`role`: a
+    delegation, run as its own subtask). Each answer goes back to the step's role with the
+    round's whole conversation (`{conversation}`)."""
+
+    role: Name | None = None  # whom it asks; None: the person who submitted the task
+    max: Cap = 5
+
+
 class StepDoc(_Strict):
     """One step of a document."""
 
@@ -171,6 +184,7 @@ class StepDoc(_Strict):
     default_plan: list[DefaultTask] = Field(default_factory=list, max_length=50)
     approve_plan: Switch = False  # expand with types: a person approves the plan first
     stage: Name | None = None  # the declared stage it belongs to (`stages`)
+    asks: Asks | None = None  # agent: its role may ask a person or another role first
     optional: bool = False  # a user may switch it off (`skip`)
     quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it
@@ -202,6 +216,8 @@ class Loop(_Strict):
     when: Condition
     max: Cap
     carry: Name | None = None  # the entry handed back as `{feedback}` (default: when.entry)
+    via: Name | None = None  # the declared stage the task passes through going back
+    ask_at_cap: Switch = False  # at the cap, a person decides whether the task goes on
 
 
 class WorkflowDocument(_Strict):
@@ -294,6 +310,8 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
                                                 "holding the score"))
         if step.kind is DocStepKind.HUMAN and not step.question:
             found.append((("steps", i, "question"), "a human step needs a question"))
+        if step.asks is not None:
+            found += _asks_problems(doc, i, step)
     if found:
         return found
     graph = {s.id: tuple(s.after) for s in doc.steps}
@@ -303,19 +321,19 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
         cycle = exc.details.get("cycle") or []
         return [(("steps", index[cycle[0]] if cycle else 0, "after"),
                  "the steps' `after` edges form a cycle: " + " → ".join(map(str, cycle)))]
-    ancestors = {sid: _ancestors(graph, sid) for sid in ids}
+    before = {sid: ancestors(graph, sid) for sid in ids}
     writers = {s.entry: s.id for s in doc.steps}
     for i, step in enumerate(doc.steps):
         for field in ("over", "plan"):
             path = getattr(step, field)
-            if path is not None and writers.get(path.split(".")[0]) not in ancestors[step.id]:
+            if path is not None and writers.get(path.split(".")[0]) not in before[step.id]:
                 found.append((("steps", i, field), f"'{path.split('.')[0]}' is not written by "
                                                    "a step this one comes after"))
     found += _route_problems(doc, index)
     if found:
         return found
     for i, loop in enumerate(doc.loops):
-        found += _loop_problems(doc, i, loop, index, ancestors)
+        found += _loop_problems(doc, i, loop, index, before)
     if found:
         return found
     found += stage_machine.problems(doc.stages, doc.steps, doc.loops)
@@ -335,6 +353,23 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
     return found
 
 
+def _asks_problems(doc: WorkflowDocument, i: int, step: StepDoc) -> list[tuple[Path, str]]:
+    assert step.asks is not None
+    where: Path = ("steps", i, "asks")
+    if step.kind is not DocStepKind.AGENT or step.quality:
+        return [(where, "only an agent step without `quality` may ask")]
+    role = doc.roles.get(step.role or "")
+    if role is not None and role.builtin is not None:
+        return [(where, f"role '{step.role}' is built in: it cannot ask")]
+    whom = step.asks.role
+    if whom is not None and (whom not in doc.roles or whom == step.role
+                             or doc.roles[whom].builtin is not None):
+        return [((*where, "role"), f"'{whom}' is not another role of roles with a prompt")]
+    if problem := _cap_problem(doc, step.asks.max, 0, MAX_ASKS, "the questions' cap"):
+        return [((*where, "max"), problem)]
+    return []
+
+
 def _loop_problems(doc: WorkflowDocument, i: int, loop: Loop, index: Mapping[str, int],
                    ancestors: Mapping[str, set[str]]) -> list[tuple[Path, str]]:
     where: Path = ("loops", i)
@@ -347,6 +382,9 @@ def _loop_problems(doc: WorkflowDocument, i: int, loop: Loop, index: Mapping[str
                                  f"'{loop.source}'")]
     if problem := _cap_problem(doc, loop.max, 0, MAX_LOOPS, "a loop's cap"):
         return [((*where, "max"), problem)]
+    if isinstance(loop.ask_at_cap, str) and (refused := plan_types.parameter_problem(
+            (*where, "ask_at_cap"), loop.ask_at_cap, doc.parameters, ("boolean",))):
+        return refused
     entries = {s.entry for s in doc.steps if s.id == loop.source or s.id in
                ancestors[loop.source]}
     if loop.when.entry not in entries:
@@ -433,7 +471,7 @@ def _route_problems(doc: WorkflowDocument, index: Mapping[str, int]) -> list[tup
     return found
 
 
-def _ancestors(graph: Mapping[str, Sequence[str]], sid: str) -> set[str]:
+def ancestors(graph: Mapping[str, Sequence[str]], sid: str) -> set[str]:
     seen: set[str] = set()
     stack = list(graph[sid])
     while stack:

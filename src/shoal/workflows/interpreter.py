@@ -47,7 +47,7 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import dag_roles, expansion, people, phases, routing
+from shoal.workflows import dag_roles, expansion, messages, people, phases, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -56,6 +56,7 @@ from shoal.workflows.blackboard import (
     whole,
 )
 from shoal.workflows.board import MAX_ENTRY_CHARS
+from shoal.workflows.conversations import ASK, NO_ANSWER, ConversationRuns
 from shoal.workflows.document import (
     BuiltinRole,
     DocStepKind,
@@ -73,7 +74,7 @@ MAX_ITEMS = 50  # the most subtasks one map step fans out to
 PREVIEW_CHARS = 2_000  # of an entry in its `state_update` event (the whole: GET …/state)
 
 
-class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
+class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
     """Runs one workflow document."""
 
     def __init__(self, doc: WorkflowDocument) -> None:
@@ -139,6 +140,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
             decision = routing.decide(doc_step, self._route_state(step, doc_step),
                                       result.output)
             output = replace(output, answers=True, parsed=decision.wire())
+        elif (question := self._question(step, doc_step, sub, result.output)) is not None:
+            output = replace(output, answers=True, parsed={ASK: question})  # it asks first
         elif contract is not None:
             checked = self._checked_answer(step, sub, result.output, contract, output)
             if checked is None:
@@ -160,6 +163,9 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
             quality_loop.verify(step, sub)  # `accepted` goes on once the loop accepts it
             return
         sub = graph.complete(step, sub, output)
+        if doc_step.asks is not None and self._next_turn(step, doc_step, sub):
+            self._progress(step)  # a question asked, or answered: the conversation goes on
+            return
         if planning:
             self._planned(step)
             self._plan_or_ask(step, doc_step, sub, result.output)
@@ -451,15 +457,17 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
 
     def _deps(self, step: Step, doc_step: StepDoc) -> tuple[uuid.UUID, ...]:
         """The runs a new round of `doc_step` comes after: the latest of each step it waits
-        for."""
+        for (of a step that asks, its last turn: the answer)."""
         return tuple(s.id for dep in self._after(step, doc_step)
-                     for s in self._rounds(step, dep)[-1])
+                     for s in (self._rounds(step, dep)[-1][-1:] if self._steps[dep].asks
+                               else self._rounds(step, dep)[-1]))
 
     def _run(self, step: Step, doc_step: StepDoc, *, feedback: str | None,
-             deps: tuple[uuid.UUID, ...] | None = None) -> None:
-        """Start a round of `doc_step`: one run, or one per item for a map step (once the
-        task may move to its stage: `_enter_stage`)."""
-        if self.doc.stages is not None and not self._enter_stage(step, doc_step):
+             deps: tuple[uuid.UUID, ...] | None = None, via: str | None = None) -> None:
+        """Start a round of `doc_step`: one run, one per item for a map step, the first turn
+        of a conversation for a step that asks (once the task may move to its stage, through
+        a loop's `via`: `_enter_stage`)."""
+        if self.doc.stages is not None and not self._enter_stage(step, doc_step, via):
             return
         number = len(self._rounds(step, doc_step.id)) + 1
         seq = 1 + len({s.options.seq for s in step.subtasks.values() if s.options.seq})
@@ -467,6 +475,9 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
             deps = self._deps(step, doc_step)
         if doc_step.kind in _PEOPLE:
             self._person_step(step, doc_step, number, seq, deps)
+            return
+        if doc_step.asks is not None:
+            self._turn(step, doc_step, number, 1, seq, deps, feedback or "")
             return
         if doc_step.kind is not DocStepKind.MAP:
             self._add(step, doc_step, number, None, seq, deps, feedback or "", "")
@@ -501,19 +512,36 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
                        '{"next": "<step>", "reason": "<why, in a sentence>"}')
         elif doc_step.kind is DocStepKind.EXPAND and (role is None or role.builtin is None):
             prompt += expansion.plan_format(doc_step, self._most(step))
+        self._new_run(step, doc_step, key=key, name=name, role_name=doc_step.role or
+                      doc_step.id, prompt=prompt, seq=seq, deps=deps)
+
+    def _new_run(self, step: Step, doc_step: StepDoc, *, key: str, name: str, role_name: str,
+                 prompt: str, seq: int, deps: tuple[uuid.UUID, ...]) -> SubtaskRecord:
+        """A run of `doc_step` by `role_name` (its own role, or one it delegates to)."""
+        role = self.doc.roles.get(role_name)
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id, key=key,
-            role=doc_step.role or doc_step.id, name=name,
+            id=step.ctx.new_id(), task_id=step.task.id, key=key, role=role_name, name=name,
             kind=StepKind.EXPAND if doc_step.kind is DocStepKind.EXPAND else StepKind.AGENT,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=deps, options=StepOptions(
                 seq=seq, mcp_servers=role.mcp_specs() if role else (),
-                output_file=self._output_file(doc_step)),
+                output_file=self._output_file(doc_step) if role_name == doc_step.role
+                else None),
             recommended_tool=role.tools[0] if role and role.tools
             else next(iter(step.task.tool_preferences), None),
             priority=float(len(self.doc.steps) - self.doc.steps.index(doc_step)))
         step.add_subtask(sub)
+        self._emit_created(step, sub)
+        return sub
+
+    def _emit_created(self, step: Step, sub: SubtaskRecord) -> None:
+        """A new run's `subtask_update`, and a `message` event for each hand-over it
+        receives (`messages`)."""
         graph.emit_subtask(step, sub)
+        received = messages.received(self.doc, step.task.description, step.subtasks, sub,
+                                     self._revision_of(step))
+        if received:
+            step.emit(EventType.MESSAGE, messages=[e.wire() for e in received])
 
     # ---- steps a person decides (`people`) -------------------------------------------------
 
@@ -530,7 +558,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
             status=SubtaskStatus.IN_PROGRESS, created_at=step.ctx.now,
             started_at=step.ctx.now, dependencies=deps, options=StepOptions(seq=seq))
         step.add_subtask(sub)
-        graph.emit_subtask(step, sub)
+        self._emit_created(step, sub)
         if doc_step.kind is DocStepKind.HUMAN:
             people.ask(step, sub, people.QUESTION, f"Step '{doc_step.id}' asks: {question}",
                        question)
@@ -541,9 +569,14 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
         if passed:
             self._person_done(step, sub, verdict)
 
-    def _person_done(self, step: Step, sub: SubtaskRecord, text: str) -> None:
-        sub = graph.complete(step, sub, StepOutput(text=text))
-        self._state_update(step, self._step_of(sub), sub)
+    def _person_done(self, step: Step, sub: SubtaskRecord, text: str | None) -> None:
+        doc_step = self._step_of(sub)
+        if doc_step.asks is not None:  # a person's answer goes back to the step's role
+            sub = graph.complete(step, sub, StepOutput(text=text or NO_ANSWER))
+            self._next_turn(step, doc_step, sub)
+            return
+        sub = graph.complete(step, sub, StepOutput(text=text or ""))
+        self._state_update(step, doc_step, sub)
 
     def _state_update(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
         runs = self._round(step, sub)
@@ -572,14 +605,20 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns):
             if not self._holds(step, loop):
                 continue
             if done >= cap:
+                said = (f"'{loop.source}' asked to go back to '{loop.to}' again, but the loop "
+                        f"ran its {cap} time(s)")
+                if self._switch(step.task, loop.ask_at_cap):  # a person decides
+                    people.ask(step, sub, people.GATE, f"{said}.", "Approve to go on with "
+                               "what it has (its open points listed); reject to stop.")
+                    continue
                 step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-                          message=f"'{loop.source}' asked to go back to '{loop.to}' again, but "
-                                  f"the loop ran its {cap} time(s); going on.")
+                          message=f"{said}; going on.")
                 continue
             for run in self._round(step, sub):
                 step.set_subtask(run, options=replace(run.options, looped=True))
             carried = self._entry(step, loop.carry or loop.when.entry, "")
-            self._run(step, target, feedback=carried)
+            self._run(step, target, feedback=carried, via=loop.via,  # the feedback, handed
+                      deps=self._deps(step, target) + tuple(r.id for r in self._round(step, sub)))
             return
 
     def _holds(self, step: Step, loop: Loop) -> bool:

@@ -37,7 +37,7 @@ def ask(step: Step, sub: SubtaskRecord, reason: str, message: str, question: str
         deadline_at=step.ctx.now + timedelta(seconds=deadline.seconds) if deadline else None,
         deadline_action=deadline.action if deadline else None)
     step.add_checkpoint(cp)
-    graph.pause(step)
+    graph.pause(step, for_answer=reason == QUESTION)
     step.audit(None, "checkpoint_opened", "checkpoint", cp.id, reason=reason,
                subtask_id=str(sub.id))
     step.emit(EventType.CHECKPOINT_READY, **checkpoint_summary(cp), question=question)

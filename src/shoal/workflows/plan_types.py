@@ -151,10 +151,10 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
     if step.each is not None:
         found.append(((*where, "each"), "give either `each` or `types`"))
     if isinstance(step.schedule, str) and step.schedule.startswith("{"):
-        found += _parameter_problem((*where, "schedule"), step.schedule, parameters,
+        found += parameter_problem((*where, "schedule"), step.schedule, parameters,
                                     ("string",), choices=set(Schedule))
     if isinstance(step.approve_plan, str):
-        found += _parameter_problem((*where, "approve_plan"), step.approve_plan, parameters,
+        found += parameter_problem((*where, "approve_plan"), step.approve_plan, parameters,
                                     ("boolean",))
     for name, kind in step.types.items():
         at: Path = (*where, "types", name)
@@ -190,17 +190,17 @@ def _gate_problems(at: Path, gate: TypeGate, roles: Mapping[str, Any],
         found.append(((*at, "judge"), f"role '{gate.judge}' judges: give it an output "
                                       f"contract holding '{gate.score}'"))
     if isinstance(gate.min_score, str):
-        found += _parameter_problem((*at, "min_score"), gate.min_score, parameters,
+        found += parameter_problem((*at, "min_score"), gate.min_score, parameters,
                                     ("number", "integer"))
     if isinstance(gate.retries, str):
-        found += _parameter_problem((*at, "retries"), gate.retries, parameters, ("integer",),
+        found += parameter_problem((*at, "retries"), gate.retries, parameters, ("integer",),
                                     most=MAX_RETRIES)
     elif not 0 <= gate.retries <= MAX_RETRIES:
         found.append(((*at, "retries"), f"a gate retries 0 to {MAX_RETRIES} times"))
     return found
 
 
-def _parameter_problem(at: Path, ref: str, parameters: Mapping[str, Any], kinds: tuple[str, ...],
+def parameter_problem(at: Path, ref: str, parameters: Mapping[str, Any], kinds: tuple[str, ...],
                        *, most: int | None = None,
                        choices: set[str] | None = None) -> list[tuple[Path, str]]:
     name = ref.strip("{}")

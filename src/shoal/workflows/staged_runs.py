@@ -18,16 +18,20 @@ from shoal.workflows.document import StepDoc
 class StagedRuns(Board):
     """The stage half of `DocumentWorkflow`."""
 
-    def _enter_stage(self, step: Step, doc_step: StepDoc) -> bool:
-        """Move the task to `doc_step`'s stage (a `stage` event), or fail it saying why the
-        document does not allow the move; False then."""
+    def _enter_stage(self, step: Step, doc_step: StepDoc, via: str | None = None) -> bool:
+        """Move the task to `doc_step`'s stage (a `stage` event; through a loop's `via`
+        stage, two), or fail it saying why the document does not allow the move; False
+        then."""
         stages, stage = self.doc.stages, doc_step.stage
         if stages is None or stage is None:
             return True
         now = self.stage_now(step.subtasks.values(), completed=False) or stages.initial
-        if (why := stage_machine.refusal(stages, now, doc_step.id, stage)) is not None:
+        if (why := stage_machine.refusal(stages, now, doc_step.id, stage, via)) is not None:
             graph.fail_task(step, why)
             return False
+        if via is not None and via != now:
+            step.emit(EventType.STAGE, stage=via, previous=now, step=doc_step.id)
+            now = via
         if stage != now:
             step.emit(EventType.STAGE, stage=stage, previous=now, step=doc_step.id)
         return True

@@ -11,6 +11,8 @@ stages:
   allowed: {init: [interviewing], interviewing: [problem_formulation], …,
             quality_control: [complete, refinement], refinement: [problem_formulation]}
   final: complete          # where a completed task ends (optional)
+loops:
+  - {from: qc, to: problem, via: refinement, …}   # qc's stage → refinement → problem's stage
 ```
 """
 
@@ -49,8 +51,12 @@ def problems(stages: Stages | None, steps: list[Any], loops: list[Any]) -> list[
     declared), an `after` edge or a loop between stages that may not follow each other, a
     step that starts first from a stage the initial one may not move to."""
     if stages is None:
-        return [(("steps", i, "stage"), "declare `stages` to give steps a stage")
-                for i, s in enumerate(steps) if s.stage is not None]
+        refused: list[tuple[Path, str]] = []
+        refused += [(("steps", i, "stage"), "declare `stages` to give steps a stage")
+                    for i, s in enumerate(steps) if s.stage is not None]
+        refused += [(("loops", i, "via"), "declare `stages` to give a loop a stage to pass")
+                    for i, loop in enumerate(loops) if loop.via is not None]
+        return refused
     known = stages.names()
     found: list[tuple[Path, str]] = []
     of = {s.id: s.stage for s in steps}
@@ -69,7 +75,14 @@ def problems(stages: Stages | None, steps: list[Any], loops: list[Any]) -> list[
                                                         f"'{of[dep]}' (after '{dep}')"))
     for i, loop in enumerate(loops):
         a, b = of.get(loop.source), of.get(loop.to)
-        if a and b and not stages.may(a, b):
+        if loop.via is not None and loop.via not in known:
+            found.append((("loops", i, "via"), f"no stage '{loop.via}' in stages"))
+        elif a and b and loop.via is not None and not (stages.may(a, loop.via)
+                                                        and stages.may(loop.via, b)):
+            found.append((("loops", i, "via"), f"the loop goes from stage '{a}' through "
+                                               f"'{loop.via}' back to '{b}', which the "
+                                               "stages do not allow"))
+        elif a and b and loop.via is None and not stages.may(a, b):
             found.append((("loops", i, "to"), f"the loop goes from stage '{a}' back to '{b}', "
                                               "which may not follow it"))
     return found
@@ -85,10 +98,17 @@ def stage_of(stages: Stages, rounds: Iterable[tuple[int, str | None]],
     return latest[1] if latest else stages.initial
 
 
-def refusal(stages: Stages, now: str, step_id: str, stage: str) -> str | None:
-    """Why starting `step_id` (of `stage`) in stage `now` breaks the stages, or None."""
-    if stages.may(now, stage):
+def refusal(stages: Stages, now: str, step_id: str, stage: str,
+            via: str | None = None) -> str | None:
+    """Why starting `step_id` (of `stage`) in stage `now` (through `via`, a loop's) breaks
+    the stages, or None."""
+    if via is not None and stages.may(now, via) and stages.may(via, stage):
+        return None
+    if via is None and stages.may(now, stage):
         return None
     allowed: Mapping[str, list[str]] = stages.allowed
+    if via is not None:
+        return (f"Step '{step_id}' belongs to stage '{stage}': going back from '{now}' "
+                f"through '{via}' is not allowed by the document.")
     return (f"Step '{step_id}' belongs to stage '{stage}', which may not follow '{now}' "
             f"(the document allows: {', '.join(allowed.get(now, [])) or 'nothing'}).")

@@ -6,8 +6,8 @@ import {
   age, api, failed, h, later, live, navigate, onLeave, replaceKeepingFocus, show,
 } from "./core.js";
 
-const STATUSES = ["pending", "initializing", "in_progress", "checkpoint_pending", "completed",
-                  "failed", "cancelled", "budget_exceeded"];
+const STATUSES = ["pending", "initializing", "in_progress", "checkpoint_pending", "awaiting_input",
+                  "completed", "failed", "cancelled", "budget_exceeded"];
 const FINAL = new Set(["completed", "failed", "cancelled", "budget_exceeded"]);
 const ENDED = new Set(["task_complete", "task_failed", "task_cancelled"]);
 const PAGE = 25;
