@@ -61,7 +61,7 @@ pdf:
 
 ## Run the main job on the embedded default: SQLite, in-process bus, demo model, one local
 ## worker; submits a sample task, follows it live, and exits when it ends. WORKFLOW=pipeline,
-## WORKFLOW=supervisor or WORKFLOW=research runs that workflow's sample instead of `dag`.
+## WORKFLOW=supervisor, research or proposal runs that workflow's sample instead of `dag`.
 run: setup
 	$(VENV)/bin/shoal up --demo --port $(PORT) --workflow $(WORKFLOW)
 

@@ -1,5 +1,5 @@
 """The `shoal` command: up | serve | worker | submit | tasks | task | cancel | checkpoints |
-checkpoint | approve | reject | correct | workflows | user | token | db."""
+checkpoint | approve | reject | correct | answer | workflows | user | token | db."""
 
 from __future__ import annotations
 
@@ -180,7 +180,12 @@ def demo_model(
 @app.command()
 def submit(
     description: Annotated[str, typer.Argument(help="What you want done.")],
-    follow: Annotated[bool, typer.Option(help="Show live progress until it ends.")] = False,
+    follow: Annotated[bool, typer.Option(
+        help="Show live progress until it ends; a workflow's question is asked here (an empty "
+             "line leaves it for `shoal answer`).")] = False,
+    no_input: Annotated[bool, typer.Option(
+        "--no-input", help="With --follow: ask nothing; questions wait for `shoal answer`.")
+    ] = False,
     plan: Annotated[Path | None, typer.Option(help="JSON file with your own plan.")] = None,
     privacy: Annotated[str, typer.Option(help="normal | sensitive")] = "normal",
     checkpoints: Annotated[str, typer.Option(help="low | medium | high")] = "medium",
@@ -208,6 +213,7 @@ def submit(
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a task; with --follow, exit non-zero if it does not complete."""
+    from shoal.follow import AskQuestions
     from shoal.follow import follow as follow_task
 
     body: dict[str, Any] = {"description": description, "privacy_level": privacy,
@@ -239,7 +245,9 @@ def submit(
                       f"{created['message']}")
         if not follow:
             return "submitted"
-        return await follow_task(client, created["task_id"], console)
+        task_id = created["task_id"]
+        ask = None if no_input else AskQuestions(client, console, task_id)
+        return await follow_task(client, task_id, console, on_checkpoint=ask)
 
     status = client_call(go, server, token)
     if follow and status != "completed":
@@ -352,7 +360,8 @@ def checkpoints_list(
             console.print(Text("    " + detail))
     console.print(f"{len(page['checkpoints'])} of {page['total']}. Details: shoal checkpoint "
                   "show ID. Answer: shoal approve ID | shoal reject ID --reason TEXT | "
-                  "shoal correct ID --type TYPE --guidance TEXT", soft_wrap=True)
+                  "shoal correct ID --type TYPE --guidance TEXT | shoal answer ID TEXT (a "
+                  "question)", soft_wrap=True)
 
 
 @checkpoint_app.command("show")
@@ -393,13 +402,59 @@ def approve(checkpoint_id: str, server: ServerOpt = None, token: TokenOpt = None
 
 
 @app.command()
-def answer(checkpoint_id: str, text: Annotated[str, typer.Argument(help="Your answer.")],
-           server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """Answer a workflow's question (a `human` step); the task goes on with your answer."""
-    r = _checkpoint_call(checkpoint_id, lambda c: c.request(
-        "POST", f"/api/v1/checkpoints/{checkpoint_id}/answer", json={"answer": text}),
-        server, token)
+def answer(
+    ident: Annotated[str, typer.Argument(
+        metavar="ID", help="The question's checkpoint id, or its task's id.")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Answer a workflow's question (a `human` step) by its checkpoint's id, or by its task's
+    id (the task's open question); the task goes on with your answer."""
+    from shoal.client import ApiError
+    from shoal.follow import post_answer
+
+    async def go(client: Any) -> dict[str, Any]:
+        try:
+            return await post_answer(client, ident, text)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise ShoalError(_checkpoint_error(ident, exc), code=exc.code) from exc
+        cid = await _open_question(client, ident)  # not a checkpoint of yours: a task?
+        try:
+            return await post_answer(client, cid, text)
+        except ApiError as exc:
+            raise ShoalError(_checkpoint_error(cid, exc), code=exc.code) from exc
+
+    r = client_call(go, server, token)
     console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
+
+
+async def _open_question(client: Any, task_id: str) -> str:
+    """The id of the question the task waits at; a `ShoalError` saying why there is none."""
+    from shoal.client import ApiError
+
+    unknown = ShoalError(f"No checkpoint or task {task_id} (or it is not yours). List the "
+                         "questions waiting for you with: shoal checkpoints", code="not_found")
+    try:
+        page = await client.checkpoints("pending_review", task_id, limit=200)
+        task = await client.task(task_id)
+    except ApiError as exc:
+        if exc.status == 404:
+            raise unknown from exc
+        raise
+    open_ = page["checkpoints"]
+    questions = [cp for cp in open_ if cp["reason"] == "question"]
+    if len(questions) == 1:
+        return str(questions[0]["checkpoint_id"])
+    if questions:
+        listed = "; ".join(f"{cp['checkpoint_id']} ({cp.get('question') or 'no text'})"
+                           for cp in questions)
+        raise ShoalError(f"Task {task_id} waits at {len(questions)} questions; answer one by "
+                         f"its checkpoint id: {listed}", code="ambiguous")
+    waiting = (f"; it waits at a {open_[0]['reason']} checkpoint: shoal checkpoint show "
+               f"{open_[0]['checkpoint_id']}") if open_ else ""
+    raise ShoalError(f"Task {task_id} has no open question (it is {task['status']}){waiting}.",
+                     code="no_question")
 
 
 @app.command()

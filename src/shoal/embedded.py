@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -23,7 +24,7 @@ from shoal.auth.tokens import issue_token_pair
 from shoal.client import ApiError, ShoalClient, load_credentials, save_credentials
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
-from shoal.demo.samples import sample_sources, submit_sample
+from shoal.demo.samples import sample_answer, sample_sources, submit_sample
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
 from shoal.tools.registry import discover_tools
@@ -61,6 +62,7 @@ async def run_embedded(
             settings = settings.model_copy(update={"openai_compat_base_url": url,
                                                    "openai_compat_model": "shoal-demo"})
             model_label = f"DEMO model (scripted answers, not a real model) at {url}"
+            stack.callback(_unset, _literature_env(url.removesuffix("/v1")))
         # Ready (`/readyz`) once the local worker has joined, so a script that waits for it
         # can submit at once.
         settings = settings.model_copy(update={"ready_workers": max(1, settings.ready_workers)})
@@ -86,6 +88,24 @@ async def run_embedded(
             console.print("Stopping…")
             worker.stop()
     return code
+
+
+def _literature_env(root: str) -> list[str]:
+    """Point the bundled `shoal mcp literature` at the demo server's fake arXiv and Crossref
+    (mounted at `<root>/literature`), without spacing its requests; a variable already set is
+    kept. The names it set, to unset when the demo model stops."""
+    wanted = {"SHOAL_LITERATURE_ARXIV_URL": f"{root}/literature/arxiv/api/query",
+              "SHOAL_LITERATURE_CROSSREF_URL": f"{root}/literature/crossref",
+              "SHOAL_LITERATURE_INTERVAL": "0"}
+    set_here = [name for name in wanted if name not in os.environ]
+    for name in set_here:
+        os.environ[name] = wanted[name]
+    return set_here
+
+
+def _unset(names: list[str]) -> None:
+    for name in names:
+        os.environ.pop(name, None)
 
 
 async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str]:
@@ -137,9 +157,10 @@ async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
         if sources:
             console.print(f"It reads {len(sources)} uploaded sources, a fictional sample corpus: "
                           f"{', '.join(p.name for p in sources)}", soft_wrap=True)
+        answered: list[str] = []  # the answers the demo gave this task's questions
         follower = asyncio.create_task(follow(
-            client, task_id, console, on_checkpoint=functools.partial(_auto_approve, client,
-                                                                      console)))
+            client, task_id, console, on_checkpoint=functools.partial(
+                _auto_approve, client, console, sample["workflow"], answered)))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
         for t in (follower, stopper):
@@ -176,9 +197,23 @@ async def _show_result(client: ShoalClient, console: Console, task_id: str) -> N
     console.print(Panel(Text(text[:6000]), title=title))
 
 
-async def _auto_approve(client: ShoalClient, console: Console, checkpoint: dict[str, Any]) -> None:
-    """The demo runs unattended: approve each checkpoint, saying how a person would answer."""
+async def _auto_approve(client: ShoalClient, console: Console, workflow: str,
+                        answered: list[str], checkpoint: dict[str, Any]) -> None:
+    """The demo runs unattended: answer each question with the sample's next answer
+    (`sample_answer`, kept in `answered`) and approve every other checkpoint, saying how a
+    person would decide."""
     cid = checkpoint["checkpoint_id"]
+    if checkpoint.get("reason") == "question":
+        reply = sample_answer(workflow, len(answered))
+        console.print(f"[yellow]Question {cid}: {escape(checkpoint.get('question') or '')}"
+                      f"[/]\n[yellow]The demo answers: {escape(repr(reply))}.[/] In real use "
+                      "you answer: "
+                      f"shoal answer {cid} \"…\" (or interactively in shoal submit --follow)",
+                      soft_wrap=True, highlight=False)
+        await client.request("POST", f"/api/v1/checkpoints/{cid}/answer",
+                             json={"answer": reply})
+        answered.append(reply)
+        return
     console.print(f"[yellow]Checkpoint {cid} ({describe_reason(checkpoint['reason'])}): the demo "
                   f"approves it automatically.[/] In real use you decide: shoal approve {cid} | "
                   f"shoal reject {cid} --reason … | shoal correct {cid} --type … --guidance …",

@@ -2,15 +2,21 @@
 
 One row per subtask; the quality steps of a subtask (evaluate, judge, review, fix) sit dimmed
 and indented under it, and the subtask's own row carries its score and review outcome. When a
-checkpoint opens, a block under the table says why and how to answer it, until it is decided.
+checkpoint opens, a block under the table says why and how to answer it, until it is decided;
+a workflow's question is asked at the terminal (`AskQuestions`) unless `--no-input`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from rich.console import Console, Group
@@ -18,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from shoal.client import ShoalClient
+from shoal.client import ApiError, ShoalClient
 from shoal.errors import ShoalError
 
 STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "in_progress": "cyan",
@@ -40,6 +46,7 @@ REASONS = {
 CORRECTION_TYPES = ("wrong_approach", "incomplete", "bug", "style", "missing_feature", "other")
 CheckpointHandler = Callable[[dict[str, Any]], Awaitable[None]]
 STREAM_TAIL = 400  # characters of streamed model text kept per subtask for the view
+_SCREEN: ContextVar[_Screen | None] = ContextVar("shoal_follow_screen", default=None)
 
 
 def describe_reason(reason: str) -> str:
@@ -215,37 +222,194 @@ async def follow(client: ShoalClient, task_id: str, console: Console, *,
                  on_checkpoint: CheckpointHandler | None = None) -> str:
     """Show live progress until the task ends; returns its final status. Reconnects on drops.
 
-    `on_checkpoint`, if given, is awaited with the data of each `checkpoint_ready` event; its
-    errors are printed and the follow goes on.
+    `on_checkpoint`, if given, is awaited with the data of each `checkpoint_ready` event (the
+    events go on after it returns; `view_paused` inside it stops the live view for a prompt);
+    its errors are printed and the follow goes on.
     """
     view = Progress(task_id)
     last = 0
-    with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+    screen = _Screen(console, view.render())
+    try:
         while view.ending is None:
             try:
                 async for event in client.events(task_id, since=last):
                     last = event["seq"] or last  # a live-only event (seq 0) keeps the place
                     view.apply(event)
-                    live.update(view.render())
+                    screen.live.update(view.render())
                     if event["type"] == "checkpoint_ready" and on_checkpoint is not None:
-                        await _answer(on_checkpoint, event["data"], console)
+                        await _answer(on_checkpoint, event["data"], console, screen)
                     if view.ending:
                         break
             except (httpx.TransportError, httpx.RemoteProtocolError):
                 console.print("[yellow]Connection lost; reconnecting…[/]")
                 await asyncio.sleep(1.0)
+    finally:
+        screen.live.stop()
     if view.error:
         console.print(Text(view.error, style="red"))
     return view.ending or "unknown"
 
 
-async def _answer(handler: CheckpointHandler, data: dict[str, Any], console: Console) -> None:
+async def _answer(handler: CheckpointHandler, data: dict[str, Any], console: Console,
+                  screen: _Screen) -> None:
+    shown = _SCREEN.set(screen)  # for `view_paused`, in the handler
     try:
         await handler(data)
     except Exception as exc:  # a failing handler must not end the follow; say what happened
         message = exc.message if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
         console.print(Text(f"Could not answer checkpoint {data.get('checkpoint_id')}: {message}",
                            style="red"), soft_wrap=True)
+    finally:
+        _SCREEN.reset(shown)
+
+
+class _Screen:
+    """A follow's live view. Paused, it stops (its last picture stays on the screen) and a new
+    one starts below whatever was printed meanwhile: the same one, started again, would begin
+    by erasing as many lines as it last drew — the question and the answer."""
+
+    def __init__(self, console: Console, picture: Group) -> None:
+        self.console = console
+        self.live = self._started(picture)
+
+    def _started(self, picture: Any) -> Live:
+        live = Live(picture, console=self.console, refresh_per_second=8, transient=False)
+        live.start(refresh=True)
+        return live
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The view stopped meanwhile; only in a terminal (elsewhere it draws nothing until
+        the follow ends)."""
+        if not self.console.is_terminal:
+            yield
+            return
+        picture = self.live.renderable
+        self.live.stop()
+        try:
+            yield
+        finally:
+            self.live = self._started(picture)
+
+
+@contextlib.contextmanager
+def view_paused() -> Iterator[None]:
+    """Inside a follow's checkpoint handler: the live view stopped, so that its redraws do not
+    run over a prompt, and started again after (below it)."""
+    screen = _SCREEN.get()
+    if screen is None:
+        yield
+        return
+    with screen.paused():
+        yield
+
+
+async def read_line() -> str:
+    """One line of standard input ("" at its end), read without blocking the event loop.
+
+    In a daemon thread of its own rather than `asyncio.to_thread`'s executor: a Ctrl-C while
+    it waits must end the command, and the executor's threads are joined at exit, so the
+    command would hang until the person pressed Enter."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(line or "")
+
+    def read() -> None:
+        line, failed = None, None
+        try:
+            line = sys.stdin.readline()
+        except BaseException as exc:  # handed to the waiting coroutine
+            failed = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed while it waited
+            loop.call_soon_threadsafe(settle, line, failed)
+
+    threading.Thread(target=read, name="shoal-stdin", daemon=True).start()
+    return await done
+
+
+async def post_answer(client: ShoalClient, checkpoint_id: str, text: str) -> dict[str, Any]:
+    """`POST /api/v1/checkpoints/{id}/answer`: the decision (`ApiError` if refused)."""
+    result: dict[str, Any] = await client.request(
+        "POST", f"/api/v1/checkpoints/{quote(checkpoint_id, safe='')}/answer",
+        json={"answer": text})
+    return result
+
+
+class AskQuestions:
+    """`on_checkpoint` of an interactive follow: each open question of the task (a `human`
+    step's) is asked at the terminal once, and the line typed is its answer.
+
+    An empty line, or the end of input, leaves the question open, says how to answer it later
+    and asks nothing more for the rest of the follow; an answer the server refuses as invalid
+    (too long) is asked again. A replayed question already decided is skipped. Other
+    checkpoints are only shown, as without it.
+    """
+
+    def __init__(self, client: ShoalClient, console: Console, task_id: str, *,
+                 read: Callable[[], Awaitable[str]] = read_line,
+                 echo: bool | None = None) -> None:
+        self.client, self.console, self.task_id, self.read = client, console, task_id, read
+        # a line typed at a terminal is on the screen already; one from a pipe is printed
+        self.echo = (not sys.stdin.isatty()) if echo is None else echo
+        self.asked: set[str] = set()
+        self.stopped = False
+
+    async def __call__(self, data: dict[str, Any]) -> None:
+        """Ask `data`'s question, if it is one still open and nothing stops the asking."""
+        cid = str(data.get("checkpoint_id", ""))
+        if data.get("reason") != "question" or self.stopped or cid in self.asked:
+            return
+        self.asked.add(cid)
+        checkpoint = await self.client.checkpoint(cid)
+        if checkpoint.get("status") != "pending_review":  # replayed, and decided since
+            return
+        question = checkpoint.get("question") or data.get("question") or ""
+        with view_paused():
+            self.console.print(Text(f"Question: {question}", style="bold"), soft_wrap=True)
+            await self._ask(cid)
+
+    async def _ask(self, cid: str) -> None:
+        while True:
+            self.console.print("Your answer: ", end="", markup=False, highlight=False)
+            try:
+                line = await self.read()
+            except BaseException:  # Ctrl-C: what follows starts on a line of its own
+                self.console.line()
+                raise
+            text = line.strip()
+            if self.echo or not line.endswith("\n"):
+                self.console.print(Text(clip(text, 200)), soft_wrap=True)
+            if not text:
+                self.stopped = True
+                self.console.print(Text(
+                    "Left unanswered; the task waits for it. Answer it later with: shoal "
+                    f'answer {self.task_id} "…"', style="yellow"), soft_wrap=True)
+                return
+            try:
+                decided = await post_answer(self.client, cid, text)
+            except ApiError as exc:
+                if exc.status != 422:
+                    raise
+                self.console.print(Text(f"Not taken: {_refusal(exc)}", style="red"),
+                                   soft_wrap=True)
+                continue
+            self.console.print(Text(f"Checkpoint {cid} {decided['status']}: "
+                                    f"{decided['message']}"), soft_wrap=True)
+            return
+
+
+def _refusal(exc: ApiError) -> str:
+    """A refused answer's reason: its fields' messages, else the error's message."""
+    found = [f"{d.get('field')}: {d.get('message')}" for d in exc.details or []
+             if isinstance(d, dict) and d.get("message")] if isinstance(exc.details, list) else []
+    return "; ".join(found) or exc.message
 
 
 # ---- checkpoints, as `shoal checkpoints` and `shoal checkpoint show` print them -------------

@@ -101,7 +101,7 @@ async def test_workflows_are_listed_and_shown_to_a_signed_in_user(
         assert (await anon.get("/api/v1/workflows/schema")).status_code == 401
     listed = [w["name"] for w in (await client.get("/api/v1/workflows")).json()["workflows"]]
     # The built-ins, then the server's own (not the broken document).
-    assert listed == ["dag", "pipeline", "research", "supervisor", "review"]
+    assert listed == ["dag", "pipeline", "proposal", "research", "supervisor", "review"]
     dag = (await client.get("/api/v1/workflows/dag")).json()
     assert dag["description"]
     assert [(s["id"], s["kind"], s["each"]) for s in dag["document"]["steps"]] == [
@@ -282,7 +282,22 @@ async def test_the_pipeline_researches_in_parallel_and_revises_once(
             f"/api/v1/subtasks/{subs['write#2']['subtask_id']}")).json() \
             if "write#2" in subs else None
         archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
+        log = (await client.get(f"/api/v1/tasks/{task_id}/messages")).json()
     assert detail["status"] == "completed", detail
+    # The message log: every hand-over, in order (the writer reads the research again, with
+    # the reviewer's feedback, on a revision).
+    said = [(m["kind"], m["sender"], m["recipient"], m["entry"], m["revision"])
+            for m in log["messages"]]
+    first = [("request", "user", "planner", None, None),
+             *[("output", "planner", "researcher", "plan", 1)] * 3,
+             *[("output", "researcher", "writer", "research", 1)] * 3,
+             ("output", "writer", "reviewer", "draft", 1)]
+    assert said == first + ([("feedback", "reviewer", "writer", "review", 1),
+                             *[("output", "researcher", "writer", "research", 1)] * 3,
+                             ("output", "writer", "reviewer", "draft", 2)] if revisions else [])
+    assert log["total"] == len(said)
+    stamps = [m["timestamp"] for m in log["messages"]]
+    assert stamps == sorted(stamps)
     research = [subs[f"research#1.{i}"] for i in (1, 2, 3)]
     assert len({r["assigned_worker_id"] for r in research}) == 2
     assert any(a["started_at"] < b["completed_at"] and b["started_at"] < a["completed_at"]
@@ -331,7 +346,19 @@ async def test_the_supervisor_books_a_table_overruling_the_routers_mistake(
         state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
         events = await sse_events(client, task_id, until={"task_complete"})
         archive = (await client.get(f"/api/v1/tasks/{task_id}/download")).content
+        log = (await client.get(f"/api/v1/tasks/{task_id}/messages")).json()
     assert detail["status"] == "completed", detail
+    assert [(m["kind"], m["sender"], m["recipient"], m["entry"], m["revision"])
+            for m in log["messages"]] == [
+        ("request", "user", "planner", None, None), ("output", "planner", "router", "plan", 1),
+        ("output", "router", "googlemap", "route", 1),
+        ("output", "googlemap", "router", "googlemap", 1),
+        ("output", "router", "calendar", "route", 2),
+        ("output", "calendar", "router", "calendar", 1),
+        ("output", "router", "telephone", "route", 3),
+        ("output", "telephone", "summarizer", "telephone", 1)]
+    as_events = [m["id"] for e in events if e["type"] == "message" for m in e["data"]["messages"]]
+    assert as_events == [m["id"] for m in log["messages"]]  # the same hand-overs, as events
     view = state["state"]
     assert view["plan"]["agents"] == ["telephone", "googlemap", "calendar"]
     assert view["execution_order"] == ["googlemap", "calendar", "telephone"]

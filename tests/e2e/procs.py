@@ -174,6 +174,11 @@ class Cluster:
         """`shoal worker` with its own data directory (outbox and machine id live there)."""
         data_dir = self.root / f"worker-{name}"
         extra = {"SHOAL_OPENAI_COMPAT_BASE_URL": model_url} if model_url else {}
+        if model_url:  # the demo server's fake arXiv and Crossref, for `shoal mcp literature`
+            root = model_url.removesuffix("/v1") + "/literature"
+            extra |= {"SHOAL_LITERATURE_ARXIV_URL": f"{root}/arxiv/api/query",
+                      "SHOAL_LITERATURE_CROSSREF_URL": f"{root}/crossref",
+                      "SHOAL_LITERATURE_INTERVAL": "0", "SHOAL_LITERATURE_RETRY_BASE": "0"}
         return self.start(
             f"worker-{name}",
             [

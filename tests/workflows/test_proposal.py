@@ -248,8 +248,9 @@ def test_the_message_log_of_a_refinement_names_the_feedback() -> None:
     through_data(run)
     run.answer("quality#1", qc(True))
     log = messages.log(run.flow.doc, run.state.task.description, run.state.subtasks.values())
-    assert (log[-1].kind.value, log[-1].sender, log[-1].recipient) == (
-        "feedback", "quality_controller", "problem_formulator")
+    said = [(m.kind.value, m.sender, m.recipient, m.entry, m.revision) for m in log[-2:]]
+    assert said == [("feedback", "quality_controller", "problem_formulator", "quality", 1),
+                    ("output", "interviewer", "problem_formulator", "interview", 1)]
 
 
 def _broken(old: str, new: str) -> str:

@@ -6,7 +6,9 @@ and a token in the URL ends up in proxies' logs); `?token=` still works.
 
 Client → server: `{"type": "subscribe", "event_types": [...], "task_id"?: ..., "since"?: N,
 "any_task_types"?: [...], "batch"?: true}` (fields may also sit under `data`),
-`{"type": "unsubscribe", "event_types": [...]}`, `{"type": "ping"}`. With a `task_id`, only
+`{"type": "unsubscribe", "event_types": [...]}`, `{"type": "ping"}`, and `{"type": "answer",
+"checkpoint_id": ..., "answer": "..."}` (a workflow's question, answered as `POST
+/api/v1/checkpoints/{id}/answer` answers it: `shoal.api.decisions`). With a `task_id`, only
 that task's events are replayed and sent, except the `any_task_types`, which come live from
 every task of the user's (a page following one task still hears of every checkpoint); and
 `"names": "workflow"` gives each event its task's workflow names for it (`events:` in the
@@ -15,9 +17,13 @@ document) a `name` beside its `type` (seed 002's `task_started`, …).
 Server → client: `{type, data, timestamp, seq}` events (with `batch`, those that queued up
 while the last frame was being sent come together, in order, as `{"type": "batch", "items":
 [...]}`); `caught_up` (`data.seq`) once the replay a `since` asked for has been sent; `pong`,
-`subscribed` (`data.since`: the stream carries the events after it), `unsubscribed`, and
-`error` (`data`: `code`, `message`, `field`) for a message it cannot take; the socket stays
-open after an error. Every frame of the old subscription comes before `subscribed`, every
+`subscribed` (`data.since`: the stream carries the events after it), `unsubscribed`,
+`answered` (`data`: `checkpoint_id`, `status: "answered"`; it comes before the events the
+answer causes), and `error` (`data`: `code`, `message`, `field`) for a message it cannot take
+— for an `answer`, the REST route's code and message: `not_found` (an unknown checkpoint, or
+another user's), `checkpoint_decided` or `wrong_decision` (409), `validation_error` naming
+`answer` (empty, only blanks, or over 20,000 characters); the socket stays open after an
+error. Every frame of the old subscription comes before `subscribed`, every
 frame of the new one after it.
 
 Where a subscription starts:
@@ -48,11 +54,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from shoal.api import streams
+from shoal.api import decisions, streams
 from shoal.api.deps import Services, bearer_token
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.auth.tokens import Claims, decode_token
-from shoal.errors import ShoalError
+from shoal.errors import NotFound, ShoalError
 from shoal.events import EventType
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import StreamKind
@@ -106,7 +112,18 @@ class Auth(_ClientMessage):
     token: str = Field(min_length=1, max_length=8192)
 
 
-ClientMessage = Annotated[Subscribe | Unsubscribe | Ping | Auth, Field(discriminator="type")]
+class Answer(_ClientMessage):
+    """Answer a workflow's question, as `POST /api/v1/checkpoints/{id}/answer` does: the
+    checkpoint's id is taken as the route takes it (one that is no id is not found), and the
+    answer is checked by the route's body (`AnswerBody`), so that both refuse alike."""
+
+    type: Literal["answer"]
+    checkpoint_id: str = Field(max_length=1024)
+    answer: str
+
+
+ClientMessage = Annotated[Subscribe | Unsubscribe | Ping | Auth | Answer,
+                          Field(discriminator="type")]
 _adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
 
 
@@ -279,6 +296,34 @@ async def _answer(sock: _Socket, raw: str, resubscribe: Resubscribe) -> None:
         case Auth():
             await _error(sock.ws, BadMessage("This socket is signed in already.",
                                              code="already_signed_in"))
+        case Answer():
+            await _answer_question(sock, msg)
+
+
+async def _answer_question(sock: _Socket, msg: Answer) -> None:
+    """`answered`, or the error the REST route would give, as an `error` frame. Under the
+    socket's lock, so `answered` comes before the events the answer causes."""
+    services = sock.services
+    try:
+        await services.limiter.hit(f"user:{sock.user_id}",
+                                   limit=services.settings.rate_limit_per_minute, window=60)
+        body = decisions.answer_body(msg.answer)
+        done = await decisions.answer(services, msg.checkpoint_id, sock.user_id, body)
+    except ShoalError as exc:
+        await _error(sock.ws, BadMessage(exc.message, field=_field_of(exc), code=exc.code))
+        return
+    await sock.send(_frame("answered", {"checkpoint_id": str(done.checkpoint_id),
+                                        "status": done.status}))
+
+
+def _field_of(exc: ShoalError) -> str | None:
+    """The field a refused answer is about: a 422's first, the checkpoint's id of a 404."""
+    details = exc.details
+    if isinstance(details, list) and details and isinstance(details[0], dict):
+        return str(details[0].get("field") or "") or None
+    if isinstance(details, dict) and details.get("field"):
+        return str(details["field"])
+    return "checkpoint_id" if isinstance(exc, NotFound) else None
 
 
 async def _renamer(sock: _Socket,
@@ -315,7 +360,7 @@ def _parse(raw: str) -> ClientMessage:
         field = ".".join(str(p) for p in first["loc"][1:]) or "type"  # loc[0]: the tag
         if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
             raise BadMessage(f"Unknown message type {data.get('type')!r}: send subscribe, "
-                             "unsubscribe, ping or auth.", field="type") from None
+                             "unsubscribe, ping, answer or auth.", field="type") from None
         raise BadMessage(f"{field}: {first['msg']}.", field=field) from None
 
 

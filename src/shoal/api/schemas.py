@@ -16,6 +16,7 @@ ToolName = Literal[
     "openai_compat", "echo",
 ]
 MAX_DESCRIPTION = 20_000
+MAX_ANSWER = 20_000  # characters of an answer to a workflow's question
 
 
 class _Strict(BaseModel):
@@ -236,6 +237,32 @@ class TaskStateView(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict, description=(
         "The task's state in one view: query, messages, response; with a route step also "
         "plan, execution_order, agent_outputs and summary (seed 001)."))
+
+
+class MessageView(BaseModel):
+    """One hand-over of a workflow's message log (`shoal.workflows.messages`)."""
+
+    id: uuid.UUID
+    timestamp: datetime
+    sender: str = Field(description="a role, or `user` (the person who submitted the task)")
+    recipient: str
+    kind: Literal["request", "output", "feedback", "question", "answer", "delegation"]
+    subtask_id: uuid.UUID = Field(description="the run that receives it")
+    content: str | None = Field(None, description="what was said: a request, a question, an "
+                                                  "answer (else null: see entry)")
+    entry: str | None = Field(None, description="the blackboard entry read, at `revision`")
+    revision: int | None = None
+    source_subtask_id: uuid.UUID | None = Field(None, description="the run that wrote it")
+
+
+class MessagePage(BaseModel):
+    """`GET /api/v1/tasks/{id}/messages`: a task's hand-overs in order, a page at a time."""
+
+    task_id: uuid.UUID
+    messages: list[MessageView]
+    total: int
+    limit: int
+    offset: int
 
 
 class WaveSummary(BaseModel):
@@ -511,9 +538,17 @@ class CheckpointDecided(BaseModel):
 
 
 class AnswerBody(_Strict):
-    """`POST /api/v1/checkpoints/{id}/answer`: the answer to a workflow's question."""
+    """`POST /api/v1/checkpoints/{id}/answer` (and the client socket's `answer` frame): the
+    answer to a workflow's question, trimmed; only blanks is no answer."""
 
-    answer: str = Field(min_length=1, max_length=20_000)
+    answer: str = Field(min_length=1, max_length=MAX_ANSWER)
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("answer must not be blank")
+        return value.strip()
 
 
 class RejectBody(_Strict):

@@ -12,8 +12,10 @@ answer from the conversation alone:
   each;
 - "Role: reviewer" gets the review JSON (seed §3.5): approved, score 9.0, no issues;
 - "Pipeline role: …" and "Supervisor role: …" get the scripts of the `pipeline` and
-  `supervisor` workflows (a revision round; a router mistake the engine overrules), and
-  "Research role: …" the `research` workflow's (`research_script`);
+  `supervisor` workflows (a revision round; a router mistake the engine overrules),
+  "Research role: …" the `research` workflow's (`research_script`), and "Proposal role: …"
+  the `proposal` workflow's (`proposal_script`: two questions to the user, a delegated
+  literature search, one refinement);
 - any other role gets one `write_file` call with real content chosen from the instructions
   ("Write todo.py: …"), then — for a test file — a `run_command` that compiles it, then a
   short summary starting with "[demo model]".
@@ -58,7 +60,7 @@ from typing import Any, Literal
 
 from starlette.applications import Starlette
 
-from shoal.demo import research_script
+from shoal.demo import proposal_script, research_script
 from shoal.demo.extraction import extraction_answer
 from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, recorded_requests
 from shoal.demo.fake.server import create_fake_app, running_fake_server, serve_fake_server
@@ -120,8 +122,12 @@ def decide_reply(conversation: Conversation) -> Reply:
     pipeline = _PIPELINE.search(text)
     supervisor = _SUPERVISOR.search(text)
     research = research_script.ROLE.search(text)
+    proposal = proposal_script.ROLE.search(text)
     if research:
         reply = research_script.reply(research.group(1), text, turn.done_steps,
+                                      turn.tool_results, conversation.tools)
+    elif proposal:
+        reply = proposal_script.reply(proposal.group(1), text, turn.done_steps,
                                       turn.tool_results, conversation.tools)
     elif pipeline:
         reply = _pipeline_reply(pipeline.group(1), text)

@@ -14,6 +14,7 @@ Each runs over stdio as `shoal mcp NAME` and works in the folder named by `SHOAL
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -45,4 +46,6 @@ def serve(name: str) -> None:
         from shoal.mcp_servers.literature import server
     else:
         raise ValueError(f"No bundled MCP server '{name}'; choose one of {', '.join(NAMES)}.")
+    # Its stderr is the agent's console: a line per HTTP request (httpx's INFO) is noise there.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     server.run("stdio")

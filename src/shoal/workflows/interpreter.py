@@ -617,8 +617,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
             for run in self._round(step, sub):
                 step.set_subtask(run, options=replace(run.options, looped=True))
             carried = self._entry(step, loop.carry or loop.when.entry, "")
-            self._run(step, target, feedback=carried, via=loop.via,  # the feedback, handed
-                      deps=self._deps(step, target) + tuple(r.id for r in self._round(step, sub)))
+            self._run(step, target, feedback=carried, via=loop.via)
             return
 
     def _holds(self, step: Step, loop: Loop) -> bool:

@@ -82,8 +82,18 @@ def received(doc: WorkflowDocument, query: str, subtasks: Mapping[uuid.UUID, Sub
             timestamp=sub.created_at, sender=sender, recipient=me, kind=kind,
             subtask_id=sub.id, source_subtask_id=source.id if source else None, **fields))
 
-    if not sub.dependencies and sub.kind is not StepKind.HUMAN:
+    if sub.kind is StepKind.HUMAN and mine.asks is None:  # a `human` step's own question
+        found.append(Envelope(
+            id=uuid.uuid5(_NAMESPACE, f"{sub.id}:question"), timestamp=sub.created_at,
+            sender=mine.id, recipient=USER, kind=MessageKind.QUESTION, subtask_id=sub.id,
+            content=sub.description[:MAX_CONTENT_CHARS]))
+    elif not sub.dependencies and sub.kind is not StepKind.HUMAN:
         add(MessageKind.REQUEST, USER, None, content=query[:MAX_CONTENT_CHARS])
+    if (fed := _fed_back(doc, mine, sub, subtasks)) is not None:
+        source, carried = fed
+        add(MessageKind.FEEDBACK, source.role, source, entry=carried,
+            revision=revision(steps[source.key.split("#", 1)[0]], source)
+            if steps[source.key.split("#", 1)[0]].entry == carried else None)
     for dep_id in sub.dependencies:
         dep = subtasks.get(dep_id)
         theirs = steps.get(dep.key.split("#", 1)[0]) if dep is not None else None
@@ -93,18 +103,35 @@ def received(doc: WorkflowDocument, query: str, subtasks: Mapping[uuid.UUID, Sub
         if question is not None:
             add(MessageKind.QUESTION if sub.kind is StepKind.HUMAN else MessageKind.DELEGATION,
                 dep.role, dep, content=question)
-        elif dep.kind is StepKind.HUMAN and theirs is mine:
-            add(MessageKind.ANSWER, USER, dep, content=said(dep)[:MAX_CONTENT_CHARS])
+        elif dep.kind is StepKind.HUMAN:  # a person's answer (a turn's, or a `human` step's)
+            add(MessageKind.ANSWER, USER, dep, content=said(dep)[:MAX_CONTENT_CHARS],
+                entry=None if theirs is mine else theirs.entry,
+                revision=None if theirs is mine else revision(theirs, dep))
         elif theirs is mine and mine.asks is not None:  # a delegated role's answer
             add(MessageKind.OUTPUT, dep.role, dep, entry=None, revision=None)
         else:
-            looped = dep.options.looped and theirs is not mine and any(
-                loop.source == theirs.id and loop.to == mine.id for loop in doc.loops)
             planned = mine.kind is DocStepKind.EXPAND and theirs is mine  # plan, or a peer
-            add(MessageKind.FEEDBACK if looped else MessageKind.OUTPUT,
-                sender(dep), dep, entry=None if planned else theirs.entry,
+            add(MessageKind.OUTPUT, sender(dep), dep, entry=None if planned else theirs.entry,
                 revision=None if planned else revision(theirs, dep))
     return found
+
+
+def _fed_back(doc: WorkflowDocument, mine: StepDoc, sub: SubtaskRecord,
+              subtasks: Mapping[uuid.UUID, SubtaskRecord]) -> tuple[SubtaskRecord, str] | None:
+    """The run whose loop started `sub`'s round, and the entry it carried (None: not a
+    later round's first run of a loop's target)."""
+    number, _, turn = sub.key.partition("#")[2].partition(".")
+    if number in ("", "1") or (mine.asks is not None and turn != "1"):
+        return None
+    for loop in doc.loops:
+        if loop.to != mine.id:
+            continue
+        before = [s for s in subtasks.values() if s.key.startswith(f"{loop.source}#")
+                  and s.options.looped and (s.options.seq or 0) < (sub.options.seq or 0)]
+        if before:
+            return (max(before, key=lambda s: (s.options.seq or 0, s.key)),
+                    loop.carry or loop.when.entry)
+    return None
 
 
 def sender(sub: SubtaskRecord) -> str:

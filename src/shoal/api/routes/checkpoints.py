@@ -1,16 +1,17 @@
 """Checkpoints: list, read, and decide — approve, reject (cancels the task), or correct a
 subtask with guidance (seed 004 §4.1.3), or answer a workflow's question. Deciding a decided
 checkpoint, or deciding one in a way that does not fit it, is 409; another user's checkpoint
-is 404."""
+is 404. The lookups and the answer live in `shoal.api.decisions`, which the client socket's
+`answer` frame goes through too."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query
 
+from shoal.api import decisions
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.api.schemas import (
@@ -23,8 +24,6 @@ from shoal.api.schemas import (
     RejectBody,
 )
 from shoal.engine.inputs import CheckpointDecision
-from shoal.engine.quality import PENDING_REVIEW
-from shoal.errors import Conflict, NotFound
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64
 from shoal.store import queries
@@ -57,7 +56,7 @@ async def get_checkpoint(checkpoint_id: str, user: UserDep,
                          services: ServicesDep) -> CheckpointOut:
     """One checkpoint: why it opened, what was done, the scores, what comes next."""
     async with services.db.connection() as conn:
-        row = await _owned(conn, checkpoint_id, user.user_id)
+        row = await decisions.owned(conn, checkpoint_id, user.user_id)
         corrections = await queries.checkpoint_corrections(conn, row.id)
         audit = await queries.audit_entries(conn, object_id=row.id)
     return checkpoint_out(row, corrections, audit)
@@ -66,7 +65,7 @@ async def get_checkpoint(checkpoint_id: str, user: UserDep,
 @router.post("/{checkpoint_id}/approve", response_model=CheckpointDecided)
 async def approve(checkpoint_id: str, user: UserDep, services: ServicesDep) -> CheckpointDecided:
     """Accept the work so far; the task continues."""
-    row = await _pending(services, checkpoint_id, user.user_id)
+    row = await decisions.pending(services, checkpoint_id, user.user_id)
     await services.runtime.decide_checkpoint(
         row.task_id, user.user_id, CheckpointDecision(row.id, "approve", user.user_id))
     return CheckpointDecided(checkpoint_id=row.id, status="approved",
@@ -76,19 +75,16 @@ async def approve(checkpoint_id: str, user: UserDep, services: ServicesDep) -> C
 @router.post("/{checkpoint_id}/answer", response_model=CheckpointDecided)
 async def answer(checkpoint_id: str, body: AnswerBody, user: UserDep,
                  services: ServicesDep) -> CheckpointDecided:
-    """Answer a workflow's question (a `human` step): the answer is the step's output."""
-    row = await _pending(services, checkpoint_id, user.user_id)
-    await services.runtime.decide_checkpoint(row.task_id, user.user_id, CheckpointDecision(
-        row.id, "answer", user.user_id, answer=body.answer.strip()))
-    return CheckpointDecided(checkpoint_id=row.id, status="answered",
-                             message="Answered. The task goes on.")
+    """Answer a workflow's question (a `human` step): the answer is the step's output (an
+    answer of only blanks is 422, as an empty one is)."""
+    return await decisions.answer(services, checkpoint_id, user.user_id, body)
 
 
 @router.post("/{checkpoint_id}/reject", response_model=CheckpointDecided)
 async def reject(checkpoint_id: str, body: RejectBody, user: UserDep,
                  services: ServicesDep) -> CheckpointDecided:
     """Reject the work: the task is cancelled and its agents are stopped."""
-    row = await _pending(services, checkpoint_id, user.user_id)
+    row = await decisions.pending(services, checkpoint_id, user.user_id)
     await services.runtime.decide_checkpoint(
         row.task_id, user.user_id,
         CheckpointDecision(row.id, "reject", user.user_id, reason=body.reason.strip()))
@@ -100,7 +96,7 @@ async def reject(checkpoint_id: str, body: RejectBody, user: UserDep,
 async def correct(checkpoint_id: str, body: CorrectBody, user: UserDep,
                   services: ServicesDep) -> CorrectionStarted:
     """Send a subtask back with guidance; it re-executes, then is evaluated again."""
-    row = await _pending(services, checkpoint_id, user.user_id)
+    row = await decisions.pending(services, checkpoint_id, user.user_id)
     await services.runtime.decide_checkpoint(row.task_id, user.user_id, CheckpointDecision(
         row.id, "correct", user.user_id, subtask_id=body.subtask_id,
         correction_type=body.correction_type, guidance=body.guidance,
@@ -112,24 +108,6 @@ async def correct(checkpoint_id: str, body: CorrectBody, user: UserDep,
         checkpoint_id=row.id, correction_id=last.id if last else None,
         correction_subtask_id=last.correction_subtask_id if last else None,
         status="re_executing", message="Correction sent to agent. Re-executing subtask...")
-
-
-async def _owned(conn: Any, checkpoint_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
-    cid = parse_id(checkpoint_id, kind="checkpoint")
-    row = await queries.get_checkpoint(conn, cid, user_id=user_id)
-    if row is None:
-        raise NotFound(f"No checkpoint {checkpoint_id}.", details={"checkpoint_id": checkpoint_id})
-    return row
-
-
-async def _pending(services: Any, checkpoint_id: str, user_id: uuid.UUID) -> sa.Row[Any]:
-    async with services.db.connection() as conn:
-        row = await _owned(conn, checkpoint_id, user_id)
-    if row.status != PENDING_REVIEW:
-        raise Conflict(f"This checkpoint was already decided ({row.status}).",
-                       code="checkpoint_decided",
-                       details={"checkpoint_id": str(row.id), "status": row.status})
-    return row
 
 
 def checkpoint_out(row: sa.Row[Any], corrections: list[sa.Row[Any]] | None = None,

@@ -25,6 +25,8 @@ from shoal.api.errors import error_responses
 from shoal.api.schemas import (
     AttemptSpan,
     AttemptTimeline,
+    MessagePage,
+    MessageView,
     StateRevision,
     SubtaskSummary,
     TaskCancelled,
@@ -51,7 +53,14 @@ from shoal.store import uploads as upload_rows
 from shoal.store import workers as worker_rows
 from shoal.store.convert import subtask_from_row, task_from_row
 from shoal.store.models import utcnow
-from shoal.workflows import Insert, checked_parameters, checked_skip, phases, with_inserted
+from shoal.workflows import (
+    Insert,
+    checked_parameters,
+    checked_skip,
+    messages,
+    phases,
+    with_inserted,
+)
 from shoal.workflows.blackboard import blackboard, state_view
 from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.event_names import renamer
@@ -242,6 +251,26 @@ async def get_task_state(task_id: str, user: UserDep, services: ServicesDep) -> 
                          entries={name: [StateRevision(**r) for r in revisions]
                                   for name, revisions in blackboard(doc, subs).items()},
                          state=state_view(doc, task.description, subs))
+
+
+@router.get("/{task_id}/messages", response_model=MessagePage)
+async def get_task_messages(
+    task_id: str, user: UserDep, services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
+) -> MessagePage:
+    """A workflow's message log: every hand-over between its agents and you (a request, an
+    output read by a later step, a question, an answer, a delegation, a loop's feedback), in
+    order; as they happen, the task's `message` events."""
+    async with services.db.connection() as conn:
+        row = await _owned(conn, task_id, user.user_id)
+        subs = [subtask_from_row(s) for s in await queries.task_subtasks(conn, row.id)]
+    task = task_from_row(row)
+    found = [] if task.meta.workflow is None else messages.log(
+        WorkflowDocument.model_validate(task.meta.workflow), task.description, subs)
+    return MessagePage(task_id=task.id, total=len(found), limit=limit, offset=offset,
+                       messages=[MessageView(**m.wire())
+                                 for m in found[offset:offset + limit]])
 
 
 @router.get("/{task_id}", response_model=TaskDetail)

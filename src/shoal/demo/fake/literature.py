@@ -51,6 +51,15 @@ CATALOGUE = (
     FakePaper("Community Ownership of Tidal Energy Projects", (("Priya", "Nair"),), 2022,
               "Interviews with estuary communities on owning tidal energy projects.",
               doi="10.5555/community.2022.1", venue="Energy Policy Review"),
+    FakePaper("Street Trees and Urban Heat Across City Districts",
+              (("Elena", "Marsh"), ("Tomas", "Berg")), 2020,
+              "We log air temperature under street trees in twelve districts: trees cool "
+              "streets by up to 2.1 K on summer afternoons, most where canopy is densest.",
+              arxiv_id="2004.05678", doi="10.5555/trees.2020.4", venue="Urban Climate Letters"),
+    FakePaper("Canopy Cover and Neighbourhood Cooling", (("Aiko", "Tanaka"),), 2023,
+              "Public canopy maps and satellite land-surface temperatures show street trees "
+              "cool neighbourhoods unevenly; low-income districts gain least.",
+              doi="10.5555/canopy.2023.2", venue="Journal of Urban Ecology"),
 )
 
 _SERVICES = ("arxiv", "crossref")

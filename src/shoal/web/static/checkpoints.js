@@ -27,18 +27,21 @@ export function checkpoints(badge) {
   const field = (id, label, control) => h("p", {}, h("label", {for: id}, label), control,
     h("span", {class: "error", id: `${id}-error`, "aria-live": "polite"}));
   const decide = async (action, body, errorField) => {
+    const decided = showing;  // the dialog may move on to the task's next one meanwhile
     try {
-      await api(`/api/v1/checkpoints/${showing}/${action}`, {method: "POST", json: body});
+      await api(`/api/v1/checkpoints/${decided}/${action}`, {method: "POST", json: body});
     } catch (error) {
+      if (showing !== decided) return;
       const where = error.body?.details?.[0]?.field?.split(".").pop();
       const target = dialog.querySelector(`#cp-${where}-error`)
         || dialog.querySelector(`#cp-${errorField}-error`);
       target.textContent = error.message;
       return;
     }
-    const task = pending.get(showing);
-    pending.delete(showing);
+    const task = pending.get(decided);
+    pending.delete(decided);
     count();
+    if (showing !== decided) return;  // its `checkpoint_decided` came first: already moved on
     showing = null;
     dialog.close();
     for (const [id, t] of pending) if (t === task) want(id);  // the same task's next one
@@ -57,9 +60,10 @@ export function checkpoints(badge) {
     } catch (error) {
       pending.delete(id);
       count();
-      showing = null;
+      if (showing === id) showing = null;
       return next();
     }
+    if (showing !== id) return;  // decided or put off while it was read
     if (cp.status !== PENDING) { pending.delete(id); count(); showing = null; return next(); }
     const score = cp.overall_score ?? cp.evaluation_scores?.overall;
     const parts = [h("h2", {id: "checkpoint-title"}, `Checkpoint: ${cp.reason.replace("_", " ")}`),

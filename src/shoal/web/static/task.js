@@ -1,9 +1,11 @@
 // A task's page: its graph drawn live, and a subtask drawer with the agent's log and work; for
-// a typed plan, its tasks by wave and whether it ended partial.
+// a typed plan, its tasks by wave and whether it ended partial; for a workflow document, its
+// declared stage and its conversation (the message log).
 
 import {
   api, failed, fetchBlob, h, later, live, notFound, onLeave, show,
 } from "./core.js";
+import {conversation} from "./conversation.js";
 import {subtaskDrawer} from "./drawer.js";
 import {criticalPath, graphView} from "./graph.js";
 import {blackboard, routeDecisions, taskFacts} from "./taskinfo.js";
@@ -13,6 +15,9 @@ import {gapBadge, isTyped, partialNote, planDescription, planList} from "./typed
 
 const ENDED = {task_complete: "completed", task_failed: "failed", task_cancelled: "cancelled"};
 const FINAL = {completed: true, failed: true, cancelled: true, budget_exceeded: true};
+// What the task waits for, said beside its status
+const WAITING = {awaiting_input: "waiting for your answer",
+                 checkpoint_pending: "waiting for your decision"};
 
 // A node's second line: its kind (a typed plan's task: its type) and status, and the retries
 // and review rounds it took.
@@ -48,6 +53,21 @@ export async function taskView(taskId) {
   const subtasks = new Map(task.subtasks.map((s) => [s.subtask_id, s]));
   const badge = h("span", {class: "badge", id: "task-status", "data-status": task.status},
                   task.status);
+  const waiting = h("span", {class: "muted", id: "task-waiting"});
+  const setStatus = (now) => {
+    badge.dataset.status = now;
+    badge.textContent = now;
+    waiting.hidden = !WAITING[now];
+    waiting.textContent = WAITING[now] || "";
+  };
+  setStatus(task.status);
+  // The document's declared stage (none declared: not shown)
+  const stage = h("span", {class: "stage", id: "task-stage"});
+  const setStage = (name) => {
+    stage.hidden = !name;
+    stage.textContent = name ? `Stage: ${name}` : "";
+  };
+  setStage(task.stage);
   const bar = h("span", {style: `width:${task.progress}%`});
   const canvas = graphView();
   const graph = canvas.graph;  // the nodes' container (`#graph`)
@@ -76,9 +96,10 @@ export async function taskView(taskId) {
     }}, "Cancel task");
   const facts = taskFacts(task);
   const board = task.workflow === "dag" ? null : blackboard(task);
+  const talk = task.workflow === "dag" ? null : conversation(task);
   const routes = routeDecisions();
   show(h("h1", {}, task.description),
-       h("p", {}, badge, " ", partial.element, " ",
+       h("p", {}, badge, " ", waiting, " ", stage, " ", partial.element, " ",
          h("span", {class: "muted"}, `${task.workflow} workflow`), " ",
          cancel, " ", h("button", {type: "button", id: "download",
                                    onclick: () => download(task).catch(failed)},
@@ -87,12 +108,15 @@ export async function taskView(taskId) {
        h("div", {class: "progress", role: "progressbar", "aria-label": "Progress"}, bar),
        h("div", {class: "split"},
          h("section", {"aria-label": "Graph"}, graphOrTimeline(canvas.element, runs)), aside),
-       plan.element, routes.element, board ? board.element : "");
+       plan.element, routes.element, talk ? talk.element : "", board ? board.element : "");
   taskOwned(task);  // its queue place, budget, sources, report, shares; deleting it
   // Figures and the blackboard change as work completes: read again, once for a burst.
   const refresh = later(async () => {
     const fresh = await api(`/api/v1/tasks/${task.task_id}`);
     facts.update(fresh);
+    // An ended task's stage (a completed one's is the final stage, which no event announces);
+    // a running one's comes with its events
+    if (fresh.status in FINAL) setStage(fresh.stage);
     if (partial.element.hidden) partial.set(gapsOf(fresh));  // unless its event said so
     await board?.load();
   }, 300);
@@ -178,9 +202,11 @@ export async function taskView(taskId) {
     } else if (event.type === "agent_token" && data.subtask_id) {
       drawer.stream(data.subtask_id, data.text || "");
     } else if (event.type === "route_decision") { routes.add(data); canvas.picked(data); }
+    else if (event.type === "stage") setStage(data.stage);
+    else if (event.type === "message") talk?.add(data.messages);
     const ended = ENDED[event.type];
     const now = ended || (event.type === "task_update" ? data.status : null);
-    if (now) { badge.dataset.status = now; badge.textContent = now; }
+    if (now) setStatus(now);
     if (event.type === "task_complete" && data.partial) partial.set(data.gaps);
     if (ended) cancel.hidden = true;
     if (ended || (event.type === "subtask_update" && data.status === "completed")) {
@@ -193,5 +219,6 @@ export async function taskView(taskId) {
   });
   onLeave(() => { off(); refresh.cancel(); facts.stop(); runs.stop(); canvas.stop(); });
   board?.load().catch(failed);
+  talk?.load().catch(failed);
   live.follow(task.task_id, {replay: true});  // its history (the logs so far), then live
 }
