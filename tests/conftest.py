@@ -48,6 +48,9 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
         "mode": "dev", "data_dir": tmp_path / "data", "bcrypt_rounds": 4,
         "heartbeat_interval": 0.5, "lease_seconds": 3.0, "sweep_interval": 0.2,
         "retry_delays": [0.1, 0.2, 0.3], "secret_key": "test-secret-" + "x" * 32,
+        # Tests on the shared Redis sign in as the same users from the same address within a
+        # minute; the tests of the limits set their own.
+        "login_rate_limit_per_minute": 1000, "login_account_rate_limit_per_minute": 1000,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -25,8 +25,9 @@ import pytest
 from rich.console import Console
 
 from shoal.api.server import RunningServer, running_server
+from shoal.cli_base import worker_settings
 from shoal.client import Credentials, ShoalClient
-from shoal.config import Settings
+from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
 from shoal.follow import Progress, follow
 from shoal.tools.agent_loop import OpenAICompatTool
@@ -146,6 +147,19 @@ def test_serve_refuses_production_without_secret(runs: dict[str, Run]) -> None:
     assert result.returncode == 2
     assert "SHOAL_SECRET_KEY" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_worker_needs_no_secret_key_in_production(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A worker signs and checks no tokens: production mode without SHOAL_SECRET_KEY is fine
+    for it (a key of its own stands in), where `shoal serve` refuses to start."""
+    monkeypatch.setenv("SHOAL_MODE", "production")
+    monkeypatch.setenv("SHOAL_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("SHOAL_SECRET_KEY", raising=False)
+    settings = worker_settings()
+    assert settings.mode == "production"
+    assert settings.secret_key != DEV_SECRET
+    assert worker_settings().secret_key != settings.secret_key  # never a shared one
 
 
 def test_unreachable_server_fails_clearly(runs: dict[str, Run]) -> None:

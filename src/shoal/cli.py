@@ -26,6 +26,7 @@ from shoal.cli_base import (
     err,
     run,
     settings_from_env,
+    worker_settings,
 )
 from shoal.cli_tasks import export_account, task_app
 from shoal.cli_workflows import workflows_app
@@ -120,7 +121,7 @@ def worker(
     from shoal.worker.agent import run_worker
 
     configure_logging("info")
-    settings = settings_from_env()
+    settings = worker_settings()
     run(lambda: run_worker(settings, server, token, name=name, slots=slots))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -28,6 +29,13 @@ def settings_from_env(**overrides: Any) -> Settings:
         first = exc.errors()[0]
         err.print(f"[red]Configuration error:[/] {first.get('msg')}")
         raise typer.Exit(2) from exc
+
+
+def worker_settings() -> Settings:
+    """A worker's settings: it signs and checks no tokens, so it needs no SHOAL_SECRET_KEY,
+    in production too (one of its own stands in for the development default)."""
+    unused = {} if os.environ.get("SHOAL_SECRET_KEY") else {"secret_key": secrets.token_urlsafe(32)}
+    return settings_from_env(**unused)
 
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:

@@ -7,6 +7,7 @@ environment at import time.
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 from pathlib import Path
 from typing import Literal
@@ -103,7 +104,17 @@ class Settings(BaseSettings):
     refresh_token_days: int = Field(30, ge=1)
     rate_limit_per_minute: int = Field(600, ge=1)  # requests per signed-in user
     login_rate_limit_per_minute: int = Field(20, ge=1)  # sign-in attempts per client address
+    # Sign-in attempts per username, from any address (right or wrong: every one counts).
+    login_account_rate_limit_per_minute: int = Field(10, ge=1)
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # larger bodies: 413
+
+    # Browsers. `cors_origins`: the other origins (`https://app.example.com`, no path) whose
+    # pages may call the API; none by default, so only the dashboard's own origin can.
+    # `hsts_max_age`: seconds of `Strict-Transport-Security` on every answer; 0 (the default)
+    # sends none. Set it (a year: 31536000) only when every client reaches Shoal over HTTPS:
+    # a browser that saw it refuses plain HTTP to this host until it runs out.
+    cors_origins: list[str] = Field(default_factory=list)
+    hsts_max_age: int = Field(0, ge=0)
 
     # Uploads (a task's sources): per file, per request (`POST /api/v1/uploads`, which may
     # carry several files, or a zip of them), and in all per user; past one: 413.
@@ -214,6 +225,20 @@ class Settings(BaseSettings):
         if any(d < 0 for d in value):
             raise ValueError("retry delays must be >= 0")
         return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins_exact(cls, value: list[str]) -> list[str]:
+        origins = []
+        for origin in value:
+            origin = origin.strip().rstrip("/")
+            if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin: write scheme://host[:port], such as "
+                    "https://app.example.com, with no path and no wildcard (\"*\" would let "
+                    "any site call the API with its visitors' credentials).")
+            origins.append(origin.lower())
+        return origins
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:

@@ -27,6 +27,8 @@ from shoal.demo.model import running_demo_model
 from shoal.demo.samples import sample_answer, sample_sources, submit_sample
 from shoal.follow import describe_reason, follow
 from shoal.runtime.core import Runtime
+from shoal.store import accounts
+from shoal.store.models import utcnow
 from shoal.tools.registry import discover_tools
 from shoal.tracing import configure
 from shoal.worker.agent import Worker
@@ -115,6 +117,10 @@ async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str
     token = await admin.create_worker_token(db, name="local")  # type: ignore[arg-type]
     login = await admin.create_login_link_token(db, user_id=admin_id)  # type: ignore[arg-type]
     pair = issue_token_pair(admin_id, username="admin", is_admin=True, settings=settings)
+    assert pair.refresh_expires_at is not None
+    async with db.begin() as conn:  # type: ignore[attr-defined]
+        await accounts.start_refresh_family(conn, user_id=admin_id, jti=pair.refresh_jti,
+                                            expires_at=pair.refresh_expires_at, now=utcnow())
     save_credentials(settings.data_dir, url, pair.access_token, pair.refresh_token)
     return token, f"{url}/login?token={login}"
 

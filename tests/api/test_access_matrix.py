@@ -7,7 +7,9 @@ here until someone decides what it should be."""
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,6 +20,7 @@ from schemathesis.core import NotSet
 
 from shoal import admin
 from shoal.api.server import RunningServer
+from shoal.auth.tokens import issue_token_pair
 from shoal.worker.agent import Worker
 from tests.runtime.harness import login, wait_for_status, wait_until
 
@@ -118,7 +121,8 @@ async def _send(client: httpx.AsyncClient, method: str, url: str, body: Any,
 async def test_every_route_keeps_each_user_to_their_own(
     server: RunningServer, client: httpx.AsyncClient, worker: Worker,
 ) -> None:
-    """Anonymous: 401 (public routes aside). Another user, and an admin, on Alice's things:
+    """Anonymous, a worker's token, Alice's own access token once expired, and a revoked
+    worker token: 401 (public routes aside). Another user, and an admin, on Alice's things:
     404. Anyone but an admin on an admin route: 403. A list shows another user nothing of
     Alice's. Alice on her own things: never 401, 403 or 404."""
     settings = server.services.settings
@@ -126,17 +130,19 @@ async def test_every_route_keeps_each_user_to_their_own(
                             password="password123", admin=True)
     root, bob = await login_as(server, "root"), await login(server, settings, "bob")
     anonymous = httpx.AsyncClient(base_url=server.url, timeout=30)
+    strangers = {"anonymous": anonymous}
     try:
         owned = await _alices_things(server, client, root)
         alices = set(owned.ids.values()) - {"note", "report.md", owned.ids["worker_id"]}
+        strangers |= await _unsigned(server, root, owned.ids["user_id"])
         spec = (await client.get("/openapi.json")).json()
         ops = _operations(spec)
         assert len(ops) > 40
         for method, path, body, query in ops:
             url, where = owned.url(path), f"{method} {path}"
-            if not PUBLIC.match(path):
-                assert (await _send(anonymous, method, url, body, query)).status_code == 401, \
-                    where
+            for who, stranger in ([] if PUBLIC.match(path) else strangers.items()):
+                resp = await _send(stranger, method, url, body, query)
+                assert resp.status_code == 401, f"{where} as {who}: {resp.status_code}"
             if PUBLIC.match(path) or ("{" not in path and method != "GET"):
                 continue  # nothing of anyone's to reach, or it makes something new
             for who, other in (("bob", bob), ("root", root)):
@@ -158,8 +164,27 @@ async def test_every_route_keeps_each_user_to_their_own(
             assert resp.status_code not in (401, 403, 404), \
                 f"{method} {path} as the owner: {resp.status_code} {resp.text[:200]}"
     finally:
-        for c in (root, bob, anonymous):
+        for c in (root, bob, *strangers.values()):
             await c.aclose()
+
+
+async def _unsigned(server: RunningServer, root: httpx.AsyncClient,
+                    alice_id: str) -> dict[str, httpx.AsyncClient]:
+    """Clients whose credentials must not sign anyone in on a user's route: a live worker
+    token, a revoked one, and Alice's own access token after it expired."""
+    live = (await root.post("/api/v1/workers/tokens", json={"name": "live"})).json()
+    gone = (await root.post("/api/v1/workers/tokens", json={"name": "revoked"})).json()
+    assert (await root.delete(f"/api/v1/workers/tokens/{gone['token_id']}")).status_code < 300
+    expired = issue_token_pair(uuid.UUID(alice_id), username="alice", is_admin=False,
+                               settings=server.services.settings,
+                               now=datetime.now(UTC) - timedelta(days=1)).access_token
+    found = {}
+    for who, token in (("a worker token", live["token"]), ("a revoked worker token",
+                                                          gone["token"]),
+                       ("an expired token", expired)):
+        found[who] = httpx.AsyncClient(base_url=server.url, timeout=30,
+                                       headers={"Authorization": f"Bearer {token}"})
+    return found
 
 
 async def login_as(server: RunningServer, name: str) -> httpx.AsyncClient:

@@ -28,7 +28,8 @@ FUZZ_SEED = os.environ.get("SHOAL_FUZZ_SEED", "20261124")  # set another to expl
 # The fuzzer sends thousands of requests a minute from one user and one address: the test
 # raises the limits for itself (the limits themselves are tested in tests/auth).
 UNLIMITED = {"SHOAL_RATE_LIMIT_PER_MINUTE": "1000000",
-             "SHOAL_LOGIN_RATE_LIMIT_PER_MINUTE": "1000000"}
+             "SHOAL_LOGIN_RATE_LIMIT_PER_MINUTE": "1000000",
+             "SHOAL_LOGIN_ACCOUNT_RATE_LIMIT_PER_MINUTE": "1000000"}
 
 
 async def test_schemathesis_finds_nothing(tmp_path: Path) -> None:

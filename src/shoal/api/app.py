@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -20,6 +21,7 @@ from shoal.api import client_ws, health, worker_ws
 from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services, checked_path
 from shoal.api.errors import install_error_handlers
+from shoal.api.headers import SecurityHeaders
 from shoal.api.reporting import PdfRenderer
 from shoal.api.request_times import RequestTimes
 from shoal.api.routes import (
@@ -43,6 +45,7 @@ from shoal.bus.memory import MemoryBus
 from shoal.config import Settings
 from shoal.notify import Notifier
 from shoal.runtime.core import Runtime
+from shoal.runtime.forwarding import RedisForwarder
 from shoal.store.db import Database
 from shoal.tracing import Tracing
 from shoal.web.pages import CSP, app_html, static_dir
@@ -50,6 +53,9 @@ from shoal.workflows import Catalog
 
 log = structlog.get_logger(__name__)
 UPLOAD_OVERHEAD = 64 * 1024  # bytes of multipart framing allowed beside an upload's files
+# What a page of another origin listed in `cors_origins` may send (its preflight is answered).
+CORS_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+CORS_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID"]
 
 
 async def build_services(settings: Settings) -> Services:
@@ -66,11 +72,13 @@ async def build_services(settings: Settings) -> Services:
 
         bus = RedisBus(settings.redis_url)
         limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url))
+        forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url)
     else:
         bus = MemoryBus()
         limiter = MemoryRateLimiter()
+        forwarder = None  # one copy, or copies without Redis: commands are not forwarded
     artifacts = ArtifactStore(settings.artifacts_dir)
-    runtime = Runtime(settings, db, bus, artifacts)
+    runtime = Runtime(settings, db, bus, artifacts, forwarder=forwarder)
     return Services(settings=settings, db=db, bus=bus, artifacts=artifacts, runtime=runtime,
                     limiter=limiter, workflows=load_workflows(settings.data_dir / "workflows"),
                     pdf=PdfRenderer())
@@ -131,6 +139,11 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, larger={
         "/api/v1/uploads": settings.max_upload_bytes + UPLOAD_OVERHEAD})
+    if settings.cors_origins:  # outside the body limit: its 413 carries CORS headers too
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_credentials=True, allow_methods=CORS_METHODS,
+                           allow_headers=CORS_HEADERS, expose_headers=["Retry-After"])
+    app.add_middleware(SecurityHeaders, hsts_max_age=settings.hsts_max_age)
     app.add_middleware(RequestTimes)  # outermost: a refused body is timed too
     for router in (health.router, auth.router, tasks.router, reports.router, subtasks.router,
                    checkpoints.router, workers.router, workflows.router, uploads.router,
@@ -175,9 +188,9 @@ def _add_plain_routes(app: FastAPI) -> None:
     @app.get("/settings", include_in_schema=False)
     @app.get("/workflows", include_in_schema=False)
     async def dashboard(task_id: str | None = None) -> HTMLResponse:
-        """The dashboard's shell (public: it holds no data; its script signs in)."""
+        """The dashboard's shell (public: it holds no data; its script signs in); the other
+        security headers come from `SecurityHeaders`."""
         return HTMLResponse(app_html(), headers={"Content-Security-Policy": CSP,
-                                                 "X-Content-Type-Options": "nosniff",
                                                  "Cache-Control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")

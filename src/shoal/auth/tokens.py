@@ -1,7 +1,9 @@
 """Tokens: signed JWTs for people, opaque random tokens for workers and one-time login links.
 
 People get a short-lived access token and a long-lived refresh token, both HS256 JWTs signed
-with a key derived from `Settings.secret_key`. Workers and login links get opaque tokens: a
+with a key derived from `Settings.secret_key`. The access token is checked by its signature
+alone; the refresh token also by its `jti`, which the store keeps so that it is used once
+(`store/accounts.rotate_refresh_token`). Workers and login links get opaque tokens: a
 prefix that says what they are, then 32 random bytes. Only their SHA-256 is stored, so a
 database leak does not leak usable tokens.
 """
@@ -41,12 +43,17 @@ _KEY_CONTEXT = b"shoal/jwt-signing-key/v1"
 
 @dataclass(frozen=True, slots=True)
 class TokenPair:
-    """What a successful sign-in returns; `expires_in` is the access token's life in seconds."""
+    """What a successful sign-in returns; `expires_in` is the access token's life in seconds.
+
+    `refresh_jti` and `refresh_expires_at` are what the store keeps of the refresh token, so
+    that it is used once only (store/accounts.py); they are not sent to the client."""
 
     access_token: str
     refresh_token: str
     token_type: str = "bearer"
     expires_in: int = 0
+    refresh_jti: str = ""
+    refresh_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +87,13 @@ def issue_token_pair(
         "iat": issued,
     }
     key = _signing_key(settings)
+    refresh_jti = secrets.token_urlsafe(16)
     return TokenPair(
-        access_token=_sign(base, "access", issued + access_life, key),
-        refresh_token=_sign(base, "refresh", issued + refresh_life, key),
+        access_token=_sign(base, "access", issued + access_life, key, secrets.token_urlsafe(16)),
+        refresh_token=_sign(base, "refresh", issued + refresh_life, key, refresh_jti),
         expires_in=int(access_life.total_seconds()),
+        refresh_jti=refresh_jti,
+        refresh_expires_at=issued + refresh_life,
     )
 
 
@@ -112,8 +122,9 @@ def decode_token(token: str, *, settings: Settings, expected_type: TokenType) ->
     return _claims(payload, expected_type)
 
 
-def _sign(base: dict[str, Any], kind: TokenType, expires: datetime, key: bytes) -> str:
-    claims = {**base, "type": kind, "exp": expires, "jti": secrets.token_urlsafe(16)}
+def _sign(base: dict[str, Any], kind: TokenType, expires: datetime, key: bytes,
+          jti: str) -> str:
+    claims = {**base, "type": kind, "exp": expires, "jti": jti}
     return jwt.encode(claims, key, algorithm=ALGORITHM)
 
 

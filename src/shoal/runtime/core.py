@@ -61,6 +61,7 @@ from shoal.runtime.dispatch import (
 )
 from shoal.runtime.file_sweep import FileSweeper
 from shoal.runtime.fleet import Connection, Fleet
+from shoal.runtime.forwarding import WAIT, Answer, Command, Forwarder
 from shoal.runtime.jobs import (
     Accepted,
     Admit,
@@ -81,13 +82,14 @@ from shoal.runtime.jobs import (
     Wake,
 )
 from shoal.runtime.memory import TaskMemory
-from shoal.runtime.ownership import Ownership
+from shoal.runtime.ownership import OwnedElsewhere, Ownership
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
 from shoal.store import files as file_rows
 from shoal.store import pg_batch, queries, uploads
 from shoal.store import workers as worker_rows
+from shoal.store.convert import task_from_row
 from shoal.store.db import Database, lost_a_race
 from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
@@ -108,7 +110,7 @@ class Runtime:
     def __init__(
         self, settings: Settings, db: Database, bus: EventBus, artifacts: ArtifactStore, *,
         clock: Callable[[], datetime] = utcnow, rand: Callable[[], float] = random.random,
-        metrics: Metrics | None = None,
+        metrics: Metrics | None = None, forwarder: Forwarder | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -124,6 +126,7 @@ class Runtime:
         self.memory = TaskMemory(clock)
         self._scheduler = Scheduler(settings, self.fleet, self.memory, self._decide)
         self._ownership = Ownership(settings, db, self.memory, self.fleet)
+        self._forwarder = forwarder  # commands for tasks another copy drives (ADR 0038)
         self._admission = Admission(self.memory, default_limit=settings.max_active_tasks,
                                     max_subtasks=settings.max_subtasks)
         self.files = FileSweeper(db, artifacts, grace=settings.file_sweep_grace,
@@ -154,7 +157,9 @@ class Runtime:
         inbox, then releases this copy's claims so another copy can take its tasks over."""
         await self._recover()
         self.ready.set()
-        async with asyncio.TaskGroup() as tg:
+        serving = contextlib.nullcontext() if self._forwarder is None else \
+            self._forwarder.serve(self._ownership.owner, self._answer_forwarded)
+        async with serving, asyncio.TaskGroup() as tg:
             sweeper = tg.create_task(self._sweep())
             claims = tg.create_task(self._ownership.keep(self._call, self._post))
             files = tg.create_task(self.files.run())
@@ -199,14 +204,54 @@ class Runtime:
 
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
         """Cancel a task of `user_id`; its running attempts are told to stop."""
-        result: TaskRecord = await self._call(Cancel(task_id, user_id))
-        return result
+        return await self._command(Command(task_id, user_id))
 
     async def decide_checkpoint(self, task_id: uuid.UUID, user_id: uuid.UUID,
                                 decision: CheckpointDecision) -> TaskRecord:
         """Apply a person's decision on a pending checkpoint of `user_id`'s task."""
-        result: TaskRecord = await self._call(DecideCheckpoint(task_id, user_id, decision))
-        return result
+        return await self._command(Command(task_id, user_id, decision))
+
+    async def _command(self, command: Command) -> TaskRecord:
+        """Decide `command` here, or, for a task another live copy drives, have that copy
+        decide it (`forwarding`); a copy that does not answer is waited out until its claim
+        expires, then this copy takes the task over. `OwnedElsewhere` only without a way to
+        reach other copies (no Redis), or past that wait."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.settings.claim_ttl + self.settings.claim_interval + WAIT
+        while True:
+            try:
+                result: TaskRecord = await self._call(_job_of(command))
+            except OwnedElsewhere as exc:
+                if self._forwarder is None or loop.time() > give_up:
+                    raise
+                owner, wait = exc.owner, exc.retry_after or 1.0
+            else:
+                return result
+            answer = await self._forwarder.send(owner, command, within=WAIT)
+            refused = answer.error if answer is not None else None
+            if answer is not None and refused is None:
+                return await self._stored_task(command)
+            if refused is not None and not isinstance(refused, Unavailable):
+                raise refused  # the owner's own refusal: 404, 409, 422 …
+            # No answer (or the owner is stopping): its claim runs out, then this copy decides.
+            await asyncio.sleep(min(max(wait, 0.2), max(give_up - loop.time(), 0.0)))
+
+    async def _answer_forwarded(self, command: Command) -> Answer:
+        """Decide a command another copy received for a task this copy drives."""
+        try:
+            await self._call(_job_of(command))
+        except ShoalError as exc:
+            return Answer(exc)
+        return Answer()
+
+    async def _stored_task(self, command: Command) -> TaskRecord:
+        """The task as the copy that decided `command` stored it."""
+        async with self.db.connection() as conn:
+            row = await queries.get_task(conn, command.task_id, user_id=command.user_id)
+        if row is None:
+            raise NotFound(f"No task {command.task_id}.",
+                           details={"task_id": str(command.task_id)})
+        return task_from_row(row)
 
     # ---- worker-facing ----------------------------------------------------------------------
 
@@ -589,3 +634,9 @@ def _stage(b: Batch) -> tuple[BatchWriter, dict[uuid.UUID, TaskState]]:
                     else writer.stage(work.old, work.merged))
               for tid, work in b.works.items() if work.dirty or tid in new}
     return writer, states
+
+
+def _job_of(command: Command) -> Cancel | DecideCheckpoint:
+    if command.decision is None:
+        return Cancel(command.task_id, command.user_id)
+    return DecideCheckpoint(command.task_id, command.user_id, command.decision)

@@ -4,9 +4,9 @@ Copies sharing one database each drive only the tasks they hold a claim on (`sto
 A copy claims at start-up what nobody else holds; every `claim_interval` it renews its claims
 and takes over the tasks of copies that stopped renewing theirs (`claim_ttl`), inside a batch's
 transaction; it releases its claims when it stops gracefully, so that another copy takes them
-over at its next renewal instead of after `claim_ttl`. Commands for a task another live copy
-holds are refused with `Unavailable` (`task_owned_elsewhere`); forwarding them to that copy, and
-routing work to workers connected elsewhere, are the multi-instance work still to come.
+over at its next renewal instead of after `claim_ttl`. A command for a task another live copy
+holds raises `OwnedElsewhere` (`task_owned_elsewhere`, naming that copy), which the runtime
+forwards to it (`forwarding.py`); routing work to workers connected elsewhere is still to come.
 """
 
 from __future__ import annotations
@@ -233,13 +233,23 @@ class Ownership:
                                  task_ids=task_ids)
 
 
-def _owned_elsewhere(claim: Claim, now: datetime) -> Unavailable:
+class OwnedElsewhere(Unavailable):
+    """A live copy other than this one holds the task (`owner`): only it may decide it."""
+
+    def __init__(self, message: str, *, owner: str, retry_after: float,
+                 details: dict[str, str]) -> None:
+        super().__init__(message, retry_after=retry_after, code="task_owned_elsewhere",
+                         details=details)
+        self.owner = owner
+
+
+def _owned_elsewhere(claim: Claim, now: datetime) -> OwnedElsewhere:
     wait = 1.0
     if claim.expires_at is not None:
         wait = max(wait, (claim.expires_at - now).total_seconds())
-    return Unavailable(
+    return OwnedElsewhere(
         f"Task {claim.task_id} is being run by another control-plane copy, and only that copy "
         f"can change it. Retry in {wait:.0f} s: the retry may reach that copy, and if that copy "
         "has stopped, this one takes the task over.",
-        retry_after=wait, code="task_owned_elsewhere", details={"task_id": str(claim.task_id)},
+        owner=claim.owner or "", retry_after=wait, details={"task_id": str(claim.task_id)},
     )

@@ -1,7 +1,15 @@
-"""Users and opaque tokens (worker credentials, one-time login links)."""
+"""Users, opaque tokens (worker credentials, one-time login links) and refresh-token families.
+
+A refresh token is used once. Signing in starts a family; each refresh uses up the token it
+is given (a conditional UPDATE: of two refreshes with one token, exactly one changes the
+row) and issues the next in the same family. A token presented after its use — by whoever
+copied it, or by its owner after the copy was used — revokes the whole family, in the same
+transaction, so both must sign in again. Validity is read from the family's row, so a token
+issued by a refresh racing the revocation is dead too."""
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import datetime
 from typing import Any
@@ -11,10 +19,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.errors import Conflict
-from shoal.store.models import ApiToken, User, table_of
+from shoal.store.models import ApiToken, RefreshFamily, RefreshToken, User, table_of
 
 users = table_of(User)
 tokens = table_of(ApiToken)
+families = table_of(RefreshFamily)
+refresh_tokens = table_of(RefreshToken)
+
+SWEEP_BATCH = 500
+"""Expired refresh families deleted, at most, per sign-in (the sweep rides on sign-ins)."""
 
 
 async def create_user(
@@ -97,3 +110,104 @@ async def list_tokens(conn: AsyncConnection, *, kind: str) -> list[sa.Row[Any]]:
     """Tokens of one kind, newest first."""
     q = sa.select(tokens).where(tokens.c.kind == kind).order_by(tokens.c.created_at.desc())
     return list((await conn.execute(q)).all())
+
+
+class Refreshed(enum.Enum):
+    """What became of a refresh token presented for rotation."""
+
+    ROTATED = "rotated"  # used up now; the next token is stored in its family
+    UNKNOWN = "unknown"  # never issued (or its family was swept, or another user's)
+    REUSED = "reused"  # used before: its family is revoked by this call
+    REVOKED = "revoked"  # its family was revoked earlier
+    EXPIRED = "expired"
+
+
+async def start_refresh_family(
+    conn: AsyncConnection, *, user_id: uuid.UUID, jti: str, expires_at: datetime,
+    now: datetime,
+) -> uuid.UUID:
+    """Store a sign-in's first refresh token in a new family; also delete up to
+    `SWEEP_BATCH` expired families (of anyone), with their tokens."""
+    family_id = uuid.uuid4()
+    await conn.execute(sa.insert(families).values(
+        id=family_id, user_id=user_id, created_at=now, expires_at=expires_at))
+    await conn.execute(sa.insert(refresh_tokens).values(
+        jti=jti, family_id=family_id, user_id=user_id, issued_at=now, expires_at=expires_at))
+    await sweep_refresh_families(conn, now=now)
+    return family_id
+
+
+async def rotate_refresh_token(
+    conn: AsyncConnection, *, jti: str, user_id: uuid.UUID, next_jti: str,
+    next_expires_at: datetime, now: datetime,
+) -> Refreshed:
+    """Use up the refresh token `jti` of `user_id` and store `next_jti` in its family.
+
+    Anything but `ROTATED` means the caller must refuse the refresh, after committing: a
+    `REUSED` token has revoked its family in this transaction. The first statement is the
+    conditional UPDATE, so that on PostgreSQL a second refresh with the same token waits for
+    the first one's row lock and then finds the token used, and on SQLite it waits for the
+    write lock and then reads what the first one committed.
+    """
+    live_families = sa.select(families.c.id).where(
+        families.c.user_id == user_id, families.c.revoked_at.is_(None))
+    used = await conn.execute(sa.update(refresh_tokens).where(
+        refresh_tokens.c.jti == jti, refresh_tokens.c.user_id == user_id,
+        refresh_tokens.c.used_at.is_(None), refresh_tokens.c.expires_at > now,
+        refresh_tokens.c.family_id.in_(live_families),
+    ).values(used_at=now))
+    row = (await conn.execute(
+        sa.select(refresh_tokens.c.family_id, refresh_tokens.c.user_id,
+                  refresh_tokens.c.used_at, families.c.revoked_at,
+                  families.c.expires_at.label("family_expires_at"))
+        .join(families, families.c.id == refresh_tokens.c.family_id)
+        .where(refresh_tokens.c.jti == jti))).first()
+    if used.rowcount == 1 and row is not None:
+        # Conditional too: a reuse that revoked the family while this waited for its row
+        # wins, and the token stored below is born dead.
+        kept = await conn.execute(sa.update(families).where(
+            families.c.id == row.family_id, families.c.revoked_at.is_(None),
+        ).values(expires_at=max(row.family_expires_at, next_expires_at)))
+        if not kept.rowcount:
+            return Refreshed.REVOKED
+        await conn.execute(sa.insert(refresh_tokens).values(
+            jti=next_jti, family_id=row.family_id, user_id=user_id, issued_at=now,
+            expires_at=next_expires_at))
+        # The family's expired tokens: one past its life is refused by its signature's
+        # expiry already, so its row tells nothing more.
+        await conn.execute(sa.delete(refresh_tokens).where(
+            refresh_tokens.c.family_id == row.family_id, refresh_tokens.c.expires_at <= now))
+        return Refreshed.ROTATED
+    if row is None or row.user_id != user_id:
+        return Refreshed.UNKNOWN
+    if row.revoked_at is not None:
+        return Refreshed.REVOKED
+    if row.used_at is not None:
+        await revoke_refresh_family(conn, row.family_id, now=now, reason="reuse")
+        return Refreshed.REUSED
+    return Refreshed.EXPIRED
+
+
+async def revoke_refresh_family(
+    conn: AsyncConnection, family_id: uuid.UUID, *, now: datetime, reason: str,
+) -> bool:
+    """End every refresh token of a family; False if it was unknown or revoked already."""
+    result = await conn.execute(sa.update(families).where(
+        families.c.id == family_id, families.c.revoked_at.is_(None),
+    ).values(revoked_at=now, revoked_reason=reason))
+    return bool(result.rowcount)
+
+
+async def sweep_refresh_families(conn: AsyncConnection, *, now: datetime) -> int:
+    """Delete up to `SWEEP_BATCH` families whose every token has expired, with their tokens;
+    how many. Rows another sign-in is sweeping at the moment are skipped (PostgreSQL), so
+    two sweeps never wait on, or deadlock with, each other."""
+    ids = list((await conn.execute(
+        sa.select(families.c.id).where(families.c.expires_at <= now)
+        .order_by(families.c.expires_at).limit(SWEEP_BATCH)
+        .with_for_update(skip_locked=True))).scalars())
+    if not ids:
+        return 0
+    await conn.execute(sa.delete(refresh_tokens).where(refresh_tokens.c.family_id.in_(ids)))
+    await conn.execute(sa.delete(families).where(families.c.id.in_(ids)))
+    return len(ids)

@@ -93,6 +93,36 @@ class ApiToken(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class RefreshFamily(Base):
+    """One sign-in (a password login or a login link) and the refresh tokens that descend from
+    it: each refresh uses up one token of the family and issues the next. `revoked_at` set
+    (a used token presented again, `revoked_reason` "reuse") ends every token of the family.
+    `expires_at` is the newest token's expiry: past it, the family is deleted."""
+
+    __tablename__ = "refresh_families"
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_reason: Mapped[str | None] = mapped_column(sa.String(20))
+
+
+class RefreshToken(Base):
+    """A refresh token issued, by its JWT `jti` (the token itself is not kept: only its
+    signature makes it usable). `used_at` set: traded for the next token, never again."""
+
+    __tablename__ = "refresh_tokens"
+    jti: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    family_id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, sa.ForeignKey("refresh_families.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)  # the family's; checked against `sub`
+    issued_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 class Worker(Base):
     """A worker process on some machine, as last seen."""
 

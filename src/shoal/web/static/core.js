@@ -68,7 +68,14 @@ export const session = {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.renew(), Math.max(5, seconds - 60) * 1000);
   },
-  async renew() {
+  renewing: null,
+  // One renewal at a time, which every caller meanwhile shares: a refresh token works once,
+  // and the server takes a second use of one for a stolen copy and ends the sign-in.
+  renew() {
+    this.renewing ??= this.trade().finally(() => { this.renewing = null; });
+    return this.renewing;
+  },
+  async trade() {
     if (!this.refresh) return false;
     let resp;
     try {

@@ -1,0 +1,42 @@
+"""The dashboard renews its session once however many requests find the access token stale:
+a refresh token works once, and a second use of one would end the sign-in (tests/auth)."""
+
+from __future__ import annotations
+
+from playwright.async_api import Request
+
+from shoal import admin
+from shoal.api.server import running_server
+from shoal.config import Settings
+from tests.web.browser import browser_page, sign_in
+
+THREE_AT_ONCE = """async () => {
+  const {api, session} = await import("/static/core.js");
+  sessionStorage.setItem("shoal.access", "stale");
+  const answers = await Promise.all([
+    api("/api/v1/users/me"), api("/api/v1/tasks"), api("/api/v1/users/me")]);
+  return {names: [answers[0].username, answers[2].username], again: await session.renew()};
+}"""
+
+
+async def test_requests_that_find_the_token_stale_share_one_renewal(settings: Settings) -> None:
+    async with running_server(settings) as srv:
+        await admin.create_user(srv.services.db, settings, username="ada",
+                                password="password123")
+        async with browser_page("session-renewal", srv.url) as watched:
+            page = watched.page
+            await sign_in(page, "ada")
+            refreshes: list[str] = []
+
+            def seen(request: Request) -> None:
+                if request.url.endswith("/api/v1/auth/refresh"):
+                    refreshes.append(request.url)
+
+            page.on("request", seen)
+            result = await page.evaluate(THREE_AT_ONCE)
+            # One renewal for the three requests, then one more (asked for): both worked, so
+            # the sign-in is still alive.
+            assert result == {"names": ["ada", "ada"], "again": True}
+            assert len(refreshes) == 2
+            # The stale token's 401s are logged by the browser; nothing else went wrong.
+            assert [e for e in watched.errors if "status of 401" not in e] == []
