@@ -5,7 +5,7 @@ PORT ?= 8000
 WORKFLOW ?= dag
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
-.PHONY: setup clis browser pdf run up test test-fast lint fmt bench clean
+.PHONY: setup clis browser pdf deploy-tools run up test test-fast lint fmt bench clean
 
 # The AI CLIs the tests drive for real, pinned (installed by npm into .tools/, not in git).
 CLI_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.169.0
@@ -56,6 +56,23 @@ pdf:
 				 apt-get install -y -q libpango-1.0-0 libpangoft2-1.0-0 >/dev/null); \
 		else \
 			echo "NOTICE: Pango is missing: reports cannot be rendered as PDF."; \
+		fi; \
+	fi
+
+## docker-compose (1.29) and HAProxy, Debian packages with which tests/deploy checks compose.yaml
+## and deploy/haproxy.cfg (no Docker daemon needed); as root with apt-get, else a notice (those
+## checks then skip, or fail under CI). .ci/run runs it before `make test`.
+deploy-tools:
+	@missing=""; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"; \
+	if [ -n "$$missing" ]; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "Installing$$missing for the deployment checks"; \
+			apt-get install -y -q $$missing >/dev/null 2>&1 || \
+				(apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null); \
+		else \
+			echo "NOTICE:$$missing missing: the compose and HAProxy checks of tests/deploy will skip."; \
 		fi; \
 	fi
 
