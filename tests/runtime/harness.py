@@ -231,6 +231,25 @@ def by_name(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in detail["subtasks"]}
 
 
+async def max_running_by_commits(client: httpx.AsyncClient, task_ids: list[str]) -> int:
+    """The most tasks that ran at once, in the order their changes were committed (the event
+    log's sequence), not by their timestamps: a copy stamps a change with its batch's start,
+    so two copies' stamps may overlap where their commits did not. A task runs from its first
+    `in_progress` to its end."""
+    edges: list[tuple[int, int]] = []
+    for task_id in task_ids:
+        events = await sse_events(client, task_id,
+                                  until={"task_complete", "task_failed", "task_cancelled"})
+        start = next(e["seq"] for e in events if e["type"] == "task_update"
+                     and e["data"].get("status") == "in_progress")
+        edges += [(start, 1), (events[-1]["seq"], -1)]
+    most = now = 0
+    for _, step in sorted(edges):
+        now += step
+        most = max(most, now)
+    return most
+
+
 def max_running(details: list[dict[str, Any]]) -> int:
     """The most tasks that ran at one moment, from their start and end times."""
     edges: list[tuple[datetime, int]] = []
