@@ -42,6 +42,7 @@ from typing import Any
 
 from shoal.demo.fake.exchange import LABEL
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
+from shoal.demo.research_script import line_after, offered_tool
 
 ROLE = re.compile(r"Proposal role:[ \t]*(interviewer|problem_formulator|literature_reviewer|"
                   r"objectives_writer|methodologist|data_planner|quality_controller|writer)\b")
@@ -81,9 +82,9 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
     if role == "interviewer":
         return Reply(text=json.dumps(_interview(text), ensure_ascii=False))
     if role == "literature_reviewer":
-        tool = _offered(offered, "search_papers")
+        tool = offered_tool(offered, "search_papers")
         if tool is not None and done_steps == 0:
-            return Reply(tool_calls=(ToolCall(tool, {"query": _query(_line(text, "Request:")),
+            return Reply(tool_calls=(ToolCall(tool, {"query": _query(line_after(text, "Request:")),
                                                      "limit": 5}),))
         return Reply(text=json.dumps(_review(tool is not None, results), ensure_ascii=False))
     if role == "writer":
@@ -99,7 +100,7 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
 
 
 def _interview(text: str) -> dict[str, Any]:
-    request = _line(text, "Request:")
+    request = line_after(text, "Request:")
     answers = re.findall(r"^The user answered:[ \t]*(.*)$", text, flags=re.MULTILINE)
     asked = set(re.findall(r"^You asked the user:[ \t]*(.*?)[ \t]*$", text, flags=re.MULTILINE))
     profile = _profile(request, answers)
@@ -141,7 +142,7 @@ def _profile(request: str, answers: Sequence[str]) -> dict[str, Any]:
 
 
 def _problem(text: str, parts: dict[str, Any]) -> dict[str, Any]:
-    request = _line(text, "Request:")
+    request = line_after(text, "Request:")
     profile = _dict(parts.get("interview"))
     field = str(profile.get("field_of_study") or NOT_STATED)
     topic = _topic(request) or (field if field != NOT_STATED else request.rstrip(".?!"))
@@ -312,7 +313,7 @@ def _proposal(text: str) -> str:
     profile, problem = _dict(parts.get("interview")), _dict(parts.get("problem"))
     objectives, method = _dict(parts.get("objectives")), _dict(parts.get("methodology"))
     data, quality = _dict(parts.get("data_plan")), _dict(parts.get("quality"))
-    request = _line(text, "Request:")
+    request = line_after(text, "Request:")
     topic = _topic(request) or request.rstrip(".?!") or "the research idea"
     papers = [p for p in problem.get("preliminary_literature") or [] if isinstance(p, dict)]
     constraints = profile.get("constraints") or []
@@ -424,16 +425,6 @@ def _phase_ends(total: int) -> list[int]:
 
 def _score(value: Any) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "?"
-
-
-def _offered(offered: Sequence[ToolSpec], wanted: str) -> str | None:
-    return next((t.name for t in offered if t.name == wanted or t.name.endswith("_" + wanted)),
-                None)
-
-
-def _line(text: str, label: str) -> str:
-    found = re.search(rf"^{re.escape(label)}[ \t]*(.+)$", text, flags=re.MULTILINE)
-    return found.group(1).strip() if found else ""
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -45,9 +45,9 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
           offered: Sequence[ToolSpec]) -> Reply:
     """The answer of the research role `role` to its prompt `text`, after `done_steps` tool
     calls that returned `results`."""
-    task = _line(text, "Task:")
+    task = line_after(text, "Task:")
     if role == "planner":
-        return Reply(text=json.dumps(_plan(_line(text, "Question:"))))
+        return Reply(text=json.dumps(_plan(line_after(text, "Question:"))))
     if role == "judge":
         return Reply(text=json.dumps(_judgement(text)))
     if role == "synthesis":
@@ -60,7 +60,7 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
               "retrieval_nlq": ("data_schema", "query_data"),
               "retrieval_graph": ("graph_neighbors",)}[role]
     if done_steps < len(wanted):
-        tool = _offered(offered, wanted[done_steps])
+        tool = offered_tool(offered, wanted[done_steps])
         if tool is not None:
             return Reply(tool_calls=(ToolCall(tool, _arguments(role, text, task, results)),))
     return Reply(text=json.dumps(_findings(role, text, task, results)))
@@ -266,7 +266,7 @@ def _report(text: str) -> str:
                     claims.append((found.group(1), found.group(2)))
                 elif found := re.match(r"- (.+): a gap \((.+)\)$", line.strip()):
                     gaps.append(f"{found.group(1)}: {found.group(2)}")
-    question = _line(text, "Question:") or "the question"
+    question = line_after(text, "Question:") or "the question"
     documents = [c for _, c in claims if not c.startswith("SQL:")]
     if documents:  # one sentence its source does not support, for the review to catch
         claims.append((UNSUPPORTED, documents[0]))
@@ -337,12 +337,14 @@ def _supports(claim: str, passages: list[str]) -> bool:
 # ---- small helpers -----------------------------------------------------------------------------
 
 
-def _offered(offered: Sequence[ToolSpec], wanted: str) -> str | None:
+def offered_tool(offered: Sequence[ToolSpec], wanted: str) -> str | None:
+    """The name under which the client offers the tool `wanted` (`<server>__wanted`)."""
     return next((t.name for t in offered if t.name == wanted or t.name.endswith("_" + wanted)),
                 None)
 
 
-def _line(text: str, label: str) -> str:
+def line_after(text: str, label: str) -> str:
+    """What follows `label` on its line of `text` (empty when no line starts with it)."""
     found = re.search(rf"^{re.escape(label)}[ \t]*(.+)$", text, flags=re.MULTILINE)
     return found.group(1).strip() if found else ""
 
