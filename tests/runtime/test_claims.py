@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +21,7 @@ from shoal.errors import Conflict
 from shoal.runtime import ownership
 from shoal.store import workers as worker_rows
 from shoal.store.claims import Claim, claim_of
+from shoal.tools.base import Tool
 from shoal.worker.connection import Backoff
 from tests.conftest import (
     POSTGRES_URL,
@@ -85,7 +86,7 @@ class Copies:
 @contextlib.asynccontextmanager
 async def two_copies(
     database_url: str, tmp_path: Path, *, claim_ttl: float, b_claim_interval: float = 0.2,
-    redis_url: str | None = None,
+    redis_url: str | None = None, worker_tools: Mapping[str, Tool] | None = None,
 ) -> AsyncIterator[Copies]:
     """Copies "a" and "b" of the control plane sharing `database_url` (and one data folder);
     "a" claims for `claim_ttl` seconds, "b" looks for orphaned tasks every `b_claim_interval`;
@@ -105,7 +106,7 @@ async def two_copies(
         stack.push_async_callback(client_a.aclose)
         client_b = httpx.AsyncClient(base_url=b.url, headers=client_a.headers, timeout=30)
         stack.push_async_callback(client_b.aclose)
-        await stack.enter_async_context(echo_worker(b, settings_b))
+        await stack.enter_async_context(echo_worker(b, settings_b, tools=worker_tools))
 
         async def online() -> bool:  # copy "a" accepts tasks only once the store says so
             since = datetime.now(UTC) - timedelta(seconds=settings_a.lease_seconds)

@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.harness import submit, wait_until
-from tests.runtime.test_claims import ONE_STEP, two_copies
+from tests.runtime.harness import GatedEcho, submit, wait_for_status, wait_until
+from tests.runtime.test_claims import two_copies
+
+# Held at the gate on the worker (connected to "b", shared with "a": ADR 0039) until the end.
+GATED = [{"name": "a", "description": "echo", "tool": "echo", "options": {"gated": True}}]
 
 ASK = """\
 name: ask
@@ -29,8 +32,9 @@ steps:
 async def test_a_cancel_sent_to_the_other_copy_is_decided_by_the_owner(
     database_url: str, redis_url: str, tmp_path: Path,
 ) -> None:
-    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url) as pair:
-        task_id = await submit(pair.client_a, ONE_STEP)
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url,
+                          worker_tools={"echo": GatedEcho()}) as pair:
+        task_id = await submit(pair.client_a, GATED)
         resp = await pair.client_b.post(f"/api/v1/tasks/{task_id}/cancel")
         assert resp.status_code == 200, resp.text
         assert resp.json()["status"] == "cancelled"
@@ -61,8 +65,8 @@ async def test_an_answer_sent_to_the_other_copy_and_the_owners_refusal(
         assert answered.status_code == 200, answered.text
         again = await pair.client_b.post(url, json={"answer": "Porto"})
         assert again.status_code == 409, again.text  # "a"'s refusal, as "a" said it
-        detail = (await pair.client_b.get(f"/api/v1/tasks/{task_id}")).json()
-        assert detail["status"] == "in_progress"
+        detail = await wait_for_status(pair.client_b, task_id, "completed", "failed")
+        assert detail["status"] == "completed"  # on "b"'s worker, for "a"
         [write] = [s for s in detail["subtasks"] if s["key"] == "write#1"]
         shown = (await pair.client_b.get(f"/api/v1/subtasks/{write['subtask_id']}")).json()
         assert "for Lisbon" in shown["description"]
@@ -76,8 +80,8 @@ async def test_a_command_for_a_dead_copys_task_is_carried_out_after_its_claim(
     """"a" dies holding the task: nobody answers "b"'s forwarded cancel, so "b" waits out
     "a"'s claim, takes the task over and cancels it: 200, not a 503 to retry."""
     async with two_copies(database_url, tmp_path, claim_ttl=2.0, b_claim_interval=60,
-                          redis_url=redis_url) as pair:
-        task_id = await submit(pair.client_a, ONE_STEP)
+                          redis_url=redis_url, worker_tools={"echo": GatedEcho()}) as pair:
+        task_id = await submit(pair.client_a, GATED)
         await pair.crash_a()
         resp = await pair.client_b.post(f"/api/v1/tasks/{task_id}/cancel")
         assert resp.status_code == 200, resp.text

@@ -46,6 +46,7 @@ from shoal.config import Settings
 from shoal.notify import Notifier
 from shoal.runtime.core import Runtime
 from shoal.runtime.forwarding import RedisForwarder
+from shoal.runtime.relay import RedisRelay
 from shoal.store.db import Database
 from shoal.tracing import Tracing
 from shoal.web.pages import CSP, app_html, static_dir
@@ -73,12 +74,14 @@ async def build_services(settings: Settings) -> Services:
         bus = RedisBus(settings.redis_url)
         limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url))
         forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url)
+        relay: RedisRelay | None = RedisRelay(settings.redis_url)
     else:
         bus = MemoryBus()
         limiter = MemoryRateLimiter()
         forwarder = None  # one copy, or copies without Redis: commands are not forwarded
+        relay = None  # … nor workers shared
     artifacts = ArtifactStore(settings.artifacts_dir)
-    runtime = Runtime(settings, db, bus, artifacts, forwarder=forwarder)
+    runtime = Runtime(settings, db, bus, artifacts, forwarder=forwarder, relay=relay)
     return Services(settings=settings, db=db, bus=bus, artifacts=artifacts, runtime=runtime,
                     limiter=limiter, workflows=load_workflows(settings.data_dir / "workflows"),
                     pdf=PdfRenderer())

@@ -150,9 +150,9 @@ def _route(runtime: Any, conn: Connection, msg: Any, services: Services, send: A
     elif isinstance(msg, AgentLog):
         runtime.agent_log(conn, msg)
     elif isinstance(msg, AgentTokens):
-        runtime.agent_tokens(msg)
+        runtime.agent_tokens(msg, conn)
     elif isinstance(msg, AttemptUsage):
-        runtime.attempt_usage(msg)
+        runtime.attempt_usage(conn, msg)
     elif isinstance(msg, TaskResult):
         _route_result(runtime, conn, msg, services, tg)
     elif isinstance(msg, TaskResults):  # queued together, so one commit handles them all

@@ -47,7 +47,9 @@ from shoal.protocol import (
     AgentTokens,
     AttemptUsage,
     Heartbeat,
+    TaskAccepted,
     TaskResult,
+    WorkerMessage,
     WorkerRegister,
 )
 from shoal.runtime.admission import Admission
@@ -71,6 +73,7 @@ from shoal.runtime.jobs import (
     Claims,
     DecideCheckpoint,
     Disconnect,
+    Expire,
     Job,
     Log,
     Register,
@@ -83,6 +86,8 @@ from shoal.runtime.jobs import (
 )
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import OwnedElsewhere, Ownership
+from shoal.runtime.peers import Peers
+from shoal.runtime.relay import Relay
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
@@ -111,6 +116,7 @@ class Runtime:
         self, settings: Settings, db: Database, bus: EventBus, artifacts: ArtifactStore, *,
         clock: Callable[[], datetime] = utcnow, rand: Callable[[], float] = random.random,
         metrics: Metrics | None = None, forwarder: Forwarder | None = None,
+        relay: Relay | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -138,6 +144,10 @@ class Runtime:
         self._tokens = TokenRelay(bus)
         self.metrics = metrics or Metrics()
         self.metrics.watch(self.snapshot_counts, self.fleet.by_state)
+        # workers connected to other copies, and other copies' attempts on ours (ADR 0039)
+        self._peers = None if relay is None else Peers(
+            settings, db, self.memory, self.fleet, relay, post=self._post,
+            tokens=self.agent_tokens)
         workers = WorkerJobs(settings, self.memory, self.fleet, work=self._work,
                              decide=self._decide)
         self._handlers: dict[type[Job], Callable[[Reader, Batch, Any, Context],
@@ -145,7 +155,7 @@ class Runtime:
             Submit: self._on_submit, Cancel: self._on_cancel,
             DecideCheckpoint: self._on_checkpoint, Register: workers.register,
             Disconnect: workers.disconnect, Beat: workers.heartbeat, Accepted: workers.accepted,
-            Log: workers.log, Result: workers.result,
+            Log: workers.log, Result: workers.result, Expire: workers.expire,
             Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
             ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit,
             Spent: self._on_spent}
@@ -159,7 +169,8 @@ class Runtime:
         self.ready.set()
         serving = contextlib.nullcontext() if self._forwarder is None else \
             self._forwarder.serve(self._ownership.owner, self._answer_forwarded)
-        async with serving, asyncio.TaskGroup() as tg:
+        sharing = contextlib.nullcontext() if self._peers is None else self._peers.running()
+        async with serving, sharing, asyncio.TaskGroup() as tg:
             sweeper = tg.create_task(self._sweep())
             claims = tg.create_task(self._ownership.keep(self._call, self._post))
             files = tg.create_task(self.files.run())
@@ -261,30 +272,54 @@ class Runtime:
     ) -> Connection:
         """A worker connected: store it, adopt the attempts it still runs, make it schedulable."""
         conn: Connection = await self._call(Register(msg, token_id, send, close))
+        if self._peers is not None:
+            await self._peers.joined(conn, msg)
         return conn
 
     def disconnect(self, conn: Connection) -> None:
         """A worker's socket closed; its attempts keep their leases until they run out."""
+        if self._peers is not None:
+            self._peers.left(conn)
         self._post(Disconnect(conn))
 
     def heartbeat(self, conn: Connection, hb: Heartbeat) -> None:
         """Renew the leases of the attempts the worker says it runs."""
+        if self._peers is not None and conn.via is None:
+            hb = self._peers.beat(conn, hb)
         self._post(Beat(conn, hb))
+
+    def _elsewhere(self, conn: Connection, attempt_id: uuid.UUID, msg: WorkerMessage) -> bool:
+        """Whether another copy owns the attempt (the frame then goes to it)."""
+        owner = self._peers.owner_of(attempt_id) if self._peers is not None else None
+        if owner is None:
+            return False
+        self._peers.forward(conn, owner, msg)  # type: ignore[union-attr]
+        return True
 
     def accepted(self, conn: Connection, attempt_id: uuid.UUID) -> None:
         """The worker started an attempt."""
+        if self._peers is not None and self._elsewhere(
+                conn, attempt_id, TaskAccepted(attempt_id=attempt_id)):
+            return
         self._post(Accepted(conn, attempt_id))
 
     def agent_log(self, conn: Connection, msg: AgentLog) -> None:
         """A line of live output from an attempt."""
+        if self._peers is not None and self._elsewhere(conn, msg.attempt_id, msg):
+            return
         self._post(Log(conn, msg))
 
-    def attempt_usage(self, msg: AttemptUsage) -> None:
+    def attempt_usage(self, conn: Connection, msg: AttemptUsage) -> None:
         """What a live attempt of a task with a budget has spent so far."""
+        if self._peers is not None and self._elsewhere(conn, msg.attempt_id, msg):
+            return
         self._post(Spent(msg))
 
-    def agent_tokens(self, msg: AgentTokens) -> None:
+    def agent_tokens(self, msg: AgentTokens, conn: Connection | None = None) -> None:
         """Streamed model text of a live attempt: to its task's watchers now, stored nowhere."""
+        if conn is not None and self._peers is not None and self._elsewhere(
+                conn, msg.attempt_id, msg):
+            return
         tid = self.memory.attempt_task.get(msg.attempt_id)
         state = self.memory.states.get(tid) if tid else None
         att = state.attempts.get(msg.attempt_id) if state is not None else None
@@ -299,6 +334,9 @@ class Runtime:
         """Apply an attempt's result; the runtime acknowledges it to `conn` once durable,
         together with the other results of that worker the same commit handled. Nothing is
         acknowledged if the commit fails: the worker re-sends after reconnecting."""
+        if self._peers is not None and (owner := self._peers.owner_of(msg.attempt_id)):
+            self._peers.forward(conn, owner, msg, manifest=manifest, rejected=rejected)
+            return
         self._post(Result(conn, msg, manifest, rejected))
 
     # ---- the loop ---------------------------------------------------------------------------

@@ -42,34 +42,59 @@ class Connection:
     memory_percent: float = 0.0
     disk_percent: float = 0.0
     samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    via: str | None = None  # connected to that other copy (ADR 0039), not to this one
+    elsewhere: int = 0  # attempts of other copies it runs, as its copy last said
+
+    def free(self) -> bool:
+        """Whether it could take another attempt now."""
+        return len(self.running) + self.elsewhere < self.slots
 
     def view(self) -> WorkerView:
         """This worker as the allocation policy sees it."""
         return WorkerView(
             worker_id=self.worker_id, tools=self.tools, slots=self.slots,
-            running=len(self.running), cpu_percent=self.cpu_percent,
+            running=len(self.running) + self.elsewhere, cpu_percent=self.cpu_percent,
             memory_percent=self.memory_percent, disk_percent=self.disk_percent,
         )
 
 
 class Fleet:
-    """Connected workers by id; at most one live connection per worker."""
+    """Connected workers by id, at most one connection per worker: those connected here, and
+    those connected to other copies (`via`), which count nowhere but in placing work."""
 
     def __init__(self) -> None:
         self._by_id: dict[uuid.UUID, Connection] = {}
+        self._remote = 0  # how many of them are connected to other copies
         self.joined = asyncio.Event()  # set once any worker has connected
 
     def add(self, conn: Connection) -> Connection | None:
-        """Register a connection; returns the one it replaces, if any."""
+        """Register a connection here; returns the one it replaces, if any (a connection to
+        another copy is replaced silently: its attempts now count on this one)."""
         old = self._by_id.get(conn.worker_id)
         self._by_id[conn.worker_id] = conn
         self.joined.set()
+        if old is not None and old.via is not None:
+            self._remote -= 1
+            conn.running |= old.running
+            return None
         return old
+
+    def add_remote(self, conn: Connection) -> None:
+        """Register a worker connected to another copy (replacing an older such entry)."""
+        old = self._by_id.get(conn.worker_id)
+        if old is not None and old.via is None:
+            return  # connected here: that wins
+        self._by_id[conn.worker_id] = conn
+        if old is None:
+            self._remote += 1
 
     def remove(self, conn: Connection) -> bool:
         """Forget `conn` if it is still the worker's current connection."""
         if self._by_id.get(conn.worker_id) is conn:
             del self._by_id[conn.worker_id]
+            if conn.via is not None:
+                self._remote -= 1
+                return False
             return True
         return False
 
@@ -82,14 +107,15 @@ class Fleet:
         return list(self._by_id.values())
 
     def has_free_slot(self) -> bool:
-        """Whether any connected worker could take an attempt now."""
-        return any(len(c.running) < c.slots for c in self._by_id.values())
+        """Whether any worker could take an attempt now."""
+        return any(c.free() for c in self._by_id.values())
 
     def by_state(self) -> list[tuple[str, int]]:
-        """How many connected workers have a free slot (`online`) and how many are full
+        """How many workers connected here have a free slot (`online`) and how many are full
         (`busy`)."""
-        busy = sum(1 for c in self._by_id.values() if len(c.running) >= c.slots)
-        return [("online", len(self._by_id) - busy), ("busy", busy)]
+        busy = sum(1 for c in self._by_id.values() if c.via is None and not c.free())
+        return [("online", len(self) - busy), ("busy", busy)]
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        """How many workers are connected here."""
+        return len(self._by_id) - self._remote

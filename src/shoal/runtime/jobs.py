@@ -139,6 +139,14 @@ class Result(Job):
 
 
 @dataclass(slots=True)
+class Expire(Job):
+    """Attempts that never reached their worker (another copy could not pass them on)."""
+
+    attempt_ids: tuple[uuid.UUID, ...]
+    reason: str
+
+
+@dataclass(slots=True)
 class Claims(Job):
     """Renew this copy's task claims and claim orphaned tasks."""
 

@@ -39,12 +39,26 @@ class Scheduler:
 
     def schedule(self, b: Batch, ctx: Context) -> None:
         """Place ready subtasks on free slots, longest remaining path first."""
-        free = [c for c in self.fleet.connections() if len(c.running) < c.slots]
+        free = [c for c in self.fleet.connections() if c.free()]
         demands, where = self._demands(b)
         if not demands:
             return
         if not free:
             self._warn_unplaceable(b, demands, where, ctx)
+            return
+        here = [c for c in free if c.via is None]
+        if len(here) < len(free):  # workers connected here first, then other copies' (ADR 0039)
+            self._place(b, demands, where, here, ctx)
+            placed = {att.subtask_id for _, att in b.dispatches}
+            demands = [d for d in demands if d.subtask_id not in placed]
+            free = [c for c in free if c.via is not None]
+        self._place(b, demands, where, free, ctx)
+        placed = {att.subtask_id for _, att in b.dispatches}
+        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
+
+    def _place(self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID],
+               free: list[Connection], ctx: Context) -> None:
+        if not demands or not free:
             return
         by_worker = {c.worker_id: c for c in free}
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
@@ -62,8 +76,6 @@ class Scheduler:
                 dispatched_at=b.now, lease_expires_at=lease)))
         if run:
             self._dispatch(b, run, ctx)
-        placed = {att.subtask_id for _, att in b.dispatches}
-        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
 
     def _work(self, b: Batch, tid: uuid.UUID) -> TaskWork:
         return b.works.get(tid) or b.works.setdefault(tid, TaskWork(self.memory.states[tid]))

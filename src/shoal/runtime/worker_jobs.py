@@ -18,7 +18,7 @@ from shoal.events import EventType, NewEvent
 from shoal.protocol import SERVER_FEATURES, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.fleet import Connection, Fleet, Sample
-from shoal.runtime.jobs import Accepted, Beat, Disconnect, Log, Register, Result
+from shoal.runtime.jobs import Accepted, Beat, Disconnect, Expire, Log, Register, Result
 from shoal.runtime.memory import TaskMemory
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
@@ -97,12 +97,21 @@ class WorkerJobs:
         mine = [a for a in hb.running if a in wc.running]
         for aid in mine:
             self._memory.leases[aid] = lease
-        status = "busy" if len(wc.running) >= wc.slots else "online"
         b.sql.append(functools.partial(renew_leases, attempt_ids=mine, expires_at=lease))
+        if wc.via is not None:
+            return  # connected to another copy: that copy records the worker
+        status = "busy" if len(wc.running) >= wc.slots else "online"
         b.sql.append(functools.partial(
             worker_rows.record_heartbeat, worker_id=wc.worker_id, cpu=hb.cpu_percent,
             memory=hb.memory_percent, disk=hb.disk_percent, status=status, now=b.now))
         b.events.append(_worker_event(wc, status))
+
+    async def expire(self, rd: Reader, b: Batch, job: Expire, ctx: Context) -> None:
+        for aid in job.attempt_ids:
+            tid = self._memory.attempt_task.get(aid)
+            if tid is not None:
+                with contextlib.suppress(StaleAttempt):
+                    self._decide(b, await self._work(rd, b, tid), Expired(aid, job.reason), ctx)
 
     async def accepted(self, rd: Reader, b: Batch, job: Accepted, ctx: Context) -> None:
         aid = job.attempt_id

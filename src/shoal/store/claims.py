@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from shoal.states import TERMINAL_TASK, TaskStatus
-from shoal.store.convert import tasks
+from shoal.store.convert import attempts, tasks
 from shoal.store.models import UNFINISHED_TASK
 
 
@@ -100,3 +100,18 @@ def claim_of(conn: sa.Connection, task_id: uuid.UUID) -> Claim | None:
         return None
     return Claim(task_id=task_id, finished=TaskStatus(row.status) in TERMINAL_TASK,
                  owner=row.owner_id, expires_at=row.owner_expires_at)
+
+
+def owners_of_attempts(
+    conn: sa.Connection, attempt_ids: Collection[uuid.UUID], *, now: datetime
+) -> dict[uuid.UUID, str]:
+    """The copy holding a live claim on each attempt's unfinished task (attempts of tasks no
+    live copy holds are left out)."""
+    rows = conn.execute(
+        sa.select(attempts.c.id, tasks.c.owner_id)
+        .join(tasks, tasks.c.id == attempts.c.task_id)
+        .where(attempts.c.id.in_(list(attempt_ids)), tasks.c.owner_id.is_not(None),
+               tasks.c.owner_expires_at >= now,
+               tasks.c.status.not_in([s.value for s in TERMINAL_TASK]))
+    )
+    return {row.id: row.owner_id for row in rows}

@@ -1,0 +1,131 @@
+"""Copies share their workers (ADR 0039): a task driven by copy "a" runs on the worker connected
+to copy "b"; the worker's frames reach "a" through "b", its results are fenced by "a" as if it
+were connected there; a worker that reconnects mid-attempt reports it to the owner, and when the
+owner dies the copy that takes its task over accepts the result itself. Nothing runs twice."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+from shoal.runtime.relay import FromWorker, Refused, ToWorker, WorkerCard
+from tests.runtime.harness import GatedEcho, subtask_detail, submit, wait_for_status, wait_until
+from tests.runtime.test_claims import two_copies
+
+CHAIN = [{"name": "plan", "description": "echo one", "tool": "echo"},
+         {"name": "left", "description": "echo two", "tool": "echo", "dependencies": ["plan"]},
+         {"name": "right", "description": "echo three", "tool": "echo", "dependencies": ["plan"]},
+         {"name": "join", "description": "echo four", "tool": "echo",
+          "dependencies": ["left", "right"]}]
+GATED = [{"name": "slow", "description": "echo slowly", "tool": "echo",
+          "options": {"gated": True}}]
+
+
+async def attempts_of(client: Any, detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every attempt of every subtask of a task detail."""
+    return [a for s in detail["subtasks"]
+            for a in (await subtask_detail(client, s["subtask_id"]))["attempt_history"]]
+
+
+async def test_a_task_runs_on_a_worker_connected_to_the_other_copy(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url) as pair:
+        [worker] = pair.b.services.runtime.fleet.connections()
+        assert len(pair.a.services.runtime.fleet) == 0  # none connected to "a" itself
+        task_id = await submit(pair.client_a, CHAIN)
+        detail = await wait_for_status(pair.client_a, task_id, "completed", "failed")
+        assert detail["status"] == "completed", detail
+        attempts = await attempts_of(pair.client_a, detail)
+        assert [a["status"] for a in attempts] == ["succeeded"] * 4  # once each, none lost
+        assert {a["worker_id"] for a in attempts} == {str(worker.worker_id)}
+        assert (await pair.claim(task_id)).owner == "a"  # "a" drove it throughout
+        assert not pair.held_by_b(task_id)
+
+
+async def test_a_worker_that_reconnects_mid_attempt_reports_to_the_owner(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """The worker's socket to "b" drops while it runs "a"'s attempt; it reconnects (to "b",
+    which forgot what it passed on) still running it: "b" finds the owner in the store, the
+    heartbeats keep the lease, and the result is accepted by "a" — one attempt, not two."""
+    tool = GatedEcho()
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url,
+                          worker_tools={"echo": tool}) as pair:
+        task_id = await submit(pair.client_a, GATED)
+        await asyncio.wait_for(tool.started.wait(), 20)
+        fleet = pair.b.services.runtime.fleet
+        [first] = fleet.connections()
+        await first.close(4000, "dropped by the test")
+
+        async def rejoined() -> bool:
+            return any(c is not first and c.via is None for c in fleet.connections())
+
+        await wait_until(rejoined, what="the worker to reconnect to b")
+        tool.gate.set()
+        detail = await wait_for_status(pair.client_a, task_id, "completed", "failed")
+        assert detail["status"] == "completed", detail
+        assert [a["status"] for a in await attempts_of(pair.client_a, detail)] == ["succeeded"]
+        assert tool.runs == 1
+        assert (await pair.claim(task_id)).owner == "a"
+
+
+async def test_the_copy_that_takes_a_dead_owners_task_accepts_the_result(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """"a" dies while its attempt runs on "b"'s worker; "b" takes the task over once the claim
+    expires and accepts the result itself instead of passing it to the dead copy."""
+    tool = GatedEcho()
+    async with two_copies(database_url, tmp_path, claim_ttl=2.0, redis_url=redis_url,
+                          worker_tools={"echo": tool}) as pair:
+        task_id = await submit(pair.client_a, GATED)
+        await asyncio.wait_for(tool.started.wait(), 20)
+        await pair.crash_a()
+        await wait_until(lambda: pair.held_by_b(task_id), what="b to take the task over")
+        tool.gate.set()
+        detail = await wait_for_status(pair.client_b, task_id, "completed", "failed")
+        assert detail["status"] == "completed", detail
+        assert [a["status"] for a in await attempts_of(pair.client_b, detail)] == ["succeeded"]
+        assert tool.runs == 1
+        assert (await pair.claim(task_id)).owner == "b"
+
+
+async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """A frame for a worker that has left "b" starts nothing: "a" is told its attempts were
+    not passed on (and expires them: `Expire`), with the reason."""
+    import redis.asyncio as aioredis
+
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url) as pair:
+        gone, attempt = uuid.uuid4(), uuid.uuid4()
+        frame = ('{"type": "execute_tasks", "tasks": [{"type": "execute_task", '
+                 f'"attempt_id": "{attempt}"}}]}}')
+        peers = pair.b.services.runtime._peers
+        assert peers is not None
+        redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            await redis.delete("shoal:relay:nobody")
+            await peers.receive(ToWorker(worker_id=gone, owner="nobody", text=frame))
+            raw = await redis.lpop("shoal:relay:nobody")
+        finally:
+            await redis.aclose()
+        refused = Refused.model_validate_json(raw)
+        assert refused.attempts == [attempt] and refused.worker_id == gone
+        assert "no longer connected" in refused.reason
+
+
+def test_a_result_crosses_copies_without_its_files() -> None:
+    """What travels between copies is checked like any input: a card's fields are typed, an
+    unknown field is refused."""
+    card = WorkerCard(worker_id=uuid.uuid4(), copy_name="b", name="w", machine_id="m",
+                      tools={"echo": True}, slots=2, running=1, at=0.0)
+    env = FromWorker(card=card, text="{}")
+    assert FromWorker.model_validate_json(env.model_dump_json()) == env
+    try:
+        WorkerCard.model_validate({**card.model_dump(), "extra": 1})
+    except ValueError:
+        return
+    raise AssertionError("an unknown field was accepted")
