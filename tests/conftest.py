@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import uuid
@@ -51,6 +52,9 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
         # Tests on the shared Redis sign in as the same users from the same address within a
         # minute; the tests of the limits set their own.
         "login_rate_limit_per_minute": 1000, "login_account_rate_limit_per_minute": 1000,
+        # Copies made for one test share a namespace on the shared Redis; other tests (and
+        # other runs on this machine) do not hear them.
+        "redis_namespace": "shoal-test-" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12],
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

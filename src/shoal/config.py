@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".shoal")
     database_url: str | None = None  # default: SQLite file in data_dir
     redis_url: str | None = None  # default: in-process bus
+    # Start of every Redis key and channel name: deployments sharing one Redis set their own.
+    redis_namespace: str = Field("shoal", min_length=1, max_length=64,
+                                 pattern=r"^[A-Za-z0-9_.-]+$")
     secret_key: str = DEV_SECRET
     host: str = "127.0.0.1"
     port: int = 8000

@@ -19,6 +19,7 @@ import json
 import resource
 import socket
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,41 @@ async def test_haproxy_spreads_http_and_websockets_over_ready_copies(tmp_path: P
             assert len(set(zips)) == 1
             route = "/api/v1/tasks/{task_id}/download"
             assert all([await served(copies[n], route) for n in NAMES[:2]])
+
+            # The copies share their workers (ADR 0039): once each sees the other's worker, a
+            # fan-out wider than one worker's slots runs on both, whichever copy drives it.
+            await wait_until(lambda: all(len(copies[n].services.runtime.fleet.connections())
+                                         == 2 for n in NAMES[:2]),
+                             what="each ready copy to see both workers")
+            fan = await client.post(f"{lb}/api/v1/tasks", json={
+                "description": "Wider than one worker", "plan": [
+                    {"name": f"s{i}", "description": f"s{i}", "tool": "echo",
+                     "options": {"delay": 0.5}} for i in range(4)]})
+            assert fan.status_code == 201, fan.text
+            fan_id = fan.json()["task_id"]
+            await _follow(f"ws://127.0.0.1:{public}/ws?token={access}", fan_id)
+            spans = (await client.get(f"{lb}/api/v1/tasks/{fan_id}/attempts")).json()
+            assert [a["status"] for a in spans["attempts"]] == ["succeeded"] * 4
+            assert len({a["worker_id"] for a in spans["attempts"]}) == 2, spans
+
+            # Events of a task one copy drives reach a client of the other copy, in order and
+            # whole; moved to a third copy, the client resumes with `since`: no gap, no repeat.
+            chain = await client.post(f"{copies['shoal-1'].url}/api/v1/tasks", json={
+                "description": "Followed across copies", "plan": [
+                    {"name": f"c{i}", "description": f"c{i}", "tool": "echo",
+                     "options": {"delay": 0.2}, "dependencies": [f"c{i - 1}"] if i else []}
+                    for i in range(6)]})
+            assert chain.status_code == 201, chain.text
+            chain_id = chain.json()["task_id"]
+            assert uuid.UUID(chain_id) in copies["shoal-1"].services.runtime.memory.states
+            on_2 = copies["shoal-2"].url.replace("http://", "ws://") + f"/ws?token={access}"
+            on_3 = copies["shoal-3"].url.replace("http://", "ws://") + f"/ws?token={access}"
+            first = await _follow(on_2, chain_id, until="subtask_update", count=4)
+            assert first[-1]["type"] != "task_complete", "moved while the task still runs"
+            rest = await _follow(on_3, chain_id, since=first[-1]["seq"])
+            whole = await _follow(on_2, chain_id)  # replayed from the store afterwards
+            assert [e["seq"] for e in first + rest] == [e["seq"] for e in whole]
+            assert rest[-1]["type"] == "task_complete"
             for worker in workers:
                 worker.stop(grace=0)
             await asyncio.gather(*runners)
@@ -258,12 +294,15 @@ async def test_haproxy_spreads_http_and_websockets_over_ready_copies(tmp_path: P
         await drop_postgres(url, POSTGRES_URL)
 
 
-async def _follow(ws_url: str, task_id: str) -> list[dict[str, Any]]:
-    """Every event of the task, from the start, until its `task_complete`."""
+async def _follow(ws_url: str, task_id: str, *, since: int = 0, until: str = "task_complete",
+                  count: int = 1) -> list[dict[str, Any]]:
+    """The task's events after `since` until the `count`-th event of type `until` (or the
+    task's `task_complete`), in the order they arrived."""
     events: list[dict[str, Any]] = []
     async with asyncio.timeout(DEADLINE), connect(ws_url) as ws:
-        await ws.send(json.dumps({"type": "subscribe", "task_id": task_id, "since": 0}))
-        while not events or events[-1]["type"] != "task_complete":
+        await ws.send(json.dumps({"type": "subscribe", "task_id": task_id, "since": since}))
+        while not events or (events[-1]["type"] != "task_complete" and sum(
+                e["type"] == until for e in events) < count):
             frame = json.loads(await ws.recv())
             items = frame["items"] if frame["type"] == "batch" else [frame]
             events += [i for i in items if "seq" in i and i["data"].get("task_id") == task_id]

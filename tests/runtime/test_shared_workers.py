@@ -10,8 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from shoal.bus import keys
 from shoal.runtime.relay import FromWorker, Refused, ToWorker, WorkerCard
-from tests.runtime.harness import GatedEcho, subtask_detail, submit, wait_for_status, wait_until
+from tests.runtime.harness import GatedEcho, submit, subtask_detail, wait_for_status, wait_until
 from tests.runtime.test_claims import two_copies
 
 CHAIN = [{"name": "plan", "description": "echo one", "tool": "echo"},
@@ -107,13 +108,14 @@ async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
         assert peers is not None
         redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
-            await redis.delete("shoal:relay:nobody")
+            inbox = keys.relay_inbox(pair.b_settings.redis_namespace, "nobody")
             await peers.receive(ToWorker(worker_id=gone, owner="nobody", text=frame))
-            raw = await redis.lpop("shoal:relay:nobody")
+            raw = await redis.lpop(inbox)
         finally:
             await redis.aclose()
         refused = Refused.model_validate_json(raw)
-        assert refused.attempts == [attempt] and refused.worker_id == gone
+        assert refused.attempts == [attempt]
+        assert refused.worker_id == gone
         assert "no longer connected" in refused.reason
 
 

@@ -40,6 +40,7 @@ from shoal.api.routes import (
 from shoal.api.traces import TaskTraces
 from shoal.artifacts.store import ArtifactStore
 from shoal.auth.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from shoal.bus import keys
 from shoal.bus.base import EventBus
 from shoal.bus.memory import MemoryBus
 from shoal.config import Settings
@@ -71,10 +72,11 @@ async def build_services(settings: Settings) -> Services:
 
         from shoal.bus.redis import RedisBus
 
-        bus = RedisBus(settings.redis_url)
-        limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url))
-        forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url)
-        relay: RedisRelay | None = RedisRelay(settings.redis_url)
+        ns = settings.redis_namespace
+        bus = RedisBus(settings.redis_url, channel=keys.events_channel(ns))
+        limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url), namespace=ns)
+        forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url, namespace=ns)
+        relay: RedisRelay | None = RedisRelay(settings.redis_url, namespace=ns)
     else:
         bus = MemoryBus()
         limiter = MemoryRateLimiter()

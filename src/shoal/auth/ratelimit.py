@@ -67,13 +67,14 @@ class RedisRateLimiter:
     a warning logged: an outage of the counter store should not take the API down with it.
     """
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, *, namespace: str = keys.NAMESPACE) -> None:
         self._client = client
+        self._namespace = namespace
 
     async def hit(self, key: str, *, limit: int, window: float) -> None:
         """Record one hit for `key`; raise `RateLimited` if it is past `limit` in `window` s."""
         _check_arguments(limit, window)
-        name = keys.rate_limit_key(key)
+        name = keys.rate_limit_key(key, self._namespace)
         window_ms = max(1, math.ceil(window * 1000))
         try:
             # One transaction, so a counter can never be left without an expiry.

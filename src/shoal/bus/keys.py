@@ -1,21 +1,47 @@
 """Every Redis key and channel name Shoal uses, in one place.
 
-All names start with `shoal:` so a Redis shared with other programs stays readable, and so
-`redis-cli --scan --pattern 'shoal:*'` shows everything Shoal owns.
+All names start with the deployment's namespace (`redis_namespace`, `shoal` unless set), so
+several deployments (or test runs) can share one Redis without hearing each other, and
+`redis-cli --scan --pattern 'shoal:*'` shows everything a deployment owns.
 """
 
 from __future__ import annotations
 
-PREFIX = "shoal:"
-"""Start of every Shoal key and channel name."""
+NAMESPACE = "shoal"
+"""The default namespace."""
+
+PREFIX = f"{NAMESPACE}:"
+"""Start of every key and channel name in the default namespace."""
 
 EVENTS_CHANNEL = f"{PREFIX}events"
 """Pub/sub channel carrying committed events between control-plane copies."""
 
-RATE_LIMIT_PREFIX = f"{PREFIX}ratelimit:"
-"""Prefix of the fixed-window rate-limit counters."""
+
+def events_channel(namespace: str = NAMESPACE) -> str:
+    """The pub/sub channel carrying committed events between a deployment's copies."""
+    return f"{namespace}:events"
 
 
-def rate_limit_key(key: str) -> str:
+def rate_limit_key(key: str, namespace: str = NAMESPACE) -> str:
     """The counter key for one rate-limited caller (an IP, a user, a login name)."""
-    return f"{RATE_LIMIT_PREFIX}{key}"
+    return f"{namespace}:ratelimit:{key}"
+
+
+def command_inbox(namespace: str, copy_name: str) -> str:
+    """The list of people's commands forwarded to one copy (ADR 0038)."""
+    return f"{namespace}:commands:{copy_name}"
+
+
+def command_answers(namespace: str, request: str) -> str:
+    """The list one forwarded command's answer arrives on."""
+    return f"{namespace}:answers:{request}"
+
+
+def fleet(namespace: str) -> str:
+    """The hash of every connected worker's card, by worker id (ADR 0039)."""
+    return f"{namespace}:fleet"
+
+
+def relay_inbox(namespace: str, copy_name: str) -> str:
+    """The list of frames other copies relay to one copy (ADR 0039)."""
+    return f"{namespace}:relay:{copy_name}"

@@ -9,9 +9,9 @@ copy that does not answer within `WAIT` (stopped, stalled, cut off) keeps its cl
 the claim expires; the receiving copy then takes the task over and decides it itself, as a
 copy starting up would. So the person gets an answer, never a 503 to retry by hand.
 
-On Redis, each copy reads its own list (`shoal:commands:<copy>`, `BLPOP`) and answers on a list
-named by the request (`shoal:answers:<id>`, kept a minute). A request carries its deadline: a
-copy restarted under the same name skips the requests nobody waits for any more.
+On Redis, each copy reads its own list (`<namespace>:commands:<copy>`, `BLPOP`) and answers on
+a list named by the request (`<namespace>:answers:<id>`, kept a minute). A request carries its
+deadline: a copy restarted under the same name skips the requests nobody waits for any more.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from shoal import errors
+from shoal.bus import keys
 from shoal.engine.inputs import CheckpointDecision
 from shoal.errors import ShoalError
 
@@ -109,17 +110,20 @@ class Forwarder(Protocol):
 class RedisForwarder:
     """Commands over Redis lists (one per copy), answers on one list per request."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, namespace: str = keys.NAMESPACE) -> None:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
+        self._namespace = namespace
 
     async def send(self, owner: str, command: Command, within: float) -> Answer | None:
         request = uuid.uuid4().hex
         body = json.dumps({"id": request, "deadline": time.time() + within,
                            "command": command.to_json()})
         try:
-            await self._redis.rpush(_inbox(owner), body)
-            await self._redis.expire(_inbox(owner), ANSWER_TTL)
-            found = await self._redis.blpop([_answers(request)], timeout=within)
+            inbox = keys.command_inbox(self._namespace, owner)
+            await self._redis.rpush(inbox, body)
+            await self._redis.expire(inbox, ANSWER_TTL)
+            answers = keys.command_answers(self._namespace, request)
+            found = await self._redis.blpop([answers], timeout=within)
         except RedisError as exc:
             log.warning("forwarding.unreachable", owner=owner, error=str(exc))
             return None
@@ -140,9 +144,10 @@ class RedisForwarder:
 
     async def _read(self, owner: str, handle: Handler) -> None:
         running: set[asyncio.Task[None]] = set()
+        inbox = keys.command_inbox(self._namespace, owner)
         while True:
             try:
-                found = await self._redis.blpop([_inbox(owner)], timeout=1)
+                found = await self._redis.blpop([inbox], timeout=1)
             except RedisError as exc:  # Redis restarting: try again shortly
                 log.warning("forwarding.inbox_unreachable", owner=owner, error=str(exc))
                 await asyncio.sleep(1.0)
@@ -163,20 +168,12 @@ class RedisForwarder:
             log.warning("forwarding.bad_request", error=str(exc))
             return
         answer = await handle(command)
-        key = _answers(str(request["id"]))
+        key = keys.command_answers(self._namespace, str(request["id"]))
         try:
             await self._redis.rpush(key, json.dumps(answer.to_json(), default=str))
             await self._redis.expire(key, ANSWER_TTL)
         except RedisError as exc:
             log.warning("forwarding.answer_lost", error=str(exc))
-
-
-def _inbox(owner: str) -> str:
-    return f"shoal:commands:{owner}"
-
-
-def _answers(request: str) -> str:
-    return f"shoal:answers:{request}"
 
 
 def _text(value: uuid.UUID | None) -> str | None:

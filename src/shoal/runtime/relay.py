@@ -3,9 +3,9 @@ messages one copy carries for another between a worker and the copy that owns th
 
 A worker connects to whichever copy the load balancer picks; the task it could run is driven by
 whichever copy holds its claim. Each copy writes a card for every worker connected to it in one
-Redis hash (`shoal:fleet`: worker id → where, slots, tools, how many attempts it runs), and
+Redis hash (`<namespace>:fleet`: worker id → where, slots, tools, how many attempts it runs), and
 reads the others' cards to place work on their workers too. Messages travel on one Redis list
-per copy (`shoal:relay:<copy>`, read with `BLPOP`):
+per copy (`<namespace>:relay:<copy>`, read with `BLPOP`):
 
 - `ToWorker`: a frame the owner sends to a worker connected elsewhere (attempts to run, acks,
   cancels), passed on as it is by the copy the worker is connected to;
@@ -30,8 +30,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
+from shoal.bus import keys
+
 log = structlog.get_logger(__name__)
-FLEET = "shoal:fleet"
 INBOX_TTL = 60  # seconds a copy's list lives without a reader (a stopped copy's, say)
 
 
@@ -124,11 +125,13 @@ class Relay(Protocol):
 class RedisRelay:
     """The directory in one Redis hash, the messages on one Redis list per copy."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, namespace: str = keys.NAMESPACE) -> None:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
+        self._fleet = keys.fleet(namespace)
+        self._namespace = namespace
 
     async def post(self, copy_name: str, *envelopes: Envelope) -> None:
-        key = _inbox(copy_name)
+        key = keys.relay_inbox(self._namespace, copy_name)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(key, *(e.model_dump_json() for e in envelopes))
@@ -139,22 +142,22 @@ class RedisRelay:
 
     async def publish(self, card: WorkerCard) -> None:
         try:
-            await self._redis.hset(FLEET, str(card.worker_id), card.model_dump_json())
+            await self._redis.hset(self._fleet, str(card.worker_id), card.model_dump_json())
         except RedisError as exc:
             log.warning("relay.card_not_written", error=str(exc))
 
     async def withdraw(self, worker_id: uuid.UUID, copy_name: str) -> None:
         try:
-            raw = await self._redis.hget(FLEET, str(worker_id))
+            raw = await self._redis.hget(self._fleet, str(worker_id))
             card = _card(raw) if raw is not None else None
             if card is not None and card.copy_name == copy_name:  # not a newer copy's card
-                await self._redis.hdel(FLEET, str(worker_id))
+                await self._redis.hdel(self._fleet, str(worker_id))
         except RedisError as exc:
             log.warning("relay.card_not_removed", error=str(exc))
 
     async def cards(self) -> list[WorkerCard]:
         try:
-            raw = await self._redis.hgetall(FLEET)
+            raw = await self._redis.hgetall(self._fleet)
         except RedisError as exc:
             log.warning("relay.directory_unreachable", error=str(exc))
             return []
@@ -172,9 +175,10 @@ class RedisRelay:
             await self._redis.aclose()
 
     async def _read(self, copy_name: str, handle: Handler) -> None:
+        inbox = keys.relay_inbox(self._namespace, copy_name)
         while True:
             try:
-                found = await self._redis.blpop([_inbox(copy_name)], timeout=1)
+                found = await self._redis.blpop([inbox], timeout=1)
             except RedisError as exc:  # Redis restarting: try again shortly
                 log.warning("relay.inbox_unreachable", copy=copy_name, error=str(exc))
                 await asyncio.sleep(1.0)
@@ -202,7 +206,3 @@ def _card(text: str | bytes) -> WorkerCard | None:
         return WorkerCard.model_validate_json(text)
     except ValidationError:
         return None
-
-
-def _inbox(copy_name: str) -> str:
-    return f"shoal:relay:{copy_name}"
