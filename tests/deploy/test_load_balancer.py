@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
-import io
 import json
-import resource
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,7 +40,7 @@ from tests.conftest import (
     make_settings,
     require_service,
 )
-from tests.deploy.stack import DEPLOY, ROOT, require_binary
+from tests.deploy.stack import ROOT, haproxy, local_config, require_binary, states
 from tests.runtime.harness import DEADLINE, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -55,52 +51,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def local_config(copies: dict[str, RunningServer], public: int, internal: int) -> str:
-    """deploy/haproxy.cfg with its two binds on 127.0.0.1 ports and one `server` line per copy
-    at its address; its `maxconn` lowered only if this process may not open the two file
-    descriptors per connection it needs (compose.yaml raises the container's limit instead);
-    every other line as it is."""
-    out: list[str] = []
-    replaced = {"public": 0, "internal": 0, "servers": 0, "maxconn": 0}
-    fds = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    for line in (DEPLOY / "haproxy.cfg").read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("maxconn "):
-            wanted = int(stripped.split()[1])
-            out.append(f"    maxconn {min(wanted, (fds - 100) // 2)}")
-            replaced["maxconn"] += 1
-        elif stripped == "bind :8000":
-            out.append(f"    bind 127.0.0.1:{public}")
-            replaced["public"] += 1
-        elif stripped == "bind :8404":
-            out.append(f"    bind 127.0.0.1:{internal}")
-            replaced["internal"] += 1
-        elif stripped.startswith("server shoal-"):
-            if not replaced["servers"]:
-                out += [f"    server {name} {srv.url.removeprefix('http://')}"
-                        for name, srv in copies.items()]
-            replaced["servers"] += 1
-        else:
-            out.append(line)
-    assert replaced == {"public": 1, "internal": 1, "servers": 2, "maxconn": 1}, replaced
-    return "\n".join(out) + "\n"
-
-
-@contextlib.asynccontextmanager
-async def haproxy(config: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """HAProxy in the foreground on `config`, stopped on exit."""
-    binary = require_binary("haproxy", "haproxy")
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(binary, "-db", "-f", str(config),
-                                                    stdout=sink, stderr=sink)
-        try:
-            yield proc
-        finally:
-            if proc.returncode is None:
-                proc.terminate()
-            await proc.wait()
 
 
 async def healthcheck(service: str, port: str, local_port: str) -> int:
@@ -117,17 +67,6 @@ async def healthcheck(service: str, port: str, local_port: str) -> int:
     proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.DEVNULL)
     return await asyncio.wait_for(proc.wait(), timeout=30)
-
-
-async def states(client: httpx.AsyncClient, internal: str) -> dict[str, str]:
-    """The load balancer's view of each copy (`UP`, `DOWN`…), from its stats page."""
-    try:
-        resp = await client.get(f"{internal}/stats;csv")
-    except httpx.TransportError:
-        return {}  # not listening yet
-    rows = csv.DictReader(io.StringIO(resp.text.removeprefix("# ")))
-    return {r["svname"]: r["status"] for r in rows
-            if r["pxname"] == "shoal" and r["svname"] in NAMES}
 
 
 async def served(srv: RunningServer, route: str) -> int:
@@ -166,14 +105,14 @@ async def test_haproxy_spreads_http_and_websockets_over_ready_copies(tmp_path: P
             copies = {name: await stack.enter_async_context(running_server(copy(name)))
                       for name in NAMES}
             config = tmp_path / "haproxy.cfg"
-            config.write_text(local_config(copies, public, internal))
+            config.write_text(local_config({n: c.url for n, c in copies.items()}, public, internal))
             log = tmp_path / "haproxy.log"
             proc = await stack.enter_async_context(haproxy(config, log))
             client = await stack.enter_async_context(fresh())
 
             async def settled() -> bool:
                 assert proc.returncode is None, f"HAProxy stopped: {log.read_text()}"
-                seen = await states(client, stats)
+                seen = await states(client, stats, NAMES)
                 return (seen.get("shoal-1") == "UP" and seen.get("shoal-2") == "UP"
                         and seen.get("shoal-3") == "DOWN")
 
