@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -138,13 +138,15 @@ class Cluster:
         """`shoal token create --worker NAME`: the token it prints."""
         return (await self.cli("token", "create", "--worker", name)).strip()
 
-    def start(self, name: str, args: list[str], env: dict[str, str], data_dir: Path) -> Proc:
-        """Start `shoal ARGS` in a new process group with its output in a log file."""
+    def start(self, name: str, args: list[str], env: dict[str, str], data_dir: Path, *,
+              prefix: Sequence[str] = ()) -> Proc:
+        """Start `shoal ARGS` (after `prefix`, e.g. `ip netns exec NS`) in a new process group
+        with its output in a log file."""
         data_dir.mkdir(parents=True, exist_ok=True)
         log = self.root / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
-                [SHOAL, *args],
+                [*prefix, SHOAL, *args],
                 env=env,
                 cwd=data_dir,
                 stdout=out,

@@ -169,7 +169,13 @@ def _route_result(runtime: Any, conn: Connection, msg: TaskResult, services: Ser
 
 
 async def _result(services: Services, conn: Connection, msg: TaskResult) -> None:
-    manifest, rejected = await ingest_files(services, msg)
+    try:
+        manifest, rejected = await ingest_files(services, msg)
+    except OSError as exc:  # the store's disk is full or failing: no ack; the worker re-sends
+        log.warning("worker.result_not_stored", attempt_id=str(msg.attempt_id),
+                    error=exc.strerror or type(exc).__name__)
+        await conn.close(1011, "result not stored; reconnect and resend")
+        return
     services.runtime.post_result(conn, msg, manifest, rejected)
 
 

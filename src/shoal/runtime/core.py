@@ -107,6 +107,7 @@ from shoal.workflows import decide
 
 log = structlog.get_logger(__name__)
 MAX_RACES = 5  # times a job alone is decided again after another copy's commit beat it
+STORE_OUTAGE = 300.0  # seconds the runtime waits for its store to answer again before it stops
 
 
 class Runtime:
@@ -424,9 +425,7 @@ class Runtime:
             self.fleet.remove(conn)
         for tid in b.works:  # memory may be ahead of the store now: reload from the store
             self.memory.drop(tid)
-            # If even this read fails the store is gone: let the runtime (and the process)
-            # stop; start-up recovery rebuilds everything from the store.
-            for st in await self._load(tid):
+            for st in await self._reload(tid):
                 self.memory.remember(st)
         if retry_alone:
             for job in batch:
@@ -445,6 +444,29 @@ class Runtime:
                 "The control plane could not store this change; try again.", retry_after=1,
             )
             job.settle()
+
+    async def _reload(self, task_id: uuid.UUID) -> list[TaskState]:
+        """A task as the store holds it, waiting out an outage of the store (PostgreSQL
+        restarting, say) for up to `STORE_OUTAGE` seconds, not ready meanwhile; past that the
+        runtime (and the process) stops, and start-up recovery rebuilds from the store."""
+        loop = asyncio.get_running_loop()
+        give_up, pause = loop.time() + STORE_OUTAGE, 0.1
+        while True:
+            try:
+                states = await self._load(task_id)
+            except Exception as exc:
+                if loop.time() > give_up:
+                    raise
+                if self.ready.is_set():
+                    log.warning("runtime.store_unreachable", error=str(exc))
+                    self.ready.clear()
+                await asyncio.sleep(pause)
+                pause = min(2.0, pause * 2)
+                continue
+            if not self.ready.is_set() and not self._stopping.is_set():
+                log.info("runtime.store_reachable")
+                self.ready.set()
+            return states
 
     async def _load(self, task_id: uuid.UUID) -> list[TaskState]:
         async with self.db.connection() as conn:
