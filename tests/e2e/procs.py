@@ -172,10 +172,13 @@ class Cluster:
         *,
         slots: int = 1,
         model_url: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> Proc:
-        """`shoal worker` with its own data directory (outbox and machine id live there)."""
+        """`shoal worker` with its own data directory (outbox and machine id live there) and
+        `env` added to its environment."""
         data_dir = self.root / f"worker-{name}"
         extra = {"SHOAL_OPENAI_COMPAT_BASE_URL": model_url} if model_url else {}
+        extra |= env or {}
         if model_url:  # the demo server's fake arXiv and Crossref, for `shoal mcp literature`
             root = model_url.removesuffix("/v1") + "/literature"
             extra |= {"SHOAL_LITERATURE_ARXIV_URL": f"{root}/arxiv/api/query",

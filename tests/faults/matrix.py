@@ -54,6 +54,14 @@ WORKFLOWS = (  # a loop (write, review, write again) and a route (the supervisor
     {"workflow": "supervisor", "description": "Find an Indian restaurant near Taipei 101 and "
                                               f"reserve a table for tomorrow at 7 PM {SLOW}"},
 )
+HANGING_CLI = ({  # the Codex CLI's model stalls on the first attempt; the time-out stops it
+    "description": "A step whose CLI hangs once", "plan": [{
+        "name": "hang", "description": "Write a.py: print('x') [demo:stall,times=1,shared=1]",
+        "tool": "codex", "options": {"timeout": 6}}]},)
+BAD_PLANS = tuple(  # the planner's answer is not JSON, a cycle, or no step at all
+    {"description": f"Write a haiku about rivers, then print it [demo:{kind}-plan]",
+     "tool_preferences": ["openai_compat"]}
+    for kind in ("invalid", "cyclic", "empty"))
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,8 @@ class Report:
     events_twice: int = 0
     retried: int = 0  # attempts that did not succeed (expired, failed): the fault's mark
     tracebacks: int = 0  # in the control plane's log (a user never sees one, nor does a log)
+    plan_sources: list[str] = field(default_factory=list)  # where planned tasks' plans came from
+    processes_left: int = 0  # a CLI's processes still running after its task ended
     seconds: float = 0.0
     note: str = ""
 
@@ -96,7 +106,8 @@ class Report:
     def clean(self) -> bool:
         """Every task ended, nothing lost, nothing twice."""
         return (self.finished == self.tasks and not self.lost and not self.twice
-                and not self.events_lost and not self.events_twice and not self.tracebacks)
+                and not self.events_lost and not self.events_twice and not self.tracebacks
+                and not self.processes_left)
 
 
 @dataclass
@@ -236,7 +247,8 @@ class Fault:
     database: str = "sqlite"
     redis: bool = False
     privileged: bool = False  # needs root (namespaces, mounts, restarting services)
-    workflows: bool = False  # a `pipeline` loop and a `supervisor` route in flight as well
+    workflows: tuple[dict[str, Any], ...] = ()  # tasks of the demo model's, beside the graphs
+    clis: bool = False  # the workers run the vendors' CLIs (`make clis`) against the demo model
     prepare: Callable[[Run], contextlib.AbstractAsyncContextManager[None]] | None = None
 
 
@@ -272,15 +284,16 @@ async def _drive(run: Run, fault: Fault, report: Report) -> None:
     tokens = [await c.create_worker_token(f"w{i}") for i in range(2)]
     server = run.start_server()
     model_url = None
-    if fault.workflows:  # the demo model plays the workflows' roles
+    if fault.workflows:  # the demo model plays their roles
         model_port = free_port()
         model = c.start_demo_model(model_port)
         await wait_port(model_port, model)
         model_url = f"http://127.0.0.1:{model_port}/v1"
     await wait_healthy(run.url, server)
+    env = cli_env(model_url) if fault.clis and model_url else {}
     for i, token in enumerate(tokens):
         run.workers.append(c.start_worker(f"w{i}", token, run.url, slots=3,
-                                          model_url=model_url))
+                                          model_url=model_url, env=env))
     async with signed_in(run.url, "alice") as client:
         await _workers_connected(client, run)
         token = client.headers["Authorization"].removeprefix("Bearer ")
@@ -291,8 +304,8 @@ async def _drive(run: Run, fault: Fault, report: Report) -> None:
             assert created.status_code == 201, created.text
             task_ids.append(created.json()["task_id"])
         if fault.workflows:
-            report.tasks += len(WORKFLOWS)
-            for body in WORKFLOWS:
+            report.tasks += len(fault.workflows)
+            for body in fault.workflows:
                 created = await client.post("/api/v1/tasks", json=body)
                 assert created.status_code == 201, created.text
                 task_ids.append(created.json()["task_id"])
@@ -312,6 +325,13 @@ async def _drive(run: Run, fault: Fault, report: Report) -> None:
             for f in following:
                 f.cancel()
         await account(client, report, task_ids, run.followers)
+        report.plan_sources = [e["data"]["plan_source"] for f in run.followers for e in f.seen
+                               if e["type"] == "task_update"
+                               and e["data"].get("plan_source") not in (None, "user")]
+        if fault.workflows is BAD_PLANS:
+            run.notes.append(f"plans used: {', '.join(report.plan_sources)}")
+        if fault.clis:
+            report.processes_left = len(cli_processes(c.root))
         if any(f.drops for f in run.followers):
             run.notes.append(f"client reconnects: {sum(f.drops for f in run.followers)}")
 
@@ -340,6 +360,10 @@ async def _ended(client: httpx.AsyncClient, task_id: str) -> bool:
 
 
 # ---- the faults --------------------------------------------------------------------------------
+
+
+async def no_fault(run: Run) -> None:
+    """Nothing more: the fault is in the tasks (what the planner answers)."""
 
 
 async def worker_kill(run: Run) -> None:
@@ -478,6 +502,30 @@ async def network_cut(run: Run) -> None:
     run.notes.append("worker cut off 4 s (lease 3 s)")
 
 
+def cli_env(model_url: str) -> dict[str, str]:
+    """A worker's environment for the Codex CLI (`make clis`) talking to the demo model."""
+    from tests.conftest import CLI_DIR
+
+    fake = model_url.removesuffix("/v1")
+    return {"SHOAL_TOOL_PATH": str(CLI_DIR), "OPENAI_API_KEY": "sk-fake",
+            "SHOAL_OPENAI_BASE_URL": f"{fake}/v1", "SHOAL_CODEX_MODEL": "gpt-fake",
+            "SHOAL_MODEL_MAX_RETRIES": "0"}
+
+
+def cli_processes(root: Path) -> list[int]:
+    """Processes of a vendor CLI whose working folder lies under `root` (the workers')."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+            if "codex" in cmdline and cwd.startswith(str(root)):
+                found.append(int(entry.name))
+    return found
+
+
 def _pg_cluster() -> list[str]:
     out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True)
     version, name = out.stdout.split()[:2]
@@ -500,7 +548,10 @@ FAULTS = (
     Fault("result from an expired attempt", expired_result),
     Fault("control plane kill -9 (SQLite)", server_kill),
     Fault("control plane kill -9 (PostgreSQL)", server_kill, database="postgres"),
-    Fault("control plane kill -9 mid loop and route", server_kill, workflows=True),
+    Fault("control plane kill -9 mid loop and route", server_kill, workflows=WORKFLOWS),
+    Fault("planner: malformed JSON, cyclic plan, empty plan", no_fault, workflows=BAD_PLANS),
+    Fault("a CLI that hangs (time-out, no process left)", no_fault, workflows=HANGING_CLI,
+          clis=True),
     Fault("PostgreSQL restarted", postgres_restart, database="postgres", privileged=True),
     Fault("Redis restarted", redis_restart, redis=True, privileged=True),
     Fault("client WebSocket dropped", client_drop),

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, REDIS_URL, require_service
-from tests.faults.matrix import FAULTS, REDUCED, Fault, run_fault
+from tests.conftest import POSTGRES_URL, REDIS_URL, require_cli, require_service
+from tests.faults.matrix import BAD_PLANS, FAULTS, REDUCED, Fault, run_fault
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -23,6 +23,8 @@ async def test_nothing_is_lost_or_done_twice(fault: Fault, tmp_path: Path) -> No
         require_service(POSTGRES_URL, "PostgreSQL", "SHOAL_TEST_POSTGRES_URL")
     if fault.redis:
         require_service(REDIS_URL, "Redis", "SHOAL_TEST_REDIS_URL")
+    if fault.clis:
+        require_cli("codex")
     report = await run_fault(fault, tmp_path, REDUCED)
     assert report.finished == report.tasks, report
     assert report.completed == report.tasks, report
@@ -31,3 +33,7 @@ async def test_nothing_is_lost_or_done_twice(fault: Fault, tmp_path: Path) -> No
     assert report.events_lost == 0, report
     assert report.events_twice == 0, report
     assert report.tracebacks == 0, report
+    assert report.processes_left == 0, report
+    if fault.workflows is BAD_PLANS:  # each bad answer was caught and a fallback plan ran
+        assert len(report.plan_sources) == len(BAD_PLANS), report
+        assert "planner" not in report.plan_sources, report

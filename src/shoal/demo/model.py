@@ -26,11 +26,13 @@ Markers in the last user message steer it:
 - `[demo:status=429,retry-after=1,times=2]` (an HTTP error; `retry-after` sets the header,
   `times` limits it to the first requests of the conversation), `[demo:malformed]` (a body or
   stream event that is not JSON), `[demo:stall]` (a stream that stops after its first event),
-  each with an optional `,times=N`;
+  each with an optional `,times=N` (`,shared=1`: the first N requests carrying the marker in
+  any conversation, so a retried attempt with a new prompt is counted too);
 - `[demo:long=<characters>]` (a final answer that long; not for the judge or reviewer);
 - `[demo:messy]` (Python files with real lint, security and test failures to find);
-- `[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:escape]` (tries to write outside the
-  workspace and read /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the
+- `[demo:invalid-plan]`, `[demo:cyclic-plan]`, `[demo:empty-plan]` (the planner's answer: not
+  JSON, a cycle, no step), `[demo:escape]` (tries to write outside the workspace and read
+  /etc/passwd) and `[demo:explore]` (lists the workspace, then reads the
   file named by "Read <file>", else README.md).
 
 The judge and the reviewer read their markers anywhere in the system and user messages (they
@@ -287,12 +289,14 @@ def _fault(text: str) -> Fault | None:
     options = dict(item.split("=", 1) for item in found.group("options").split(",") if item)
     times = int(float(options["times"])) if "times" in options else None
     retry_after = float(options["retry-after"]) if "retry-after" in options else None
+    counted_by = found.group(0) if options.get("shared") == "1" else None
     if found.group("status"):
         status = int(found.group("status"))
         return Fault("status", status, f"{LABEL} Scripted HTTP {status} ({found.group(0)}).",
-                     retry_after=retry_after, times=times)
+                     retry_after=retry_after, times=times, counted_by=counted_by)
     kind: FaultKind = "malformed" if found.group(1) == "malformed" else "stall"
-    return Fault(kind, message=f"{LABEL} Scripted {kind} answer.", times=times)
+    return Fault(kind, message=f"{LABEL} Scripted {kind} answer.", times=times,
+                 counted_by=counted_by)
 
 
 _ROLE = re.compile(r"Role:[ \t]*(planner|judge|reviewer)\b")
@@ -336,7 +340,9 @@ def _plan_reply(instructions: str) -> Reply:
         return Reply(text=f"{LABEL} A plan, in prose on purpose ([demo:invalid-plan]): "
                          "first design it, then build it, then test it.")
     task = task_description(instructions)
-    if "[demo:cyclic-plan]" in instructions:
+    if "[demo:empty-plan]" in instructions:
+        plan = []
+    elif "[demo:cyclic-plan]" in instructions:
         plan = _cyclic_plan(task)
     elif "todo" in task.lower():
         plan = _TODO_PLAN

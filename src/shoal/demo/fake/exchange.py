@@ -67,7 +67,7 @@ async def answer(request: Request, conversation: Conversation, body: Any) -> Rep
     assert isinstance(reply, Reply)
     fault = reply.fault
     if fault is not None and fault.times is not None:
-        key = _conversation_key(conversation)
+        key = fault.counted_by or _conversation_key(conversation)
         counter: Counter[str] = request.app.state.faults
         counter[key] += 1
         if counter[key] > fault.times:

@@ -85,6 +85,7 @@ class Fault:
     message: str = ""
     retry_after: float | None = None
     times: int | None = None  # only the first `times` requests of a conversation; None: all
+    counted_by: str | None = None  # counted across every conversation carrying this marker
 
 
 @dataclass(frozen=True, slots=True)
