@@ -41,6 +41,7 @@ from shoal.store.models import utcnow
 router = APIRouter()
 log = structlog.get_logger(__name__)
 REGISTER_TIMEOUT = 15.0
+STORE_PATIENCE = 120.0  # seconds a result waits for room in the store before the socket closes
 
 
 @router.websocket("/ws/worker")
@@ -169,13 +170,25 @@ def _route_result(runtime: Any, conn: Connection, msg: TaskResult, services: Ser
 
 
 async def _result(services: Services, conn: Connection, msg: TaskResult) -> None:
-    try:
-        manifest, rejected = await ingest_files(services, msg)
-    except OSError as exc:  # the store's disk is full or failing: no ack; the worker re-sends
-        log.warning("worker.result_not_stored", attempt_id=str(msg.attempt_id),
-                    error=exc.strerror or type(exc).__name__)
-        await conn.close(1011, "result not stored; reconnect and resend")
-        return
+    """Store a result's files, then hand it to the runtime. While the store cannot take them
+    (its disk full, say) try again, keeping the attempt's lease, for up to `STORE_PATIENCE`
+    seconds; then close the socket unacknowledged: the worker re-sends after reconnecting."""
+    loop = asyncio.get_running_loop()
+    give_up, pause = loop.time() + STORE_PATIENCE, 0.2
+    while True:
+        try:
+            manifest, rejected = await ingest_files(services, msg)
+            break
+        except OSError as exc:
+            if pause == 0.2:
+                log.warning("worker.result_not_stored", attempt_id=str(msg.attempt_id),
+                            error=exc.strerror or type(exc).__name__)
+            if loop.time() > give_up:
+                await conn.close(1011, "result not stored; reconnect and resend")
+                return
+            services.runtime.hold(conn, msg.attempt_id)
+            await asyncio.sleep(pause)
+            pause = min(5.0, pause * 2)
     services.runtime.post_result(conn, msg, manifest, rejected)
 
 

@@ -74,6 +74,7 @@ from shoal.runtime.jobs import (
     DecideCheckpoint,
     Disconnect,
     Expire,
+    Hold,
     Job,
     Log,
     Register,
@@ -157,6 +158,7 @@ class Runtime:
             DecideCheckpoint: self._on_checkpoint, Register: workers.register,
             Disconnect: workers.disconnect, Beat: workers.heartbeat, Accepted: workers.accepted,
             Log: workers.log, Result: workers.result, Expire: workers.expire,
+            Hold: workers.hold,
             Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
             ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit,
             Spent: self._on_spent}
@@ -288,6 +290,11 @@ class Runtime:
         if self._peers is not None and conn.via is None:
             hb = self._peers.beat(conn, hb)
         self._post(Beat(conn, hb))
+
+    def hold(self, conn: Connection, attempt_id: uuid.UUID) -> None:
+        """An attempt's result is here but not stored yet (its files wait for room): its lease
+        must not run out meanwhile."""
+        self._post(Hold(conn, attempt_id))
 
     def _elsewhere(self, conn: Connection, attempt_id: uuid.UUID, msg: WorkerMessage) -> bool:
         """Whether another copy owns the attempt (the frame then goes to it)."""

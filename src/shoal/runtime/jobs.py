@@ -103,6 +103,15 @@ class Beat(Job):
 
 
 @dataclass(slots=True)
+class Hold(Job):
+    """An attempt's result has arrived and waits to be stored: keep its lease."""
+
+    conn: Connection
+    attempt_id: uuid.UUID
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
 class Accepted(Job):
     """A worker started an attempt."""
 

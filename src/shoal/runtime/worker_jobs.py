@@ -18,7 +18,7 @@ from shoal.events import EventType, NewEvent
 from shoal.protocol import SERVER_FEATURES, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.fleet import Connection, Fleet, Sample
-from shoal.runtime.jobs import Accepted, Beat, Disconnect, Expire, Log, Register, Result
+from shoal.runtime.jobs import Accepted, Beat, Disconnect, Expire, Hold, Log, Register, Result
 from shoal.runtime.memory import TaskMemory
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
@@ -105,6 +105,13 @@ class WorkerJobs:
             worker_rows.record_heartbeat, worker_id=wc.worker_id, cpu=hb.cpu_percent,
             memory=hb.memory_percent, disk=hb.disk_percent, status=status, now=b.now))
         b.events.append(_worker_event(wc, status))
+
+    async def hold(self, rd: Reader, b: Batch, job: Hold, ctx: Context) -> None:
+        if job.attempt_id in job.conn.running and job.attempt_id in self._memory.leases:
+            lease = b.now + timedelta(seconds=self._settings.lease_seconds)
+            self._memory.leases[job.attempt_id] = lease
+            b.sql.append(functools.partial(renew_leases, attempt_ids=[job.attempt_id],
+                                           expires_at=lease))
 
     async def expire(self, rd: Reader, b: Batch, job: Expire, ctx: Context) -> None:
         for aid in job.attempt_ids:
