@@ -134,7 +134,8 @@ async def test_restart_resumes_running_subtask_without_rerunning(
     database_url: str, tmp_path: Path
 ) -> None:
     """A control plane restarted mid-subtask adopts the attempt; every subtask runs exactly once."""
-    settings = make_settings(tmp_path, database_url=database_url)
+    # A lease longer than a restart under load takes: this test is about resuming, not expiry.
+    settings = make_settings(tmp_path, database_url=database_url, lease_seconds=10.0)
     tool = GatedEcho()
     async with contextlib.AsyncExitStack() as stack:
         first = contextlib.AsyncExitStack()
@@ -173,7 +174,7 @@ async def test_restart_resumes_running_subtask_without_rerunning(
 
 async def test_result_finished_during_restart_is_accepted(tmp_path: Path) -> None:
     """A result the worker buffered while the control plane was down is accepted, not re-run."""
-    settings = make_settings(tmp_path)
+    settings = make_settings(tmp_path, lease_seconds=10.0)  # resuming, not expiry (above)
     tool = GatedEcho()
     async with contextlib.AsyncExitStack() as stack:
         first = contextlib.AsyncExitStack()

@@ -113,6 +113,7 @@ class RedisForwarder:
     def __init__(self, url: str, *, namespace: str = keys.NAMESPACE) -> None:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._namespace = namespace
+        self._stopping = False
 
     async def send(self, owner: str, command: Command, within: float) -> Answer | None:
         request = uuid.uuid4().hex
@@ -137,6 +138,7 @@ class RedisForwarder:
         try:
             yield
         finally:
+            self._stopping = True  # ends the loop even where redis-py swallowed the cancel
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
@@ -145,7 +147,7 @@ class RedisForwarder:
     async def _read(self, owner: str, handle: Handler) -> None:
         running: set[asyncio.Task[None]] = set()
         inbox = keys.command_inbox(self._namespace, owner)
-        while True:
+        while not self._stopping:
             try:
                 found = await self._redis.blpop([inbox], timeout=1)
             except RedisError as exc:  # Redis restarting: try again shortly

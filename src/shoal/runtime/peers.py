@@ -60,6 +60,7 @@ from shoal.store.models import utcnow
 log = structlog.get_logger(__name__)
 Step = Callable[[], Awaitable[None]]
 BATCH = 256  # envelopes sent together at most
+SEND_ON_STOP = 5.0  # seconds a stopping copy gives what it still has to send to other copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ class Peers:
         self._tokens = tokens
         self._relayed: dict[uuid.UUID, str] = {}  # another copy's attempt on a worker here → it
         self._out: asyncio.Queue[_Post | _ResultOut | Step] = asyncio.Queue()
+        self._stop = asyncio.Event()
         self._fresh = 3 * settings.heartbeat_interval  # a card older than this is ignored
         self._heard: dict[str, float] = {}  # copy → when it last sent a frame for a worker here
         # a copy heard from this recently still holds the claims it held then: its claim was
@@ -112,8 +114,11 @@ class Peers:
             try:
                 yield
             finally:
+                self._stop.set()  # also ends the loop where redis-py swallowed the cancel
                 reader.cancel()
-                await self._out.join()  # what was handed over before stopping still leaves
+                with contextlib.suppress(TimeoutError):  # what was handed over still leaves
+                    async with asyncio.timeout(SEND_ON_STOP):
+                        await self._out.join()
                 sender.cancel()
 
     # ---- the copy the worker is connected to ------------------------------------------------
@@ -293,7 +298,7 @@ class Peers:
     async def _read_directory(self) -> None:
         """Keep the other copies' workers in the fleet, as their cards say."""
         every = min(2.0, self._settings.heartbeat_interval / 2)
-        while True:
+        while not self._stop.is_set():
             cards = {c.worker_id: c for c in await self._relay.cards()
                      if c.copy_name != self.me and card_age(c) <= self._fresh}
             for wc in self._fleet.connections():
@@ -302,7 +307,8 @@ class Peers:
                     self._fleet.remove(wc)
             for card in cards.values():
                 self._remote(card)
-            await asyncio.sleep(every)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), every)
 
     # ---- sending ---------------------------------------------------------------------------
 

@@ -129,6 +129,7 @@ class RedisRelay:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._fleet = keys.fleet(namespace)
         self._namespace = namespace
+        self._stopping = False
 
     async def post(self, copy_name: str, *envelopes: Envelope) -> None:
         key = keys.relay_inbox(self._namespace, copy_name)
@@ -169,6 +170,7 @@ class RedisRelay:
         try:
             yield
         finally:
+            self._stopping = True  # ends the loop even where redis-py swallowed the cancel
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
@@ -176,7 +178,7 @@ class RedisRelay:
 
     async def _read(self, copy_name: str, handle: Handler) -> None:
         inbox = keys.relay_inbox(self._namespace, copy_name)
-        while True:
+        while not self._stopping:
             try:
                 found = await self._redis.blpop([inbox], timeout=1)
             except RedisError as exc:  # Redis restarting: try again shortly
