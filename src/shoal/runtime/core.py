@@ -35,14 +35,13 @@ from shoal.engine.inputs import (
     Start,
     UsageReported,
 )
-from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
+from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
 from shoal.engine.step import Context
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
 from shoal.events import Event, EventType, NewEvent, compact
 from shoal.metrics import Metrics
 from shoal.protocol import (
-    BATCH_BYTES,
     AgentLog,
     AgentTokens,
     AttemptUsage,
@@ -54,16 +53,16 @@ from shoal.protocol import (
 )
 from shoal.runtime.admission import Admission
 from shoal.runtime.batch import Batch, Reader, TaskWork
+from shoal.runtime.commands import Commands
 from shoal.runtime.dispatch import (
     PendingAcks,
     cancel_message,
-    execute_message,
-    send_grouped,
     send_to,
 )
+from shoal.runtime.executes import Executes
 from shoal.runtime.file_sweep import FileSweeper
 from shoal.runtime.fleet import Connection, Fleet
-from shoal.runtime.forwarding import WAIT, Answer, Command, Forwarder
+from shoal.runtime.forwarding import Command, Forwarder
 from shoal.runtime.jobs import (
     Accepted,
     Admit,
@@ -86,16 +85,14 @@ from shoal.runtime.jobs import (
     Wake,
 )
 from shoal.runtime.memory import TaskMemory
-from shoal.runtime.ownership import OwnedElsewhere, Ownership
+from shoal.runtime.ownership import Ownership
 from shoal.runtime.peers import Peers
 from shoal.runtime.relay import Relay
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
-from shoal.store import files as file_rows
-from shoal.store import pg_batch, queries, uploads
+from shoal.store import pg_batch, uploads
 from shoal.store import workers as worker_rows
-from shoal.store.convert import task_from_row
 from shoal.store.db import Database, lost_a_race
 from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
@@ -135,11 +132,12 @@ class Runtime:
         self._scheduler = Scheduler(settings, self.fleet, self.memory, self._decide)
         self._ownership = Ownership(settings, db, self.memory, self.fleet)
         self._forwarder = forwarder  # commands for tasks another copy drives (ADR 0038)
+        self._commands = Commands(settings, db, forwarder, self._call)
         self._admission = Admission(self.memory, default_limit=settings.max_active_tasks,
                                     max_subtasks=settings.max_subtasks)
         self.files = FileSweeper(db, artifacts, grace=settings.file_sweep_grace,
                                  interval=settings.file_sweep_interval)
-        self._guidance: dict[uuid.UUID, list[str]] = {}  # user → apply-to-future guidance
+        self._executes = Executes(settings, db, artifacts, self.memory)
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._acks = PendingAcks(settings.ack_linger)
@@ -171,7 +169,7 @@ class Runtime:
         await self._recover()
         self.ready.set()
         serving = contextlib.nullcontext() if self._forwarder is None else \
-            self._forwarder.serve(self._ownership.owner, self._answer_forwarded)
+            self._forwarder.serve(self._ownership.owner, self._commands.answer)
         sharing = contextlib.nullcontext() if self._peers is None else self._peers.running()
         async with serving, sharing, asyncio.TaskGroup() as tg:
             sweeper = tg.create_task(self._sweep())
@@ -218,54 +216,12 @@ class Runtime:
 
     async def cancel(self, task_id: uuid.UUID, user_id: uuid.UUID) -> TaskRecord:
         """Cancel a task of `user_id`; its running attempts are told to stop."""
-        return await self._command(Command(task_id, user_id))
+        return await self._commands.decide(Command(task_id, user_id))
 
     async def decide_checkpoint(self, task_id: uuid.UUID, user_id: uuid.UUID,
                                 decision: CheckpointDecision) -> TaskRecord:
         """Apply a person's decision on a pending checkpoint of `user_id`'s task."""
-        return await self._command(Command(task_id, user_id, decision))
-
-    async def _command(self, command: Command) -> TaskRecord:
-        """Decide `command` here, or, for a task another live copy drives, have that copy
-        decide it (`forwarding`); a copy that does not answer is waited out until its claim
-        expires, then this copy takes the task over. `OwnedElsewhere` only without a way to
-        reach other copies (no Redis), or past that wait."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.settings.claim_ttl + self.settings.claim_interval + WAIT
-        while True:
-            try:
-                result: TaskRecord = await self._call(_job_of(command))
-            except OwnedElsewhere as exc:
-                if self._forwarder is None or loop.time() > give_up:
-                    raise
-                owner, wait = exc.owner, exc.retry_after or 1.0
-            else:
-                return result
-            answer = await self._forwarder.send(owner, command, within=WAIT)
-            refused = answer.error if answer is not None else None
-            if answer is not None and refused is None:
-                return await self._stored_task(command)
-            if refused is not None and not isinstance(refused, Unavailable):
-                raise refused  # the owner's own refusal: 404, 409, 422 …
-            # No answer (or the owner is stopping): its claim runs out, then this copy decides.
-            await asyncio.sleep(min(max(wait, 0.2), max(give_up - loop.time(), 0.0)))
-
-    async def _answer_forwarded(self, command: Command) -> Answer:
-        """Decide a command another copy received for a task this copy drives."""
-        try:
-            await self._call(_job_of(command))
-        except ShoalError as exc:
-            return Answer(exc)
-        return Answer()
-
-    async def _stored_task(self, command: Command) -> TaskRecord:
-        """The task as the copy that decided `command` stored it."""
-        async with self.db.connection() as conn:
-            row = await queries.get_task(conn, command.task_id, user_id=command.user_id)
-        if row is None:
-            raise NotFound(f"No task {command.task_id}.",
-                           details={"task_id": str(command.task_id)})
-        return task_from_row(row)
+        return await self._commands.decide(Command(task_id, user_id, decision))
 
     # ---- worker-facing ----------------------------------------------------------------------
 
@@ -602,7 +558,7 @@ class Runtime:
                                    (*m.new_subtasks, *m.changed_subtasks), b.now)
             for record in m.records:
                 if record.table == "guidance":
-                    self._guidance.pop(st.task.user_id, None)
+                    self._executes.forget_guidance(st.task.user_id)
         for job in batch:
             job.settle()
         if freed and (waiting := self._admission.waiting_users().intersection(freed)):
@@ -611,7 +567,7 @@ class Runtime:
             await old.close(4000, "replaced by a newer connection from the same machine")
         for wc, text in b.messages:
             await send_to(wc, text)
-        await self._send_executes(b.dispatches)
+        await self._executes.send(b.dispatches)
         if b.dispatches:
             self.metrics.dispatched((att.subtask_id for _, att in b.dispatches), b.now,
                                     self._clock())
@@ -629,45 +585,6 @@ class Runtime:
                 await self.bus.publish(stored)
             except ShoalError as exc:  # stored already; readers resync from the store
                 log.warning("runtime.publish_failed", error=exc.message)
-
-    async def _send_executes(self, dispatches: list[tuple[Connection, AttemptRecord]]) -> None:
-        texts = [(wc, await self._execute_text(wc, att)) for wc, att in dispatches]
-        await send_grouped([(wc, text) for wc, text in texts if text is not None],
-                           "execute_tasks", "tasks",
-                           min(BATCH_BYTES, self.settings.max_result_bytes))
-
-    async def _execute_text(self, wc: Connection, att: AttemptRecord) -> str | None:
-        state = self.memory.states.get(att.task_id)
-        if state is None:
-            return None
-        try:
-            guidance = await self._user_guidance(state.task.user_id)
-            caches = await self._index_caches(state) if state.task.meta.sources else []
-            return await execute_message(state, att, settings=self.settings,
-                                         artifacts=self.artifacts, tools=sorted(wc.tools),
-                                         guidance=guidance,
-                                         files_possible=att.task_id in self.memory.with_files,
-                                         caches=caches)
-        except ShoalError as exc:  # e.g. an upstream file is missing: the lease retries it
-            log.warning("runtime.dispatch_failed", attempt=str(att.id), error=exc.message)
-            return None
-
-    async def _index_caches(self, state: TaskState) -> list[tuple[str, str, int]]:
-        """The search indexes the user's tasks made of this task's sources (`.index/` files),
-        handed to the worker so that it need not build them again."""
-        shas = [h for s in state.task.meta.sources for h in (s.sha256, s.text_sha256) if h]
-        async with self.db.connection() as conn:
-            rows = await file_rows.index_caches(conn, state.task.user_id, shas)
-        return [(r.path, r.sha256, int(r.size)) for r in rows]
-
-    async def _user_guidance(self, user_id: uuid.UUID) -> list[str]:
-        """The guidance `user_id` asked to apply to future subtasks (cached)."""
-        known = self._guidance.get(user_id)
-        if known is None:
-            async with self.db.connection() as conn:
-                known = await queries.active_guidance(conn, user_id)
-            self._guidance[user_id] = known
-        return known
 
     def snapshot_counts(self) -> dict[str, int]:
         """Small numbers for health and metrics."""
@@ -701,9 +618,3 @@ def _stage(b: Batch) -> tuple[BatchWriter, dict[uuid.UUID, TaskState]]:
                     else writer.stage(work.old, work.merged))
               for tid, work in b.works.items() if work.dirty or tid in new}
     return writer, states
-
-
-def _job_of(command: Command) -> Cancel | DecideCheckpoint:
-    if command.decision is None:
-        return Cancel(command.task_id, command.user_id)
-    return DecideCheckpoint(command.task_id, command.user_id, command.decision)
