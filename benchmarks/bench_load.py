@@ -23,14 +23,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from _report import percentile
-from bench_dag import bench_settings, database, postgres_reachable, quiet_logs
+from bench_dag import (
+    bench_settings,
+    database,
+    postgres_reachable,
+    quiet_logs,
+    signed_in_client,
+    worker_process,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -106,7 +115,76 @@ async def measure(kind: str, workers: int, seconds: float, interval: float) -> d
             "cpu_ms": cpu * 1000 / max(1, len(ms))}
 
 
+CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
+          "options": {"delay": 0.1}, "dependencies": [f"s{i - 1}"] if i else []}
+         for i in range(10)]
+PER_PROCESS = 2500  # simulated watchers per client process
+
+
+async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
+    """One run with `clients` watchers subscribed live while a 10-step chain runs."""
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url)
+            async with running_server(settings) as srv, \
+                    worker_process(srv, tmp, uvloop=False, records={}):
+                client = await signed_in_client(srv, settings)
+                token = client.headers["Authorization"].removeprefix("Bearer ")
+                gc.collect()
+                before = rss_kb()
+                parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
+                procs = [await asyncio.create_subprocess_exec(
+                    sys.executable, str(HERE / "_load_clients.py"), "--url", srv.url,
+                    "--token", token, "--count", str(n), stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, limit=2**26) for n in parts]
+                started = time.monotonic()
+                for proc in procs:
+                    assert proc.stdout is not None
+                    line = await asyncio.wait_for(proc.stdout.readline(), 900)
+                    if not line.startswith(b"subscribed"):
+                        raise RuntimeError(f"the watchers did not subscribe: {line!r}")
+                connect_s = time.monotonic() - started
+                gc.collect()
+                per_client_kb = (rss_kb() - before) / clients
+                created = await client.post("/api/v1/tasks", json={
+                    "description": "Watched by many", "plan": CHAIN})
+                task_id = created.json()["task_id"]
+                stored: dict[int, float] = {}
+                async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+                    async for line_ in resp.aiter_lines():
+                        if line_.startswith("data: "):
+                            event = json.loads(line_[6:])
+                            if event["type"] in ("task_update", "subtask_update",
+                                                 "task_complete"):
+                                stored[event["seq"]] = datetime.fromisoformat(
+                                    event["timestamp"]).timestamp()
+                            if event["type"] in ("task_complete", "task_failed"):
+                                break
+                await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+                got: dict[int, list[float]] = {}
+                for proc in procs:
+                    assert proc.stdin is not None
+                    assert proc.stdout is not None
+                    proc.stdin.close()
+                    for seq, (count, last) in json.loads(
+                            await asyncio.wait_for(proc.stdout.readline(), 300)).items():
+                        seen = got.setdefault(int(seq), [0, 0.0])
+                        seen[0] += count
+                        seen[1] = max(seen[1], last)
+                    await proc.wait()
+                await client.aclose()
+    lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
+    missing = sum(clients - got.get(seq, [0, 0.0])[0] for seq in stored)
+    return {"clients": clients, "events": len(stored), "missing": missing,
+            "p50": percentile(lags, 50), "p99": percentile(lags, 99),
+            "max": max(lags, default=0.0), "kb": per_client_kb, "connect_s": connect_s}
+
+
 async def main_async(args: argparse.Namespace, console: Console) -> None:
+    if args.clients:
+        await clients_table(args, console)
+        return
     table = Table(title=f"Workers heartbeating every {args.interval:g} s on one copy ({args.db})")
     for col in ("workers", "heartbeats", "per s", "p50", "p99", "max", "CPU / heartbeat",
                 "memory / worker", "all connected in"):
@@ -120,12 +198,28 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
     console.print(table)
 
 
+async def clients_table(args: argparse.Namespace, console: Console) -> None:
+    table = Table(title=f"Watchers of a running task on one copy ({args.db}): from the event's "
+                        "commit to the last watcher")
+    for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
+                "memory / watcher", "all subscribed in"):
+        table.add_column(col, justify="right")
+    for n in (int(x) for x in args.clients.split(",")):
+        r = await measure_clients(args.db, n)
+        table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
+                      f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
+                      f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--workers", default="1000")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--clients", default="",
+                        help="watchers instead of workers, e.g. 1000,2000,5000,10000")
     args = parser.parse_args()
     if args.db == "postgres" and not postgres_reachable():
         sys.exit("PostgreSQL is not reachable.")
