@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 
 from shoal import errors
 from shoal.bus import keys
+from shoal.bus.inbox import reading
 from shoal.engine.inputs import CheckpointDecision
 from shoal.errors import ShoalError
 
@@ -113,7 +114,6 @@ class RedisForwarder:
     def __init__(self, url: str, *, namespace: str = keys.NAMESPACE) -> None:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._namespace = namespace
-        self._stopping = False
 
     async def send(self, owner: str, command: Command, within: float) -> Answer | None:
         request = uuid.uuid4().hex
@@ -134,31 +134,19 @@ class RedisForwarder:
 
     @contextlib.asynccontextmanager
     async def serve(self, owner: str, handle: Handler) -> AsyncIterator[None]:
-        reader = asyncio.create_task(self._read(owner, handle))
-        try:
-            yield
-        finally:
-            self._stopping = True  # ends the loop even where redis-py swallowed the cancel
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-            await self._redis.aclose()
-
-    async def _read(self, owner: str, handle: Handler) -> None:
         running: set[asyncio.Task[None]] = set()
-        inbox = keys.command_inbox(self._namespace, owner)
-        while not self._stopping:
-            try:
-                found = await self._redis.blpop([inbox], timeout=1)
-            except RedisError as exc:  # Redis restarting: try again shortly
-                log.warning("forwarding.inbox_unreachable", owner=owner, error=str(exc))
-                await asyncio.sleep(1.0)
-                continue
-            if found is None:
-                continue
-            job = asyncio.create_task(self._answer(found[1], handle))
+
+        async def take(raw: str | bytes) -> None:  # concurrently: a slow decision waits alone
+            job = asyncio.create_task(self._answer(raw, handle))
             running.add(job)
             job.add_done_callback(running.discard)
+
+        try:
+            async with reading(self._redis, keys.command_inbox(self._namespace, owner), take,
+                               what="forwarding"):
+                yield
+        finally:
+            await self._redis.aclose()
 
     async def _answer(self, raw: str | bytes, handle: Handler) -> None:
         try:

@@ -18,7 +18,6 @@ per copy (`<namespace>:relay:<copy>`, read with `BLPOP`):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -31,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from shoal.bus import keys
+from shoal.bus.inbox import reading
 
 log = structlog.get_logger(__name__)
 INBOX_TTL = 60  # seconds a copy's list lives without a reader (a stopped copy's, say)
@@ -129,7 +129,6 @@ class RedisRelay:
         self._redis = aioredis.Redis.from_url(url, decode_responses=True)
         self._fleet = keys.fleet(namespace)
         self._namespace = namespace
-        self._stopping = False
 
     async def post(self, copy_name: str, *envelopes: Envelope) -> None:
         key = keys.relay_inbox(self._namespace, copy_name)
@@ -166,36 +165,23 @@ class RedisRelay:
 
     @contextlib.asynccontextmanager
     async def serve(self, copy_name: str, handle: Handler) -> AsyncIterator[None]:
-        reader = asyncio.create_task(self._read(copy_name, handle))
-        try:
-            yield
-        finally:
-            self._stopping = True  # ends the loop even where redis-py swallowed the cancel
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-            await self._redis.aclose()
-
-    async def _read(self, copy_name: str, handle: Handler) -> None:
-        inbox = keys.relay_inbox(self._namespace, copy_name)
-        while not self._stopping:
+        async def take(raw: str | bytes) -> None:
             try:
-                found = await self._redis.blpop([inbox], timeout=1)
-            except RedisError as exc:  # Redis restarting: try again shortly
-                log.warning("relay.inbox_unreachable", copy=copy_name, error=str(exc))
-                await asyncio.sleep(1.0)
-                continue
-            if found is None:
-                continue
-            try:
-                envelope = _ENVELOPE.validate_json(found[1])
+                envelope = _ENVELOPE.validate_json(raw)
             except ValidationError as exc:
                 log.warning("relay.bad_envelope", error=str(exc.errors(include_input=False)))
-                continue
+                return
             try:
                 await handle(envelope)
             except Exception:  # one bad envelope must not stop the copy's relay
                 log.exception("relay.handler_failed", kind=envelope.kind)
+
+        try:
+            async with reading(self._redis, keys.relay_inbox(self._namespace, copy_name), take,
+                               what="relay"):
+                yield
+        finally:
+            await self._redis.aclose()
 
 
 def card_age(card: WorkerCard) -> float:
