@@ -319,6 +319,18 @@ async def access_token(client: httpx.AsyncClient, username: str) -> str:
     return token
 
 
+async def api_worker_tokens(url: str, admin: str, names: Sequence[str]) -> list[str]:
+    """Worker tokens made over the API by the admin `admin` (a `shoal token create` costs a
+    second and a half of start-up each)."""
+    async with signed_in(url, admin) as client:
+        tokens = []
+        for name in names:
+            resp = await client.post("/api/v1/workers/tokens", json={"name": name})
+            assert resp.status_code == 201, resp.text
+            tokens.append(resp.json()["token"])
+        return tokens
+
+
 async def wait_workers_online(
     client: httpx.AsyncClient, names: set[str], procs: list[Proc], *, within: float = 30
 ) -> dict[str, str]:

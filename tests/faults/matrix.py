@@ -38,6 +38,7 @@ from tests.conftest import POSTGRES_URL, REDIS_URL, drop_postgres, fresh_postgre
 from tests.e2e.procs import (
     Cluster,
     Proc,
+    api_worker_tokens,
     cluster,
     finished,
     free_port,
@@ -280,8 +281,7 @@ async def run_fault(fault: Fault, root: Path, size: Size = REDUCED) -> Report:
 
 async def _drive(run: Run, fault: Fault, report: Report) -> None:
     c = run.cluster
-    await c.create_user("alice")
-    tokens = [await c.create_worker_token(f"w{i}") for i in range(2)]
+    await c.create_user("alice", admin=True)
     server = run.start_server()
     model_url = None
     if fault.workflows:  # the demo model plays their roles
@@ -290,6 +290,7 @@ async def _drive(run: Run, fault: Fault, report: Report) -> None:
         await wait_port(model_port, model)
         model_url = f"http://127.0.0.1:{model_port}/v1"
     await wait_healthy(run.url, server)
+    tokens = await api_worker_tokens(run.url, "alice", ["w0", "w1"])
     env = cli_env(model_url) if fault.clis and model_url else {}
     for i, token in enumerate(tokens):
         run.workers.append(c.start_worker(f"w{i}", token, run.url, slots=3,
