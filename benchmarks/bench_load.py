@@ -4,15 +4,16 @@
                                               [--seconds 30] [--interval 10]
 
 The control plane runs in this process (`running_server`, production timings); the simulated
-workers (`_load_workers.py`) run in a second process: N WebSocket connections, each registered
-as a machine of its own, heartbeating every `--interval` seconds with their phases spread
-evenly. A heartbeat's handling time runs from the moment the socket's reader hands it to the
-runtime until the commit that stored it (the worker row, its lease renewals and its
-`worker_update` event) has completed: the runtime's own `_post` and `_after_commit`, wrapped
-here, stamp both ends. Memory per idle worker is the growth of this process's resident set
-(`VmRSS`) from before the workers connected to after, divided by N (the first run of a process
-also pays one-time allocations: read the larger counts). CPU per heartbeat is this process's
-CPU time over the measured window divided by the heartbeats handled in it. A batch of only
+workers (`tests/load/sim_workers.py`) run in a second process: N WebSocket connections, each
+registered as a machine of its own, heartbeating every `--interval` seconds with their phases
+spread evenly. A heartbeat's handling time runs from the moment the socket's reader hands it to
+the runtime until the commit that stored it (the worker row, its lease renewals and its
+`worker_update` event) has completed: what the runtime observes as
+`shoal_worker_heartbeat_seconds`, read here one by one. Memory per idle worker is the growth of
+this process's resident set (`VmRSS`) from before the workers connected to after, divided by N
+(the first run of a process also pays one-time allocations: read the larger counts). CPU per
+heartbeat is this process's CPU time over the measured window divided by the heartbeats handled
+in it. A batch of only
 bookkeeping jobs (heartbeats) waits up to `batch_linger` (5 ms) for a result to commit with,
 so the handling time's floor is that linger. Target (issue 27): heartbeat p99 ≤ 5 ms at 1,000
 workers, ≤ 50 kB per idle connection.
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import json
+import pstats
 import sys
 import tempfile
 import time
@@ -45,9 +48,8 @@ from rich.table import Table
 
 from shoal import admin
 from shoal.api.server import running_server
-from shoal.runtime.jobs import Beat
 
-HERE = Path(__file__).resolve().parent
+SIM = Path(__file__).resolve().parents[1] / "tests" / "load"  # the simulated workers, watchers
 
 
 def rss_kb() -> int:
@@ -66,30 +68,20 @@ async def measure(kind: str, workers: int, seconds: float, interval: float) -> d
             settings = bench_settings(tmp, url).model_copy(
                 update={"heartbeat_interval": interval, "lease_seconds": 3 * interval})
             async with running_server(settings) as srv:
-                runtime = srv.services.runtime
-                posted: dict[int, float] = {}
+                metrics = srv.services.runtime.metrics
                 times: list[float] = []
-                post, after = runtime._post, runtime._after_commit
+                observe = metrics.heartbeats
 
-                def stamp(job: Any) -> None:
-                    if type(job) is Beat:
-                        posted[id(job)] = time.perf_counter()
-                    post(job)
+                def stamp(posted: list[float], now: float) -> None:
+                    times.extend(now - at for at in posted)
+                    observe(posted, now)
 
-                async def settled(batch: list[Any], *args: Any) -> None:
-                    await after(batch, *args)
-                    now = time.perf_counter()
-                    for job in batch:
-                        if (t := posted.pop(id(job), None)) is not None:
-                            times.append(now - t)
-
-                runtime._post = stamp  # type: ignore[method-assign]
-                runtime._after_commit = settled  # type: ignore[method-assign]
+                metrics.heartbeats = stamp  # type: ignore[method-assign]
                 token = await admin.create_worker_token(srv.services.db, name="load")
                 gc.collect()
                 before = rss_kb()
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, str(HERE / "_load_workers.py"), "--url", srv.url,
+                    sys.executable, str(SIM / "sim_workers.py"), "--url", srv.url,
                     "--token", token, "--count", str(workers), "--interval", str(interval),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
                 assert proc.stdout is not None
@@ -121,7 +113,7 @@ CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
 PER_PROCESS = 2500  # simulated watchers per client process
 
 
-async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
+async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[str, Any]:
     """One run with `clients` watchers subscribed live while a 10-step chain runs."""
     with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
         tmp = Path(name)
@@ -135,7 +127,7 @@ async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
                 before = rss_kb()
                 parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
                 procs = [await asyncio.create_subprocess_exec(
-                    sys.executable, str(HERE / "_load_clients.py"), "--url", srv.url,
+                    sys.executable, str(SIM / "sim_clients.py"), "--url", srv.url,
                     "--token", token, "--count", str(n), stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, limit=2**26) for n in parts]
                 started = time.monotonic()
@@ -147,6 +139,10 @@ async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
                 connect_s = time.monotonic() - started
                 gc.collect()
                 per_client_kb = (rss_kb() - before) / clients
+                profiler = cProfile.Profile() if profile else None
+                if profiler is not None:
+                    profiler.enable()
+                cpu = time.process_time()
                 created = await client.post("/api/v1/tasks", json={
                     "description": "Watched by many", "plan": CHAIN})
                 task_id = created.json()["task_id"]
@@ -162,6 +158,11 @@ async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
                             if event["type"] in ("task_complete", "task_failed"):
                                 break
                 await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+                cpu = time.process_time() - cpu
+                if profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(f"{profile}.{clients}")
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
                 got: dict[int, list[float]] = {}
                 for proc in procs:
                     assert proc.stdin is not None
@@ -176,7 +177,9 @@ async def measure_clients(kind: str, clients: int) -> dict[str, Any]:
                 await client.aclose()
     lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
     missing = sum(clients - got.get(seq, [0, 0.0])[0] for seq in stored)
-    return {"clients": clients, "events": len(stored), "missing": missing,
+    delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
+    return {"cpu_us": cpu * 1e6 / max(1, delivered), "clients": clients, "events": len(stored),
+            "missing": missing,
             "p50": percentile(lags, 50), "p99": percentile(lags, 99),
             "max": max(lags, default=0.0), "kb": per_client_kb, "connect_s": connect_s}
 
@@ -202,13 +205,13 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
     table = Table(title=f"Watchers of a running task on one copy ({args.db}): from the event's "
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
-                "memory / watcher", "all subscribed in"):
+                "control plane CPU / delivery", "memory / watcher", "all subscribed in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
-        r = await measure_clients(args.db, n)
+        r = await measure_clients(args.db, n, args.profile)
         table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
                       f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
-                      f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
+                      f"{r['cpu_us']:.0f} µs", f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
     console.print(table)
 
 
@@ -220,6 +223,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--clients", default="",
                         help="watchers instead of workers, e.g. 1000,2000,5000,10000")
+    parser.add_argument("--profile", default="", metavar="FILE",
+                        help="watchers: profile the control plane while the task runs "
+                             "(cProfile, saved as FILE.N; the top functions printed)")
     args = parser.parse_args()
     if args.db == "postgres" and not postgres_reachable():
         sys.exit("PostgreSQL is not reachable.")

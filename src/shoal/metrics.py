@@ -167,6 +167,10 @@ class Metrics:
         self.http_time = Distribution("shoal_http_request_duration_seconds",
                                       "HTTP request time by route template",
                                       ("method", "route", "status"), HTTP_BUCKETS)
+        self.heartbeat_time = Distribution(
+            "shoal_worker_heartbeat_seconds",
+            "From a worker's heartbeat being read to the commit that stored it (leases renewed, "
+            "the worker's row)", (), DISPATCH_BUCKETS)
         self.fanout_lag = Distribution(
             "shoal_event_fanout_lag_seconds",
             "From an event being stored to its delivery on a live client stream", ("stream",),
@@ -290,6 +294,12 @@ class Metrics:
         finally:
             self.streams.add(key, -1)
 
+    def heartbeats(self, posted: Iterable[float], now: float) -> None:
+        """Observe the handling time of heartbeats read at `posted` and committed at `now`
+        (`time.perf_counter()` both)."""
+        for at in posted:
+            self.heartbeat_time.observe((), now - at)
+
     def delivered(self, kind: StreamKind, stored: datetime, now: datetime) -> None:
         """Observe the lag of one live event delivered to a client stream."""
         self.fanout_lag.observe((kind.value,), max(0.0, (now - stored).total_seconds()))
@@ -326,7 +336,8 @@ class _Collector(Collector):
         m = self._metrics
         for series in (m.tasks, m.attempts, m.input_tokens, m.output_tokens, m.cost):
             yield series.counter()
-        for distribution in (m.run_time, m.dispatch_latency, m.http_time, m.fanout_lag,
+        for distribution in (m.run_time, m.dispatch_latency, m.heartbeat_time, m.http_time,
+                             m.fanout_lag,
                              m.wave_transition, m.parallelism):
             yield distribution.family()
         yield m.streams.gauge()

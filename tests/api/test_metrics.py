@@ -66,6 +66,25 @@ async def _result(ws: ClientConnection, run: dict[str, Any], *, fence: int | Non
                                and m["attempt_id"] == run["attempt_id"])
 
 
+async def test_each_heartbeat_handled_is_timed(server: RunningServer) -> None:
+    ws = await _register(server)
+    async with ws:
+        before = await scrape(server)
+        for cpu in (5.0, 6.0):
+            await ws.send(json.dumps({"v": 1, "type": "heartbeat", "cpu_percent": cpu,
+                                      "memory_percent": 1.0, "disk_percent": 1.0,
+                                      "running": []}))
+
+        async def both() -> Samples | None:
+            after = await scrape(server)
+            return after if moved(before, after, "shoal_worker_heartbeat_seconds_count") >= 2 \
+                else None
+
+        after = await wait_until(both, what="two heartbeats to be timed")
+    assert moved(before, after, "shoal_worker_heartbeat_seconds_count") == 2
+    assert 0 < moved(before, after, "shoal_worker_heartbeat_seconds_sum") < 5
+
+
 async def test_a_small_plan_moves_each_counter_by_what_happened(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient
 ) -> None:

@@ -70,6 +70,7 @@ class Batch:
     joined: list[Connection] = field(default_factory=list)
     closes: list[Connection] = field(default_factory=list)
     fenced: list[str] = field(default_factory=list)  # tools of results refused: lease lost
+    beats: list[float] = field(default_factory=list)  # when each heartbeat handled was read
     owner: str | None = None  # the control-plane copy that claims the tasks this batch creates
     owner_expires_at: datetime | None = None  # … until then
     slots: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # user → slots given

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -573,6 +574,8 @@ class Runtime:
                                     self._clock())
         for tool in b.fenced:
             self.metrics.fenced(tool)
+        if b.beats:
+            self.metrics.heartbeats(b.beats, time.perf_counter())
         self._acks.add(batch)  # after the next work: a chain waits on that, not on acks
         for work in b.works.values():
             for att in work.merged.cancels:

@@ -8,6 +8,7 @@ job's handler by its type (`Runtime._handlers`).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ class Beat(Job):
 
     conn: Connection
     heartbeat: Heartbeat
+    posted: float = field(default_factory=time.perf_counter)  # read from the socket
     bookkeeping: ClassVar[bool] = True
 
 

@@ -1,0 +1,1 @@
+"""Many simulated workers and watchers on one control plane: correctness under load."""
