@@ -90,11 +90,11 @@ def serve(
     import uvicorn
 
     from shoal.api.app import create_app
+    from shoal.api.server import uvicorn_options
 
     # log_config=None: uvicorn's own handlers would print request lines unredacted.
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
-                ws_ping_interval=20, ws_max_size=2 * settings.max_result_bytes,
-                timeout_graceful_shutdown=30)
+                timeout_graceful_shutdown=30, **uvicorn_options(settings))
 
 
 @app.command()

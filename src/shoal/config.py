@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     planner_timeout: float = Field(300.0, gt=0)
     max_subtasks: int = Field(500, ge=1)
     max_result_bytes: int = Field(20 * 1024 * 1024, ge=1024)
+    # permessage-deflate on WebSockets (workers' and clients'). Off: a compressor per socket
+    # costs memory for as long as it is open and the CPU of compressing every frame for every
+    # socket, where events and heartbeats are small; on for clients on slow links.
+    ws_compression: bool = False
     max_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
     max_files_per_result: int = Field(500, ge=1)
     batch_max: int = Field(256, ge=1)  # decisions per group commit

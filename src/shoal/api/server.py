@@ -7,6 +7,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -46,6 +47,12 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """What every control plane tells uvicorn about its WebSockets."""
+    return {"ws_ping_interval": 20, "ws_max_size": 2 * settings.max_result_bytes,
+            "ws_per_message_deflate": settings.ws_compression}
+
+
 @contextlib.asynccontextmanager
 async def running_server(
     settings: Settings, *, port: int = 0, tracing: Tracing | None = None
@@ -54,8 +61,7 @@ async def running_server(
     app = create_app(settings, tracing=tracing)
     sock = bind_socket(settings.host, port)
     config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on",
-                            ws_ping_interval=20,
-                            ws_max_size=2 * settings.max_result_bytes)
+                            **uvicorn_options(settings))
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
