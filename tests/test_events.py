@@ -1,10 +1,13 @@
-"""`compact`: one transaction's superseded state snapshots are dropped, nothing else."""
+"""`compact`: one transaction's superseded state snapshots are dropped, nothing else. An
+event's wire shape is built and encoded once, for every stream that sends it."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from datetime import UTC, datetime
 
-from shoal.events import EventType, NewEvent, compact
+from shoal.events import Event, EventType, NewEvent, as_json, compact
 
 TASK = uuid.uuid4()
 
@@ -44,3 +47,17 @@ def test_other_events_are_never_dropped_or_moved() -> None:
     events = [log, _sub("a", "queued"), log, _sub("a", "completed"), complete, complete]
     assert compact(events) == [log, log, _sub("a", "completed"), complete, complete]
     assert compact([]) == []
+
+
+def test_an_event_is_shaped_and_encoded_once_for_every_stream() -> None:
+    event = Event(7, EventType.TASK_UPDATE, {"status": "in_progress", "note": "é \" <"},
+                  datetime(2026, 11, 27, 5, 0, tzinfo=UTC), task_id=TASK)
+    wire = event.wire()
+    assert wire is event.wire()
+    assert wire == {"type": "task_update", "data": event.data, "seq": 7,
+                    "timestamp": "2026-11-27T05:00:00Z"}
+    assert as_json(wire) is as_json(event.wire())  # the text too: encoded for the first only
+    assert json.loads(as_json(wire)) == wire
+    renamed = {**wire, "name": "progress"}  # a copy (a workflow's names) is encoded as it is
+    assert json.loads(as_json(renamed)) == renamed
+    assert event == Event(7, EventType.TASK_UPDATE, event.data, event.timestamp, task_id=TASK)

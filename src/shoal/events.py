@@ -6,7 +6,9 @@ transaction that produced them commits. Clients see `{type, data, timestamp, seq
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -47,6 +49,27 @@ class NewEvent:
     user_id: uuid.UUID | None = None  # None: visible to every signed-in user (worker events)
 
 
+class Wire(dict[str, Any]):
+    """An event in the shape clients receive, shared by every stream that sends it (never
+    change one): its JSON text is encoded once, for the first socket, and reused."""
+
+    __slots__ = ("_text",)
+
+    @property
+    def text(self) -> str:
+        """The event as JSON."""
+        try:
+            return self._text
+        except AttributeError:
+            self._text: str = json.dumps(self)
+            return self._text
+
+
+def as_json(item: Mapping[str, Any]) -> str:
+    """`item` as JSON: an event's text encoded once, anything else now."""
+    return item.text if type(item) is Wire else json.dumps(item)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """A stored event with its global sequence number."""
@@ -58,15 +81,18 @@ class Event:
     task_id: uuid.UUID | None = None
     user_id: uuid.UUID | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _wire: Wire | None = field(default=None, init=False, compare=False, repr=False)
 
-    def wire(self) -> dict[str, Any]:
-        """The shape clients receive."""
-        return {
-            "type": self.type.value,
-            "data": self.data,
-            "timestamp": self.timestamp.isoformat().replace("+00:00", "Z"),
-            "seq": self.seq,
-        }
+    def wire(self) -> Wire:
+        """The shape clients receive: built once, then shared by every stream (never change
+        it; copy it to rename or add fields)."""
+        wire = self._wire
+        if wire is None:
+            wire = Wire(type=self.type.value, data=self.data,
+                        timestamp=self.timestamp.isoformat().replace("+00:00", "Z"),
+                        seq=self.seq)
+            object.__setattr__(self, "_wire", wire)
+        return wire
 
     @property
     def live_only(self) -> bool:

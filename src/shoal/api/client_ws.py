@@ -59,7 +59,7 @@ from shoal.api.deps import Services, bearer_token
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.auth.tokens import Claims, decode_token
 from shoal.errors import NotFound, ShoalError
-from shoal.events import EventType
+from shoal.events import EventType, as_json
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import StreamKind
 from shoal.store import queries
@@ -393,9 +393,10 @@ async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[dict[st
             if sock.rename is not None:
                 out = [sock.rename(item) for item in out]
             if len(out) == 1:
-                await sock.send(out[0])
-            elif out:
-                await sock.send({"type": "batch", "items": out})
+                await sock.ws.send_text(as_json(out[0]))
+            elif out:  # each event encoded once, for every socket that sends it
+                await sock.ws.send_text(
+                    '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")
             for item in items:
                 if item.get("seq"):  # a live-only event (seq 0) is outside the log's order
                     sock.sent.record(span, item)

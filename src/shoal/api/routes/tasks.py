@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -43,6 +42,7 @@ from shoal.artifacts.store import write_zip
 from shoal.engine import planning, quality, waves
 from shoal.engine.model import Budget, Deadline, SourceRef, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
+from shoal.events import as_json
 from shoal.ids import parse_id
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
@@ -446,7 +446,7 @@ async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request,
             # A live-only event (`agent_token`, seq 0) has no id: it must not move
             # Last-Event-ID back.
             ident = f"id: {item['seq']}\n" if item["seq"] else ""
-            yield f"{ident}event: {item.get('name') or item['type']}\ndata: {json.dumps(item)}\n\n"
+            yield f"{ident}event: {item.get('name') or item['type']}\ndata: {as_json(item)}\n\n"
 
 
 def _last_event_id(value: str | None) -> int:
