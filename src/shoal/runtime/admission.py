@@ -3,11 +3,16 @@ and starts, in the order it was submitted, once a slot frees.
 
 The database decides (`store/slots.py`): the slots taken are read from it, not from memory, and
 `tasks (user_id, slot)` is unique, so two copies giving the same slot to two tasks cannot both
-commit: the loser's batch rolls back and its jobs are retried, reading the slots again.
+commit: the loser's batch rolls back and its jobs are retried, reading the slots again. A
+slot is picked at random among the free ones, so that copies admitting one user's tasks at the
+same moment seldom pick the same one: the lowest free slot was every copy's pick, and under
+load a race lost that way cost a batch of results retried job by job, and at last a 503 for
+the task submitted (`benchmarks/bench_throughput.py`, three copies).
 """
 
 from __future__ import annotations
 
+import random
 import uuid
 
 from shoal.engine import planning
@@ -27,6 +32,7 @@ class Admission:
         self._memory = memory
         self._default = default_limit
         self._max_subtasks = max_subtasks
+        self._rand = random.Random()
 
     async def _read(self, rd: Reader, user_id: uuid.UUID) -> UserSlots:
         return await user_slots(await rd.conn(), user_id, default_limit=self._default)
@@ -39,8 +45,9 @@ class Admission:
         if found.queue or b.queued.get(user_id) or not free:
             b.queued[user_id] = b.queued.get(user_id, 0) + 1
             return None
-        b.slots.setdefault(user_id, set()).add(free[0])
-        return free[0]
+        slot = self._rand.choice(free)
+        b.slots.setdefault(user_id, set()).add(slot)
+        return slot
 
     async def position_for_new(self, rd: Reader, b: Batch, user_id: uuid.UUID) -> int:
         """The queue position of the task `slot_for_new` just told to wait."""
@@ -53,6 +60,7 @@ class Admission:
         starts first, from there)."""
         found = await self._read(rd, user_id)
         free = [n for n in found.free() if n not in b.slots.get(user_id, ())]
+        self._rand.shuffle(free)
         out: list[tuple[TaskRecord, Start]] = []
         for task_id, slot in zip(found.queue, free, strict=False):
             state = self._memory.states.get(task_id)
