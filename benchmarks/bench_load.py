@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import gc
 import json
@@ -30,10 +31,14 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+import uvicorn
 from _report import percentile
 from bench_dag import (
     bench_settings,
@@ -45,9 +50,12 @@ from bench_dag import (
 )
 from rich.console import Console
 from rich.table import Table
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from shoal import admin
-from shoal.api.server import running_server
+from shoal.api.server import bind_socket, running_server, uvicorn_options
 
 SIM = Path(__file__).resolve().parents[1] / "tests" / "load"  # the simulated workers, watchers
 
@@ -111,6 +119,61 @@ CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
           "options": {"delay": 0.1}, "dependencies": [f"s{i - 1}"] if i else []}
          for i in range(10)]
 PER_PROCESS = 2500  # simulated watchers per client process
+FLOOR_BURSTS = 11  # the floor's events: as many as the chain's, in bursts as far apart
+FLOOR_GAP = 0.1
+
+
+@dataclass
+class Watching:
+    """Watchers in their processes: when all had subscribed, memory per watcher, and (once the
+    block has left) what each event number reached."""
+
+    connect_s: float = 0.0
+    kb: float = 0.0
+    got: dict[int, list[float]] = field(default_factory=dict)
+
+    def figures(self, clients: int, stored: dict[int, float], cpu: float) -> dict[str, Any]:
+        """The run's figures for the events `stored` (number → timestamp)."""
+        got = self.got
+        lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
+        delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
+        return {"clients": clients, "events": len(stored), "missing": clients * len(stored)
+                - delivered, "p50": percentile(lags, 50), "p99": percentile(lags, 99),
+                "max": max(lags, default=0.0), "kb": self.kb, "connect_s": self.connect_s,
+                "cpu_us": cpu * 1e6 / max(1, delivered)}
+
+
+@contextlib.asynccontextmanager
+async def watchers(url: str, token: str, clients: int) -> AsyncIterator[Watching]:
+    """`clients` simulated watchers of `url`, subscribed; on exit, their deliveries."""
+    gc.collect()
+    before, watching = rss_kb(), Watching()
+    parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, str(SIM / "sim_clients.py"), "--url", url, "--token", token,
+        "--count", str(n), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        limit=2**26) for n in parts]
+    started = time.monotonic()
+    for proc in procs:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 900)
+        if not line.startswith(b"subscribed"):
+            raise RuntimeError(f"the watchers did not subscribe: {line!r}")
+    watching.connect_s = time.monotonic() - started
+    gc.collect()
+    watching.kb = (rss_kb() - before) / clients
+    yield watching
+    await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+    for proc in procs:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.close()
+        for seq, (count, last) in json.loads(
+                await asyncio.wait_for(proc.stdout.readline(), 300)).items():
+            seen = watching.got.setdefault(int(seq), [0, 0.0])
+            seen[0] += count
+            seen[1] = max(seen[1], last)
+        await proc.wait()
 
 
 async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[str, Any]:
@@ -123,65 +186,96 @@ async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[st
                     worker_process(srv, tmp, uvloop=False, records={}):
                 client = await signed_in_client(srv, settings)
                 token = client.headers["Authorization"].removeprefix("Bearer ")
-                gc.collect()
-                before = rss_kb()
-                parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
-                procs = [await asyncio.create_subprocess_exec(
-                    sys.executable, str(SIM / "sim_clients.py"), "--url", srv.url,
-                    "--token", token, "--count", str(n), stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE, limit=2**26) for n in parts]
-                started = time.monotonic()
-                for proc in procs:
-                    assert proc.stdout is not None
-                    line = await asyncio.wait_for(proc.stdout.readline(), 900)
-                    if not line.startswith(b"subscribed"):
-                        raise RuntimeError(f"the watchers did not subscribe: {line!r}")
-                connect_s = time.monotonic() - started
-                gc.collect()
-                per_client_kb = (rss_kb() - before) / clients
                 profiler = cProfile.Profile() if profile else None
-                if profiler is not None:
-                    profiler.enable()
-                cpu = time.process_time()
-                created = await client.post("/api/v1/tasks", json={
-                    "description": "Watched by many", "plan": CHAIN})
-                task_id = created.json()["task_id"]
                 stored: dict[int, float] = {}
-                async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
-                    async for line_ in resp.aiter_lines():
-                        if line_.startswith("data: "):
-                            event = json.loads(line_[6:])
-                            if event["type"] in ("task_update", "subtask_update",
-                                                 "task_complete"):
-                                stored[event["seq"]] = datetime.fromisoformat(
-                                    event["timestamp"]).timestamp()
-                            if event["type"] in ("task_complete", "task_failed"):
-                                break
-                await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+                async with watchers(srv.url, token, clients) as watching:
+                    if profiler is not None:
+                        profiler.enable()
+                    cpu = time.process_time()
+                    await follow_chain(client, stored)
                 cpu = time.process_time() - cpu
                 if profiler is not None:
                     profiler.disable()
                     profiler.dump_stats(f"{profile}.{clients}")
                     pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-                got: dict[int, list[float]] = {}
-                for proc in procs:
-                    assert proc.stdin is not None
-                    assert proc.stdout is not None
-                    proc.stdin.close()
-                    for seq, (count, last) in json.loads(
-                            await asyncio.wait_for(proc.stdout.readline(), 300)).items():
-                        seen = got.setdefault(int(seq), [0, 0.0])
-                        seen[0] += count
-                        seen[1] = max(seen[1], last)
-                    await proc.wait()
                 await client.aclose()
-    lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
-    missing = sum(clients - got.get(seq, [0, 0.0])[0] for seq in stored)
-    delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
-    return {"cpu_us": cpu * 1e6 / max(1, delivered), "clients": clients, "events": len(stored),
-            "missing": missing,
-            "p50": percentile(lags, 50), "p99": percentile(lags, 99),
-            "max": max(lags, default=0.0), "kb": per_client_kb, "connect_s": connect_s}
+    return watching.figures(clients, stored, cpu)
+
+
+async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> None:
+    """Submit the chain and follow it to its end; `stored` gets each watched event's number
+    and timestamp."""
+    created = await client.post("/api/v1/tasks", json={
+        "description": "Watched by many", "plan": CHAIN})
+    task_id = created.json()["task_id"]
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                if event["type"] in ("task_update", "subtask_update", "task_complete"):
+                    stored[event["seq"]] = datetime.fromisoformat(
+                        event["timestamp"]).timestamp()
+                if event["type"] in ("task_complete", "task_failed"):
+                    return
+
+
+class FanOutFloor:
+    """The fan-out floor: the same watchers, the same uvicorn and WebSocket stack and options,
+    and no Shoal logic: a subscription is a socket in a list, and a burst is one frame, encoded
+    once, sent to each socket in turn."""
+
+    def __init__(self) -> None:
+        self.sockets: list[WebSocket] = []
+        self.app = Starlette(routes=[WebSocketRoute("/ws", self.socket)])
+
+    async def socket(self, ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.receive_text()  # the subscription
+        await ws.send_text('{"type": "subscribed"}')
+        self.sockets.append(ws)
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                await ws.receive_text()
+
+    async def burst(self, items: list[dict[str, Any]]) -> None:
+        text = '{"type": "batch", "items": [' + ", ".join(map(json.dumps, items)) + "]}"
+        for ws in self.sockets:
+            await ws.send_text(text)
+
+
+async def measure_floor(clients: int, events: int) -> dict[str, Any]:
+    """The floor with `clients` watchers: `events` events in FLOOR_BURSTS bursts."""
+    floor = FanOutFloor()
+    with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
+        settings = bench_settings(Path(name), "sqlite+aiosqlite://")
+        config = uvicorn.Config(floor.app, log_level="warning", log_config=None,
+                                lifespan="off", **uvicorn_options(settings))
+        server = uvicorn.Server(config)
+        sock = bind_socket("127.0.0.1", 0)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        stored: dict[int, float] = {}
+        async with watchers(url, "floor", clients) as watching:
+            cpu, seq = time.process_time(), 0
+            for burst in range(FLOOR_BURSTS):
+                items = []
+                for _ in range(len(range(burst, events, FLOOR_BURSTS))):
+                    seq += 1
+                    stored[seq] = time.time()
+                    items.append({"type": "subtask_update", "seq": seq, "data": {
+                        "task_id": "0", "subtask_id": str(seq), "status": "completed"},
+                        "timestamp": datetime.fromtimestamp(stored[seq]).isoformat()})
+                await floor.burst(items)
+                await asyncio.sleep(FLOOR_GAP)
+        cpu = time.process_time() - cpu
+        server.should_exit = True
+        await task
+        sock.close()
+    return watching.figures(clients, stored, cpu)
 
 
 async def main_async(args: argparse.Namespace, console: Console) -> None:
@@ -202,13 +296,15 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
 
 
 async def clients_table(args: argparse.Namespace, console: Console) -> None:
-    table = Table(title=f"Watchers of a running task on one copy ({args.db}): from the event's "
+    what = "the fan-out floor (no Shoal logic)" if args.floor else f"one copy ({args.db})"
+    table = Table(title=f"Watchers of a running task on {what}: from the event's "
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
                 "control plane CPU / delivery", "memory / watcher", "all subscribed in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
-        r = await measure_clients(args.db, n, args.profile)
+        r = await (measure_floor(n, 33) if args.floor else
+                   measure_clients(args.db, n, args.profile))
         table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
                       f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
                       f"{r['cpu_us']:.0f} µs", f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
@@ -226,6 +322,8 @@ def main() -> None:
     parser.add_argument("--profile", default="", metavar="FILE",
                         help="watchers: profile the control plane while the task runs "
                              "(cProfile, saved as FILE.N; the top functions printed)")
+    parser.add_argument("--floor", action="store_true",
+                        help="watchers: the fan-out floor instead of Shoal (no Shoal logic)")
     args = parser.parse_args()
     if args.db == "postgres" and not postgres_reachable():
         sys.exit("PostgreSQL is not reachable.")
