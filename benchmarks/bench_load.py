@@ -48,11 +48,13 @@ from bench_dag import (
     signed_in_client,
     worker_process,
 )
+from bench_throughput import copies, cpu_seconds, descendants, quiet  # puts `tests` on the path
 from rich.console import Console
 from rich.table import Table
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from tests.e2e.procs import cluster, signed_in
 
 from shoal import admin
 from shoal.api.server import bind_socket, running_server, uvicorn_options
@@ -219,6 +221,34 @@ async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> N
                     return
 
 
+async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:
+    """`clients` watchers spread evenly over `n` copies (`shoal serve` processes on PostgreSQL
+    and Redis, as `bench_throughput.py` starts them) while the chain runs on the first: its
+    events reach the others' watchers through Redis. CPU per delivery is all copies'; memory
+    per watcher is not measured (the copies are other processes)."""
+    per = [clients // n + (i < clients % n) for i in range(n)]
+    stored: dict[int, float] = {}
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-copies-") as name, quiet():
+        root = Path(name)
+        async with database("postgres", root) as url, cluster(root, url) as group, \
+                copies(group, n) as run, signed_in(run.urls[0], "bench") as client:
+            token = client.headers["Authorization"].removeprefix("Bearer ")
+            async with contextlib.AsyncExitStack() as stack:
+                parts = [await stack.enter_async_context(watchers(u, token, k))
+                         for u, k in zip(run.urls, per, strict=True)]
+                pids = [p for server in run.servers for p in descendants(server.pid)]
+                cpu = cpu_seconds(pids)
+                await follow_chain(client, stored)
+            cpu = cpu_seconds(pids) - cpu
+    merged = Watching(connect_s=sum(p.connect_s for p in parts), kb=float("nan"))
+    for part in parts:
+        for seq, (count, last) in part.got.items():
+            seen = merged.got.setdefault(seq, [0, 0.0])
+            seen[0] += count
+            seen[1] = max(seen[1], last)
+    return merged.figures(clients, stored, cpu)
+
+
 class FanOutFloor:
     """The fan-out floor: the same watchers, the same uvicorn and WebSocket stack and options,
     and no Shoal logic: a subscription is a socket in a list, and a burst is one frame, encoded
@@ -296,18 +326,25 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
 
 
 async def clients_table(args: argparse.Namespace, console: Console) -> None:
-    what = "the fan-out floor (no Shoal logic)" if args.floor else f"one copy ({args.db})"
+    what = ("the fan-out floor (no Shoal logic)" if args.floor else
+            f"{args.copies} copies (postgres + Redis)" if args.copies > 1 else
+            f"one copy ({args.db})")
     table = Table(title=f"Watchers of a running task on {what}: from the event's "
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
                 "control plane CPU / delivery", "memory / watcher", "all subscribed in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
-        r = await (measure_floor(n, 33) if args.floor else
-                   measure_clients(args.db, n, args.profile))
+        if args.floor:
+            r = await measure_floor(n, 33)
+        elif args.copies > 1:
+            r = await measure_clients_on_copies(n, args.copies)
+        else:
+            r = await measure_clients(args.db, n, args.profile)
         table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
                       f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
-                      f"{r['cpu_us']:.0f} µs", f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
+                      f"{r['cpu_us']:.0f} µs", f"{r['kb']:.1f} kB" if r["kb"] == r["kb"] else "-",
+                      f"{r['connect_s']:.1f} s")
     console.print(table)
 
 
@@ -322,6 +359,8 @@ def main() -> None:
     parser.add_argument("--profile", default="", metavar="FILE",
                         help="watchers: profile the control plane while the task runs "
                              "(cProfile, saved as FILE.N; the top functions printed)")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--floor", action="store_true",
                         help="watchers: the fan-out floor instead of Shoal (no Shoal logic)")
     args = parser.parse_args()

@@ -120,7 +120,7 @@ async def copies(group: Cluster, n: int) -> AsyncIterator[Copies]:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """No copy's log printed when the cluster closes (`Cluster.close` shows each log's end),
     unless SHOAL_BENCH_LOGS is set."""
     if os.environ.get("SHOAL_BENCH_LOGS"):
@@ -188,7 +188,7 @@ def descendants(pid: int) -> list[int]:
 
 async def measure(kind: str, n: int, args: argparse.Namespace) -> dict[str, float]:
     """One run: `n` copies on a fresh database of `kind`; subtasks/s and CPU by process kind."""
-    with tempfile.TemporaryDirectory(prefix="shoal-throughput-") as name, _quiet():
+    with tempfile.TemporaryDirectory(prefix="shoal-throughput-") as name, quiet():
         root = Path(name)
         async with database(kind, root) as url, cluster(root, url) as group, \
                 copies(group, n) as run:
