@@ -512,9 +512,6 @@ class Runtime:
             tid = self.memory.attempt_task.get(aid)
             if expires > b.now or tid is None:
                 continue
-            for wc in self.fleet.connections():
-                if aid in wc.running:
-                    wc.silent = True  # it stopped renewing: no new work until it heartbeats
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(rd, b, tid), Expired(aid), ctx)
         for tid, state in list(self.memory.states.items()):

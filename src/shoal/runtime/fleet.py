@@ -44,12 +44,10 @@ class Connection:
     samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     via: str | None = None  # connected to that other copy (ADR 0039), not to this one
     elsewhere: int = 0  # attempts of other copies it runs, as its copy last said
-    silent: bool = False  # an attempt's lease ran out on it: no new work until it is heard from
 
     def free(self) -> bool:
-        """Whether it could take another attempt now (not while it is silent: a worker cut off
-        whose attempts expired would otherwise look the freest, and get their retries)."""
-        return not self.silent and len(self.running) + self.elsewhere < self.slots
+        """Whether it could take another attempt now."""
+        return len(self.running) + self.elsewhere < self.slots
 
     def view(self) -> WorkerView:
         """This worker as the allocation policy sees it."""

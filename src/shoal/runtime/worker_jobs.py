@@ -91,7 +91,6 @@ class WorkerJobs:
     async def heartbeat(self, rd: Reader, b: Batch, job: Beat, ctx: Context) -> None:
         wc, hb = job.conn, job.heartbeat
         b.beats.append(job.posted)
-        wc.silent = False  # heard from again
         wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
         wc.samples.append(Sample(b.now, hb.cpu_percent, hb.memory_percent, hb.disk_percent))
