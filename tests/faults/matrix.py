@@ -260,7 +260,10 @@ async def run_fault(fault: Fault, root: Path, size: Size = REDUCED) -> Report:
     started = time.monotonic()
     try:
         async with cluster(root, db_url) as c:
-            env = {"SHOAL_LEASE_SECONDS": "3"}
+            # Retries a second or more apart, as in production (10, 30, 60 s) they are minutes
+            # apart: at 0.2 s, a worker cut off for a lease and TCP's retransmission backoff
+            # (4 s became 6.5) got its own retries and expired them all, failing the task.
+            env = {"SHOAL_LEASE_SECONDS": "3", "SHOAL_RETRY_DELAYS": "[1,2,3]"}
             if fault.redis:
                 env |= {"SHOAL_REDIS_URL": REDIS_URL,
                         "SHOAL_REDIS_NAMESPACE": f"shoal-fault-{uuid.uuid4().hex[:8]}"}
