@@ -44,6 +44,7 @@ class Connection:
     samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     via: str | None = None  # connected to that other copy (ADR 0039), not to this one
     elsewhere: int = 0  # attempts of other copies it runs, as its copy last said
+    silent: bool = False  # an attempt's lease ran out on it and it has not been heard from since
 
     def free(self) -> bool:
         """Whether it could take another attempt now."""
@@ -105,6 +106,13 @@ class Fleet:
     def connections(self) -> list[Connection]:
         """Every live connection."""
         return list(self._by_id.values())
+
+    def silence(self, attempt_id: uuid.UUID) -> None:
+        """The attempt's lease ran out: its worker goes last in placing work until it is heard
+        from (its expired attempts freed its slots; it would look the freest otherwise)."""
+        for c in self._by_id.values():
+            if attempt_id in c.running:
+                c.silent = True
 
     def has_free_slot(self) -> bool:
         """Whether any worker could take an attempt now."""

@@ -38,7 +38,9 @@ class Scheduler:
         self._decide = decide
 
     def schedule(self, b: Batch, ctx: Context) -> None:
-        """Place ready subtasks on free slots, longest remaining path first."""
+        """Place ready subtasks on free slots, longest remaining path first: on workers
+        connected here, then on those connected to other copies (ADR 0039), and on a silent
+        worker (an attempt's lease ran out on it) only what no worker heard from could run."""
         free = [c for c in self.fleet.connections() if c.free()]
         demands, where = self._demands(b)
         if not demands:
@@ -46,20 +48,25 @@ class Scheduler:
         if not free:
             self._warn_unplaceable(b, demands, where, ctx)
             return
-        here = [c for c in free if c.via is None]
-        if len(here) < len(free):  # workers connected here first, then other copies' (ADR 0039)
-            self._place(b, demands, where, here, ctx)
-            placed = {att.subtask_id for _, att in b.dispatches}
-            demands = [d for d in demands if d.subtask_id not in placed]
-            free = [c for c in free if c.via is not None]
-        self._place(b, demands, where, free, ctx)
-        placed = {att.subtask_id for _, att in b.dispatches}
-        self._warn_unplaceable(b, [d for d in demands if d.subtask_id not in placed], where, ctx)
+        heard = [c for c in free if not c.silent]
+        here = [c for c in heard if c.via is None]
+        if len(here) < len(heard):
+            demands = self._place(b, demands, where, here, ctx)
+            heard = [c for c in heard if c.via is not None]
+        demands = self._place(b, demands, where, heard, ctx)
+        silent = [c for c in free if c.silent]
+        if demands and silent:  # what a worker heard from could run waits for it
+            views = [c.view() for c in self.fleet.connections() if not c.silent]
+            waits = [d for d in demands if unplaceable_reason(d, views) is None]
+            demands = waits + self._place(b, [d for d in demands if d not in waits], where,
+                                          silent, ctx)
+        self._warn_unplaceable(b, demands, where, ctx)
 
     def _place(self, b: Batch, demands: list[SubtaskDemand], where: dict[uuid.UUID, uuid.UUID],
-               free: list[Connection], ctx: Context) -> None:
+               free: list[Connection], ctx: Context) -> list[SubtaskDemand]:
+        """Place what fits on `free`; returns the demands left unplaced."""
         if not demands or not free:
-            return
+            return demands
         by_worker = {c.worker_id: c for c in free}
         lease = b.now + timedelta(seconds=self.settings.lease_seconds)
         run: list[tuple[Connection, AttemptRecord]] = []  # consecutive placements of one task
@@ -76,6 +83,8 @@ class Scheduler:
                 dispatched_at=b.now, lease_expires_at=lease)))
         if run:
             self._dispatch(b, run, ctx)
+        placed = {att.subtask_id for _, att in b.dispatches}
+        return [d for d in demands if d.subtask_id not in placed]
 
     def _work(self, b: Batch, tid: uuid.UUID) -> TaskWork:
         return b.works.get(tid) or b.works.setdefault(tid, TaskWork(self.memory.states[tid]))

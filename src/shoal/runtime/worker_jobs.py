@@ -91,6 +91,7 @@ class WorkerJobs:
     async def heartbeat(self, rd: Reader, b: Batch, job: Beat, ctx: Context) -> None:
         wc, hb = job.conn, job.heartbeat
         b.beats.append(job.posted)
+        wc.silent = False  # heard from
         wc.cpu_percent, wc.memory_percent, wc.disk_percent = (
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
         wc.samples.append(Sample(b.now, hb.cpu_percent, hb.memory_percent, hb.disk_percent))
@@ -143,6 +144,7 @@ class WorkerJobs:
     async def result(self, rd: Reader, b: Batch, job: Result, ctx: Context) -> None:
         wc, msg, manifest, rejected = job.conn, job.msg, job.manifest, job.rejected
         wc.running.discard(msg.attempt_id)
+        wc.silent = False
         tid = self._memory.attempt_task.get(msg.attempt_id)
         if tid is None:
             job.result = lambda: (False, "This attempt has ended; its result is refused.")
