@@ -13,10 +13,9 @@ the runtime until the commit that stored it (the worker row, its lease renewals 
 this process's resident set (`VmRSS`) from before the workers connected to after, divided by N
 (the first run of a process also pays one-time allocations: read the larger counts). CPU per
 heartbeat is this process's CPU time over the measured window divided by the heartbeats handled
-in it. A batch of only
-bookkeeping jobs (heartbeats) waits up to `batch_linger` (5 ms) for a result to commit with,
-so the handling time's floor is that linger. Target (issue 27): heartbeat p99 ≤ 5 ms at 1,000
-workers, ≤ 50 kB per idle connection.
+in it. A heartbeat is committed at once (it does not linger as other bookkeeping does, ADR
+0010), so on PostgreSQL its floor is a commit's WAL flush. Target (issue 27): heartbeat p99
+≤ 5 ms at 1,000 workers, ≤ 50 kB per idle connection.
 """
 
 from __future__ import annotations

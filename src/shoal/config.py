@@ -88,8 +88,8 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
     max_files_per_result: int = Field(500, ge=1)
     batch_max: int = Field(256, ge=1)  # decisions per group commit
-    # How long a batch holding only bookkeeping (task_accepted, agent_log, heartbeat) waits for
-    # more work before it commits, so that it shares a commit with the result that follows.
+    # How long a batch holding only bookkeeping (task_accepted, agent_log) waits for more work
+    # before it commits, so that it shares a commit with the result that follows.
     batch_linger: float = Field(0.005, ge=0, le=1)
     # How long the acknowledgement of a stored result waits to travel in one message with the
     # next ones to the same worker (0: sent right after the commit). The worker keeps each

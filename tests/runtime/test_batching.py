@@ -74,17 +74,18 @@ async def test_bookkeeping_alone_commits_after_the_linger(tmp_path: Path) -> Non
     clock = asyncio.get_running_loop().time
     loop = asyncio.create_task(runtime._loop())
     posted = clock()
-    runtime._post(Beat(NONE, NONE))
+    runtime._post(Accepted(None, uuid.uuid4()))
     runtime._post(Log(None, NONE))
     await recorder.wait_for(1)
     assert clock() - posted >= 0.1 * 0.9  # the loop's timer may fire a hair early
-    assert recorder.batches == [["Beat", "Log"]]
+    assert recorder.batches == [["Accepted", "Log"]]
     runtime.stop()
     await asyncio.wait_for(loop, DEADLINE)
 
 
 async def test_work_that_others_wait_on_never_lingers(tmp_path: Path) -> None:
-    """A result (or a submission, a tick…) is committed at once, with whatever is waiting."""
+    """A result (or a submission, a tick, a heartbeat…) is committed at once, with whatever is
+    waiting."""
     runtime, recorder = _runtime(tmp_path, linger=1.0)
     loop = asyncio.create_task(runtime._loop())
     runtime._post(Result(NONE, NONE, [], []))
@@ -93,5 +94,8 @@ async def test_work_that_others_wait_on_never_lingers(tmp_path: Path) -> None:
     runtime._post(Tick())
     await _let_loop_run()
     assert recorder.batches == [["Result"], ["Tick"]]
+    runtime._post(Beat(NONE, NONE))  # a heartbeat too: its handling time is a target (≤ 5 ms)
+    await _let_loop_run()
+    assert recorder.batches == [["Result"], ["Tick"], ["Beat"]]
     runtime.stop()
     await asyncio.wait_for(loop, DEADLINE)

@@ -96,12 +96,12 @@ class Disconnect(Job):
 
 @dataclass(slots=True)
 class Beat(Job):
-    """A worker's heartbeat."""
+    """A worker's heartbeat: committed at once, not lingering as bookkeeping does (its handling
+    time is watched, `shoal_worker_heartbeat_seconds`; ADR 0010)."""
 
     conn: Connection
     heartbeat: Heartbeat
     posted: float = field(default_factory=time.perf_counter)  # read from the socket
-    bookkeeping: ClassVar[bool] = True
 
 
 @dataclass(slots=True)
