@@ -14,7 +14,9 @@ this process's resident set (`VmRSS`) from before the workers connected to after
 (the first run of a process also pays one-time allocations: read the larger counts). CPU per
 heartbeat is this process's CPU time over the measured window divided by the heartbeats handled
 in it. A heartbeat is committed at once (it does not linger as other bookkeeping does, ADR
-0010), so on PostgreSQL its floor is a commit's WAL flush. Target (issue 27): heartbeat p99
+0010), so on PostgreSQL its floor is a commit's WAL flush: the table's commit floor times
+200 one-row transactions through the store's write path on the same database after the
+workers have gone (`bench_dag.commit_floor`). Target (issue 27): heartbeat p99
 ≤ 5 ms at 1,000 workers, ≤ 50 kB per idle connection.
 """
 
@@ -41,6 +43,7 @@ import uvicorn
 from _report import percentile
 from bench_dag import (
     bench_settings,
+    commit_floor,
     database,
     postgres_reachable,
     quiet_logs,
@@ -109,9 +112,11 @@ async def measure(kind: str, workers: int, seconds: float, interval: float) -> d
                 sample = list(times)
                 proc.stdin.close()
                 await asyncio.wait_for(proc.wait(), 120)
+                commits = await commit_floor(srv.services.db)  # the workers have gone
     ms = [t * 1000 for t in sample]
     return {"workers": workers, "beats": len(ms), "per_s": len(ms) / seconds,
             "p50": percentile(ms, 50), "p99": percentile(ms, 99), "max": max(ms, default=0),
+            "floor_p50": percentile(commits, 50), "floor_p99": percentile(commits, 99),
             "kb": idle_kb, "connect_s": connect_s,
             "cpu_ms": cpu * 1000 / max(1, len(ms))}
 
@@ -312,13 +317,14 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
         await clients_table(args, console)
         return
     table = Table(title=f"Workers heartbeating every {args.interval:g} s on one copy ({args.db})")
-    for col in ("workers", "heartbeats", "per s", "p50", "p99", "max", "CPU / heartbeat",
-                "memory / worker", "all connected in"):
+    for col in ("workers", "heartbeats", "per s", "p50", "p99", "max", "commit floor p50",
+                "commit floor p99", "CPU / heartbeat", "memory / worker", "all connected in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.workers.split(",")):
         r = await measure(args.db, n, args.seconds, args.interval)
         table.add_row(f"{r['workers']:,}", f"{r['beats']:,}", f"{r['per_s']:.0f}",
                       f"{r['p50']:.2f} ms", f"{r['p99']:.2f} ms", f"{r['max']:.1f} ms",
+                      f"{r['floor_p50']:.2f} ms", f"{r['floor_p99']:.2f} ms",
                       f"{r['cpu_ms']:.2f} ms",
                       f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
     console.print(table)
