@@ -1,5 +1,6 @@
-"""One group commit's worth of work: per-task accumulated decisions plus loose writes, and the
-read connection a batch opens only if memory lacks something."""
+"""One group commit's worth of work: per-task accumulated decisions plus loose writes, how they are
+written in one transaction, and the read connection a batch opens only if memory lacks
+something."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.step import Decision
-from shoal.events import NewEvent
+from shoal.events import Event, NewEvent, compact
 from shoal.runtime.fleet import Connection
+from shoal.store import pg_batch
 from shoal.store.db import Database
+from shoal.store.events import append_events_sync
+from shoal.store.state import BatchWriter, insert_rows
 
 
 class TaskWork:
@@ -80,6 +84,42 @@ class Batch:
         """Fold a decision into its task's work and keep its events in order."""
         work.apply(d)
         self.events.extend(d.events)
+
+    async def commit(self, db: Database) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
+        """Write everything in one transaction — on PostgreSQL one self-committing statement,
+        one round trip, unless it needs extra SQL steps (heartbeats, registrations; ADR 0023)
+        — and return each changed task's state as stored and the events as appended."""
+        if db.is_postgres and not self.sql:
+            writer, states = self._stage()
+            stored = await pg_batch.commit(db, writer, compact(self.events), self.now,
+                                           rows=self.rows)
+            if stored is not None:
+                return states, stored
+        written: tuple[dict[uuid.UUID, TaskState], list[Event]] = await db.run_write(
+            self._write, inline=True)
+        return written
+
+    def _write(self, conn: SyncConnection) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
+        """Everything the batch changed, in one transaction (runs on the store's writer)."""
+        writer, states = self._stage()
+        writer.flush(conn)
+        for table, rows in self.rows:
+            insert_rows(conn, table, rows)
+        for step in self.sql:
+            step(conn)
+        return states, append_events_sync(conn, compact(self.events), self.now)
+
+    def _stage(self) -> tuple[BatchWriter, dict[uuid.UUID, TaskState]]:
+        """The row changes, staged, and each changed task's state as it will be stored; a new
+        task's row is staged as one insert of its final values, with this copy's claim."""
+        writer = BatchWriter()
+        claim = ({"owner_id": self.owner, "owner_expires_at": self.owner_expires_at}
+                 if self.owner is not None else {})
+        new = {task.id for task in self.new_tasks}
+        states = {tid: (writer.stage_new(work.old, work.merged, **claim) if tid in new
+                        else writer.stage(work.old, work.merged))
+                  for tid, work in self.works.items() if work.dirty or tid in new}
+        return writer, states
 
 
 class Reader:

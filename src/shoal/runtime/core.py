@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from sqlalchemy import Connection as SyncConnection
 
 from shoal.artifacts.store import ArtifactStore
 from shoal.bus.base import EventBus
@@ -40,7 +39,7 @@ from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.retry import RetryPolicy
 from shoal.engine.step import Context
 from shoal.errors import NotFound, ShoalError, StaleAttempt, Unavailable
-from shoal.events import Event, EventType, NewEvent, compact
+from shoal.events import Event, EventType, NewEvent
 from shoal.metrics import Metrics
 from shoal.protocol import (
     AgentLog,
@@ -92,16 +91,11 @@ from shoal.runtime.relay import Relay
 from shoal.runtime.scheduling import Scheduler
 from shoal.runtime.tokens import TokenRelay
 from shoal.runtime.worker_jobs import WorkerJobs
-from shoal.store import pg_batch, uploads
+from shoal.store import uploads
 from shoal.store import workers as worker_rows
 from shoal.store.db import Database, lost_a_race
-from shoal.store.events import append_events_sync
 from shoal.store.models import utcnow
-from shoal.store.state import (
-    BatchWriter,
-    insert_rows,
-    load_task_states,
-)
+from shoal.store.state import load_task_states
 from shoal.workflows import decide
 
 log = structlog.get_logger(__name__)
@@ -359,25 +353,11 @@ class Runtime:
                 for job in batch:
                     await self._handle(rd, b, job, ctx)
             self._scheduler.schedule(b, ctx)
-            written = await self._write_in_one_statement(b) if self.db.is_postgres else None
-            if written is None:
-                written = await self.db.run_write(lambda conn: _write(conn, b), inline=True)
-            states, stored = written
+            states, stored = await b.commit(self.db)
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone, races=races)
             return
         await self._after_commit(batch, b, states, stored)
-
-    async def _write_in_one_statement(
-        self, b: Batch
-    ) -> tuple[dict[uuid.UUID, TaskState], list[Event]] | None:
-        """PostgreSQL: the batch as one self-committing statement, one round trip (ADR 0023);
-        None when it needs the general path (extra SQL steps: heartbeats, registrations)."""
-        if b.sql:
-            return None
-        writer, states = _stage(b)
-        stored = await pg_batch.commit(self.db, writer, compact(b.events), b.now, rows=b.rows)
-        return None if stored is None else (states, stored)
 
     async def _rollback(
         self, batch: list[Job], b: Batch, exc: Exception, *, retry_alone: bool, races: int
@@ -599,26 +579,3 @@ def _deferrable(batch: list[Job]) -> bool:
     """Whether every job in `batch` is bookkeeping no one waits on."""
     return all(job.bookkeeping for job in batch)
 
-
-def _write(conn: SyncConnection, b: Batch) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
-    """Everything a batch changed, in one transaction (runs on the store's writer)."""
-    writer, states = _stage(b)
-    writer.flush(conn)
-    for table, rows in b.rows:
-        insert_rows(conn, table, rows)
-    for step in b.sql:
-        step(conn)
-    return states, append_events_sync(conn, compact(b.events), b.now)
-
-
-def _stage(b: Batch) -> tuple[BatchWriter, dict[uuid.UUID, TaskState]]:
-    """The batch's row changes, staged, and each changed task's state as it will be stored; a
-    new task's row is staged as one insert of its final values, with this copy's claim."""
-    writer = BatchWriter()
-    claim = ({"owner_id": b.owner, "owner_expires_at": b.owner_expires_at}
-             if b.owner is not None else {})
-    new = {task.id for task in b.new_tasks}
-    states = {tid: (writer.stage_new(work.old, work.merged, **claim) if tid in new
-                    else writer.stage(work.old, work.merged))
-              for tid, work in b.works.items() if work.dirty or tid in new}
-    return writer, states
