@@ -10,8 +10,9 @@ spread evenly. A heartbeat's handling time runs from the moment the socket's rea
 the runtime until the commit that stored it (the worker row, its lease renewals and its
 `worker_update` event) has completed: what the runtime observes as
 `shoal_worker_heartbeat_seconds`, read here one by one. Memory per idle worker is the growth of
-this process's resident set (`VmRSS`) from before the workers connected to after, divided by N
-(the first run of a process also pays one-time allocations: read the larger counts). CPU per
+the control plane's resident set (`VmRSS`) from before the workers connected to after, divided
+by N; each size runs in a process of its own, after WARM connections came and went (so neither
+one-time allocations nor memory a larger run freed skew it; watchers likewise). CPU per
 heartbeat is this process's CPU time over the measured window divided by the heartbeats handled
 in it. A heartbeat is committed at once (it does not linger as other bookkeeping does, ADR
 0010), so on PostgreSQL its floor is a commit's WAL flush: the table's commit floor times
@@ -62,6 +63,24 @@ from shoal import admin
 from shoal.api.server import bind_socket, running_server, uvicorn_options
 
 SIM = Path(__file__).resolve().parents[1] / "tests" / "load"  # the simulated workers, watchers
+WARM = 50  # connections opened and closed before memory's baseline: one-time costs paid first
+
+
+async def warm_up(script: str, *args: str) -> None:
+    """Connect WARM simulated workers or watchers (`script`), then close them: what the first
+    connections of a process allocate once (code paths, caches) is not counted per
+    connection."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(SIM / script), *args, "--count", str(WARM),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=2**26)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 120)
+    if not (line.startswith(b"connected") or line.startswith(b"subscribed")):
+        raise RuntimeError(f"the warm-up connections did not open: {line!r}")
+    proc.stdin.close()
+    await proc.stdout.read()
+    await asyncio.wait_for(proc.wait(), 120)
 
 
 def rss_kb() -> int:
@@ -90,6 +109,8 @@ async def measure(kind: str, workers: int, seconds: float, interval: float) -> d
 
                 metrics.heartbeats = stamp  # type: ignore[method-assign]
                 token = await admin.create_worker_token(srv.services.db, name="load")
+                await warm_up("sim_workers.py", "--url", srv.url, "--token", token,
+                              "--interval", str(interval))
                 gc.collect()
                 before = rss_kb()
                 proc = await asyncio.create_subprocess_exec(
@@ -150,8 +171,12 @@ class Watching:
 
 
 @contextlib.asynccontextmanager
-async def watchers(url: str, token: str, clients: int) -> AsyncIterator[Watching]:
-    """`clients` simulated watchers of `url`, subscribed; on exit, their deliveries."""
+async def watchers(url: str, token: str, clients: int, *, warm: bool = True
+                   ) -> AsyncIterator[Watching]:
+    """`clients` simulated watchers of `url`, subscribed (after WARM that came and went, if
+    `warm`); on exit, their deliveries."""
+    if warm:
+        await warm_up("sim_clients.py", "--url", url, "--token", token)
     gc.collect()
     before, watching = rss_kb(), Watching()
     parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
@@ -238,7 +263,7 @@ async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:
                 copies(group, n) as run, signed_in(run.urls[0], "bench") as client:
             token = client.headers["Authorization"].removeprefix("Bearer ")
             async with contextlib.AsyncExitStack() as stack:
-                parts = [await stack.enter_async_context(watchers(u, token, k))
+                parts = [await stack.enter_async_context(watchers(u, token, k, warm=False))
                          for u, k in zip(run.urls, per, strict=True)]
                 pids = [p for server in run.servers for p in descendants(server.pid)]
                 cpu = cpu_seconds(pids)
@@ -267,9 +292,12 @@ class FanOutFloor:
         await ws.receive_text()  # the subscription
         await ws.send_text('{"type": "subscribed"}')
         self.sockets.append(ws)
-        with contextlib.suppress(WebSocketDisconnect):
-            while True:
-                await ws.receive_text()
+        try:
+            with contextlib.suppress(WebSocketDisconnect):
+                while True:
+                    await ws.receive_text()
+        finally:
+            self.sockets.remove(ws)
 
     async def burst(self, items: list[dict[str, Any]]) -> None:
         text = '{"type": "batch", "items": [' + ", ".join(map(json.dumps, items)) + "]}"
@@ -312,7 +340,40 @@ async def measure_floor(clients: int, events: int) -> dict[str, Any]:
     return watching.figures(clients, stored, cpu)
 
 
+async def one(args: argparse.Namespace) -> dict[str, Any]:
+    """The figures of the one size in `--workers` or `--clients`, measured in this process."""
+    if args.clients:
+        n = int(args.clients)
+        if args.floor:
+            return await measure_floor(n, 33)
+        if args.copies > 1:
+            return await measure_clients_on_copies(n, args.copies)
+        return await measure_clients(args.db, n, args.profile)
+    return await measure(args.db, int(args.workers), args.seconds, args.interval)
+
+
+async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
+    """The figures of size `n`, measured in a new process: in one that had served another size,
+    memory freed by that run would be reused and the growth per connection read low."""
+    with tempfile.TemporaryDirectory(prefix="shoal-load-run-") as name:
+        out = Path(name) / "figures.json"
+        argv = ["--db", args.db, "--seconds", str(args.seconds), "--interval",
+                str(args.interval), "--copies", str(args.copies), "--json", str(out),
+                *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
+                *(["--floor"] if args.floor else []),
+                *(["--profile", args.profile] if args.profile else [])]
+        proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
+        if await proc.wait() != 0:
+            raise RuntimeError(f"the run with {n} failed (exit {proc.returncode})")
+        figures: dict[str, Any] = json.loads(await asyncio.to_thread(out.read_text))
+        return figures
+
+
 async def main_async(args: argparse.Namespace, console: Console) -> None:
+    if args.json:
+        figures = json.dumps(await one(args))
+        await asyncio.to_thread(Path(args.json).write_text, figures)
+        return
     if args.clients:
         await clients_table(args, console)
         return
@@ -321,7 +382,7 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
                 "commit floor p99", "CPU / heartbeat", "memory / worker", "all connected in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.workers.split(",")):
-        r = await measure(args.db, n, args.seconds, args.interval)
+        r = await fresh(args, n)
         table.add_row(f"{r['workers']:,}", f"{r['beats']:,}", f"{r['per_s']:.0f}",
                       f"{r['p50']:.2f} ms", f"{r['p99']:.2f} ms", f"{r['max']:.1f} ms",
                       f"{r['floor_p50']:.2f} ms", f"{r['floor_p99']:.2f} ms",
@@ -340,12 +401,7 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                 "control plane CPU / delivery", "memory / watcher", "all subscribed in"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
-        if args.floor:
-            r = await measure_floor(n, 33)
-        elif args.copies > 1:
-            r = await measure_clients_on_copies(n, args.copies)
-        else:
-            r = await measure_clients(args.db, n, args.profile)
+        r = await fresh(args, n)
         table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
                       f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
                       f"{r['cpu_us']:.0f} µs", f"{r['kb']:.1f} kB" if r["kb"] == r["kb"] else "-",
@@ -368,6 +424,7 @@ def main() -> None:
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--floor", action="store_true",
                         help="watchers: the fan-out floor instead of Shoal (no Shoal logic)")
+    parser.add_argument("--json", default="", help=argparse.SUPPRESS)  # one size, figures here
     args = parser.parse_args()
     if args.db == "postgres" and not postgres_reachable():
         sys.exit("PostgreSQL is not reachable.")
