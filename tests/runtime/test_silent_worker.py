@@ -1,7 +1,10 @@
 """A worker whose attempt's lease ran out (it stopped heartbeating: cut off, frozen) gets no new
-work until it is heard from again. Its expired attempts free its slots, so without this it
-looked the freest worker and got their retries, which expired in turn: a network blip a little
-longer than the lease failed a whole task (`tests/faults`, the worker cut off)."""
+work that a worker heard from could run, until it is heard from again. Its expired attempts free
+its slots, so without this it looked the freest worker and got their retries, which expired in
+turn: a network blip a little longer than the lease failed a whole task (`tests/faults`, the
+worker cut off). Work only a silent worker could run still goes to it, and fails after its
+attempts if it never answers (`tests/e2e/test_bad_input.py`, the review on a fake
+`claude_code` worker), rather than waiting for it forever."""
 
 from __future__ import annotations
 
