@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.bus.base import Lagged
 from shoal.events import Event
+from shoal.mailbox import Mailbox
 from shoal.metrics import StreamKind
 from shoal.store.events import events_since, last_seq
 from shoal.store.models import utcnow
@@ -103,14 +104,14 @@ async def _replay(
             return
 
 
-Pumped = asyncio.Queue[dict[str, Any] | BaseException | None]
+Pumped = Mailbox[dict[str, Any] | BaseException | None]
 
 
 @contextlib.asynccontextmanager
 async def _pumped(stream: AsyncIterator[dict[str, Any]], size: int) -> AsyncIterator[Pumped]:
     """A queue that a task fills with `stream`'s items, then None at its end (or the exception
     that ended it); the task stops when the block is left."""
-    queue: Pumped = asyncio.Queue(size)
+    queue: Pumped = Mailbox(size)
 
     async def pump() -> None:
         try:

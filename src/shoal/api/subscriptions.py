@@ -63,14 +63,18 @@ class Sent:
     """The events one socket has sent, as spans and single numbers."""
 
     def __init__(self) -> None:
-        self.spans: deque[Span] = deque(maxlen=SPANS)
-        self._singles: deque[int] = deque(maxlen=SINGLES)
+        # A list, and the singles' deque made on first use: a socket keeps these for as long as
+        # it is open, and an empty deque holds a 64-slot block (0.75 kB).
+        self.spans: list[Span] = []
+        self._singles: deque[int] | None = None
         self._single_set: set[int] = set()
 
     def open(self, interest: Interest, after: int) -> Span:
         """Begin the span of a stream of `interest` that starts after `after`."""
         span = Span(interest, after, after)
         self.spans.append(span)
+        if len(self.spans) > SPANS:
+            del self.spans[0]
         return span
 
     def record(self, span: Span, item: dict[str, Any]) -> None:
@@ -82,7 +86,9 @@ class Sent:
             span.through = max(span.through, seq)
             return
         if seq not in self._single_set:  # another task's, live for `any_task_types`
-            if len(self._singles) == self._singles.maxlen:
+            if self._singles is None:
+                self._singles = deque(maxlen=SINGLES)
+            if len(self._singles) == SINGLES:
                 self._single_set.discard(self._singles[0])
             self._singles.append(seq)
             self._single_set.add(seq)

@@ -10,7 +10,6 @@ bound: when its queue is full it is marked lagged, keeps what it already had, an
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 from collections.abc import AsyncIterator, Sequence
@@ -18,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from shoal.bus.base import Lagged
 from shoal.errors import Unavailable
 from shoal.events import Event
+from shoal.mailbox import Mailbox
 
 DEFAULT_QUEUE_SIZE = 10_000
 """Events a subscriber may have unread before it is marked lagged."""
@@ -41,7 +41,7 @@ class QueueSubscription:
         if size < 1:
             raise ValueError("A subscription queue must hold at least one event.")
         # `None` only wakes a reader blocked on an empty queue after the state changed.
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=size)
+        self._queue: Mailbox[Event | None] = Mailbox(size)
         self._state = _State.OPEN
 
     @property
@@ -53,9 +53,7 @@ class QueueSubscription:
         """Queue `event` without waiting; on overflow mark the subscription lagged."""
         if self._state is not _State.OPEN:
             return
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
+        if not self._queue.put_nowait(event):
             self.lag()
 
     def lag(self) -> None:
@@ -69,8 +67,7 @@ class QueueSubscription:
     def discard(self) -> None:
         """End the subscription and drop whatever is still queued: nobody will read it."""
         self._state = _State.CLOSED
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._queue.clear()
         self._queue.put_nowait(None)
 
     def _finish(self, state: _State) -> None:
@@ -78,8 +75,7 @@ class QueueSubscription:
             return
         self._state = state
         # A full queue needs no wake-up: its reader is not blocked and will find the end.
-        with contextlib.suppress(asyncio.QueueFull):
-            self._queue.put_nowait(None)
+        self._queue.put_nowait(None)
 
     def __aiter__(self) -> QueueSubscription:
         """Iterate events as they are published."""
