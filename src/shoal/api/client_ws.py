@@ -53,6 +53,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from starlette.routing import WebSocketRoute
 
 from shoal.api import decisions, streams
 from shoal.api.deps import Services, bearer_token
@@ -168,7 +169,6 @@ class _Socket:
         await self.ws.send_text(json.dumps(frame))
 
 
-@router.websocket("/ws")
 async def client_socket(ws: WebSocket) -> None:
     """Live events for a signed-in user."""
     services: Services = ws.app.state.services
@@ -178,6 +178,12 @@ async def client_socket(ws: WebSocket) -> None:
         return
     with services.runtime.metrics.open_stream(StreamKind.WEBSOCKET):
         await _serve(ws, services, claims)
+
+
+# A plain Starlette route, not FastAPI's `@router.websocket`: the socket takes no dependencies,
+# and FastAPI's wrapper keeps two exit stacks and its frames for as long as a watcher stays
+# (about 3 kB a watcher; benchmarks/README).
+router.routes.append(WebSocketRoute("/ws", client_socket))
 
 
 async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
