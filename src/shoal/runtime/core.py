@@ -492,7 +492,8 @@ class Runtime:
             tid = self.memory.attempt_task.get(aid)
             if expires > b.now or tid is None:
                 continue
-            self.fleet.silence(aid)
+            if (state := self.memory.states.get(tid)) and (att := state.attempts.get(aid)):
+                self.fleet.silence(att.worker_id)
             with contextlib.suppress(StaleAttempt):
                 self._decide(b, await self._work(rd, b, tid), Expired(aid), ctx)
         for tid, state in list(self.memory.states.items()):

@@ -107,12 +107,11 @@ class Fleet:
         """Every live connection."""
         return list(self._by_id.values())
 
-    def silence(self, attempt_id: uuid.UUID) -> None:
-        """The attempt's lease ran out: its worker goes last in placing work until it is heard
-        from (its expired attempts freed its slots; it would look the freest otherwise)."""
-        for c in self._by_id.values():
-            if attempt_id in c.running:
-                c.silent = True
+    def silence(self, worker_id: uuid.UUID | None) -> None:
+        """An attempt's lease ran out on the worker: it goes last in placing work until it is
+        heard from (its expired attempts freed its slots; it would look the freest otherwise)."""
+        if (conn := self.get(worker_id)) is not None:
+            conn.silent = True
 
     def has_free_slot(self) -> bool:
         """Whether any worker could take an attempt now."""
