@@ -116,6 +116,9 @@ async def test_a_small_plan_moves_each_counter_by_what_happened(
         assert (await _result(ws, again))["accepted"] is True
         detail = await wait_until(lambda: _finished(client, task_id), what="the task to end")
         assert detail["status"] == "completed"
+        late = await _result(ws, runs["good"])  # its attempt has ended: refused, and counted
+        assert (late["accepted"], late["reason"]) == (
+            False, "This attempt has ended; its result is refused.")
         assert (await client.get(f"/api/v1/tasks/{task_id}")).status_code == 200
         after = await scrape(server)
 
@@ -123,6 +126,7 @@ async def test_a_small_plan_moves_each_counter_by_what_happened(
     for outcome, count in (("completed", 2), ("retried", 1), ("fenced", 1), ("failed", 0)):
         assert moved(before, after, "shoal_attempts_total", tool="echo",
                      outcome=outcome) == count, outcome
+    assert moved(before, after, "shoal_attempts_total", tool="unknown", outcome="fenced") == 1
     assert moved(before, after, "shoal_attempt_duration_seconds_count", tool="echo") == 3
     assert moved(before, after, "shoal_dispatch_latency_seconds_count") == 3
     assert moved(before, after, "shoal_model_input_tokens_total", tool="echo",

@@ -146,7 +146,8 @@ class WorkerJobs:
         wc.running.discard(msg.attempt_id)
         wc.silent = False
         tid = self._memory.attempt_task.get(msg.attempt_id)
-        if tid is None:
+        if tid is None:  # counted as refused too: which tool ran it, memory no longer knows
+            b.fenced.append("")
             job.result = lambda: (False, "This attempt has ended; its result is refused.")
             return
         work = await self._work(rd, b, tid)
