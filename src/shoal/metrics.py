@@ -64,6 +64,7 @@ class Outcome(StrEnum):
     RETRIED = "retried"  # failed (or its lease expired) and its subtask runs again
     FENCED = "fenced"  # its result came after its lease was lost and was refused
     CANCELLED = "cancelled"
+    DECLINED = "declined"  # the worker had no room (or was leaving): it never ran, no try spent
 
 
 class StreamKind(StrEnum):
@@ -313,6 +314,8 @@ def _outcome(att: AttemptRecord, state: TaskState) -> Outcome:
         return Outcome.COMPLETED
     if att.status is AttemptStatus.CANCELLED:
         return Outcome.CANCELLED
+    if att.status is AttemptStatus.DECLINED:
+        return Outcome.DECLINED
     sub = state.subtasks.get(att.subtask_id)
     again = sub is not None and sub.status in (SubtaskStatus.QUEUED, SubtaskStatus.IN_PROGRESS)
     return Outcome.RETRIED if again else Outcome.FAILED

@@ -13,6 +13,8 @@ the other an addition it did not list. `acks`: acks of several results in one me
 `batches`: several results (`task_results`) or attempts (`execute_tasks`) that are ready at the
 same moment travel in one frame instead of one frame each (ADR 0024). `agent_tokens`: a
 running attempt's model text as it streams, at most one message per 50 ms per attempt.
+`declines`: a worker with no free slot, or on its way out, answers an attempt with a
+`task_result` of status `declined` (it never ran; the subtask keeps the try) instead of `failed`.
 """
 
 from __future__ import annotations
@@ -33,13 +35,13 @@ PROTOCOL_VERSION = 1
 BATCH_BYTES = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
 WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
-SERVER_FEATURES = ("batches", "agent_tokens")  # and its control plane
+SERVER_FEATURES = ("batches", "agent_tokens", "declines")  # and its control plane
 
 MAX_TOKENS = 10**12  # per attempt
 MAX_COST_USD = 1e9
 MAX_DURATION = 366 * 24 * 3600.0
 
-ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
+ResultStatus = Literal["succeeded", "failed", "cancelled", "timed_out", "declined"]
 
 
 class _Message(BaseModel):

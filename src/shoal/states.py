@@ -49,6 +49,7 @@ class AttemptStatus(StrEnum):
     FAILED = "failed"
     EXPIRED = "expired"  # its lease ran out; a late result is refused
     CANCELLED = "cancelled"
+    DECLINED = "declined"  # the worker had no room (or was leaving): it never ran
 
 
 class WorkerStatus(StrEnum):
@@ -116,7 +117,7 @@ _SUBTASK: dict[SubtaskStatus, frozenset[SubtaskStatus]] = {
 _ATTEMPT: dict[AttemptStatus, frozenset[AttemptStatus]] = {
     AttemptStatus.DISPATCHED: frozenset(
         {AttemptStatus.RUNNING, AttemptStatus.SUCCEEDED, AttemptStatus.FAILED,
-         AttemptStatus.EXPIRED, AttemptStatus.CANCELLED}
+         AttemptStatus.EXPIRED, AttemptStatus.CANCELLED, AttemptStatus.DECLINED}
     ),
     AttemptStatus.RUNNING: frozenset(
         {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.EXPIRED,
@@ -126,6 +127,7 @@ _ATTEMPT: dict[AttemptStatus, frozenset[AttemptStatus]] = {
     AttemptStatus.FAILED: frozenset(),
     AttemptStatus.EXPIRED: frozenset(),
     AttemptStatus.CANCELLED: frozenset(),
+    AttemptStatus.DECLINED: frozenset(),
 }
 
 _TABLES: dict[type, dict[object, frozenset[object]]] = {

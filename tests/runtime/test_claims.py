@@ -87,15 +87,19 @@ class Copies:
 async def two_copies(
     database_url: str, tmp_path: Path, *, claim_ttl: float, b_claim_interval: float = 0.2,
     redis_url: str | None = None, worker_tools: Mapping[str, Tool] | None = None,
+    worker_slots: int = 2, **overrides: object,
 ) -> AsyncIterator[Copies]:
     """Copies "a" and "b" of the control plane sharing `database_url` (and one data folder);
     "a" claims for `claim_ttl` seconds, "b" looks for orphaned tasks every `b_claim_interval`;
-    with `redis_url`, they share that Redis (events, and commands forwarded to the owner)."""
+    with `redis_url`, they share that Redis (events, and commands forwarded to the owner).
+    One worker with `worker_slots` slots is connected to "b"; `overrides` are both's settings."""
     settings_a = make_settings(tmp_path, database_url=database_url, instance_id="a",
-                               claim_ttl=claim_ttl, claim_interval=0.2, redis_url=redis_url)
+                               claim_ttl=claim_ttl, claim_interval=0.2, redis_url=redis_url,
+                               **overrides)
     settings_b = make_settings(tmp_path, database_url=database_url, instance_id="b",
                                claim_ttl=max(claim_ttl, 2 * b_claim_interval),
-                               claim_interval=b_claim_interval, redis_url=redis_url)
+                               claim_interval=b_claim_interval, redis_url=redis_url,
+                               **overrides)
     async with contextlib.AsyncExitStack() as stack:
         a_stop = contextlib.AsyncExitStack()
         stack.push_async_callback(a_stop.aclose)
@@ -106,7 +110,8 @@ async def two_copies(
         stack.push_async_callback(client_a.aclose)
         client_b = httpx.AsyncClient(base_url=b.url, headers=client_a.headers, timeout=30)
         stack.push_async_callback(client_b.aclose)
-        await stack.enter_async_context(echo_worker(b, settings_b, tools=worker_tools))
+        await stack.enter_async_context(echo_worker(b, settings_b, tools=worker_tools,
+                                                    slots=worker_slots))
 
         async def online() -> bool:  # copy "a" accepts tasks only once the store says so
             since = datetime.now(UTC) - timedelta(seconds=settings_a.lease_seconds)

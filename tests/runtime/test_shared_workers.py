@@ -97,7 +97,7 @@ async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
     database_url: str, redis_url: str, tmp_path: Path,
 ) -> None:
     """A frame for a worker that has left "b" starts nothing: "a" is told its attempts were
-    not passed on (and expires them: `Expire`), with the reason."""
+    not passed on (and places them again: `Decline`), with the reason."""
     import redis.asyncio as aioredis
 
     async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url) as pair:
@@ -117,6 +117,67 @@ async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
         assert refused.attempts == [attempt]
         assert refused.worker_id == gone
         assert "no longer connected" in refused.reason
+
+
+async def test_attempts_for_a_full_worker_go_back_to_their_owner(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """The worker's one slot is taken by "b"'s own attempt when another copy's attempts reach
+    "b": "b" passes none of them on, tells their owner the worker is full (`Refused.full`, which
+    places them again without spending a try) and rewrites the worker's card at once."""
+    import redis.asyncio as aioredis
+
+    tool = GatedEcho()
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url,
+                          worker_tools={"echo": tool}, worker_slots=1) as pair:
+        await submit(pair.client_b, GATED)
+        await asyncio.wait_for(tool.started.wait(), 20)
+        [worker] = pair.b.services.runtime.fleet.connections()
+        first, second = uuid.uuid4(), uuid.uuid4()
+        frame = ('{"type": "execute_tasks", "tasks": ['
+                 f'{{"type": "execute_task", "attempt_id": "{first}"}}, '
+                 f'{{"type": "execute_task", "attempt_id": "{second}"}}]}}')
+        peers = pair.b.services.runtime._peers
+        assert peers is not None
+        redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            inbox = keys.relay_inbox(pair.b_settings.redis_namespace, "nobody")
+            await peers.receive(ToWorker(worker_id=worker.worker_id, owner="nobody", text=frame))
+            raw = await redis.lpop(inbox)
+            card = WorkerCard.model_validate_json(await redis.hget(
+                keys.fleet(pair.b_settings.redis_namespace), str(worker.worker_id)))
+        finally:
+            await redis.aclose()
+        refused = Refused.model_validate_json(raw)
+        assert (refused.attempts, refused.full) == ([first, second], True)
+        assert "no free slot" in refused.reason
+        assert len(worker.running) == 1  # "b"'s own attempt alone
+        assert (card.running, card.slots) == (1, 1)
+        tool.gate.set()
+
+
+async def test_two_copies_placing_on_one_slot_spend_no_tries(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """Issue 34's run: one worker with one slot (connected to "b"), each copy given three tasks
+    of four parallel steps at once, one try per step: both copies place on the slot at the same
+    moments, and what finds it taken is declined and placed again later, so every task
+    completes and no attempt failed."""
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url,
+                          worker_slots=1, max_attempts=1, retry_delays=[0.1]) as pair:
+        plan = [{"name": f"s{i}", "description": f"echo {i}", "tool": "echo",
+                 "options": {"delay": 0.02}} for i in range(4)]
+        clients = [pair.client_a] * 3 + [pair.client_b] * 3
+        task_ids = await asyncio.gather(*(submit(c, plan) for c in clients))
+        statuses: list[str] = []
+        for client, task_id in zip(clients, task_ids, strict=True):
+            detail = await wait_for_status(client, task_id, "completed", "failed")
+            assert detail["status"] == "completed", detail
+            attempts = await attempts_of(client, detail)
+            assert sorted(a["status"] for a in attempts if a["status"] != "declined") == \
+                ["succeeded"] * 4
+            statuses += [a["status"] for a in attempts]
+        print(f"{statuses.count('declined')} declined attempts of {len(statuses)}")
 
 
 def test_a_result_crosses_copies_without_its_files() -> None:

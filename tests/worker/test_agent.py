@@ -212,9 +212,13 @@ async def test_duplicate_execute_is_ignored(plane: FakeControlPlane, gate: GateT
         assert (await plane.expect(TaskAccepted)).attempt_id == msg.attempt_id
 
 
-async def test_no_free_slot_fails_attempt(plane: FakeControlPlane, gate: GateTool,
-                                          tmp_path: Path) -> None:
-    """An attempt beyond the worker's slots is answered with a failed result."""
+@pytest.mark.parametrize(("features", "status"), [([], "failed"), (["declines"], "declined")])
+async def test_no_free_slot_declines_attempt(plane: FakeControlPlane, gate: GateTool,
+                                             tmp_path: Path, features: list[str],
+                                             status: str) -> None:
+    """An attempt beyond the worker's slots is declined (it never ran; the control plane
+    spends no try on it), or failed for a control plane that does not know declines."""
+    plane.features = features
     async with running(make_worker(plane, tmp_path, gate, slots=1)):
         await plane.expect(WorkerRegister)
         await plane.send(execute())
@@ -222,7 +226,8 @@ async def test_no_free_slot_fails_attempt(plane: FakeControlPlane, gate: GateToo
         extra = execute()
         await plane.send(extra)
         result = await plane.expect(TaskResult)
-        assert (result.attempt_id, result.error) == (extra.attempt_id, "worker has no free slot")
+        assert (result.attempt_id, result.status, result.error) == (
+            extra.attempt_id, status, "worker has no free slot")
 
 
 async def test_heartbeat_names_running_attempts(plane: FakeControlPlane, gate: GateTool,

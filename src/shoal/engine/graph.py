@@ -24,6 +24,7 @@ from shoal.engine.inputs import (
     CancelRequested,
     CheckpointDecision,
     CheckpointExpired,
+    Declined,
     Dispatched,
     DispatchedAll,
     EngineInput,
@@ -85,6 +86,8 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
             _finished(flow, step, inp)
         case Expired():
             _expired(flow, step, inp)
+        case Declined():
+            _declined(step, inp)
         case UsageReported():
             _usage_reported(step, inp)
         case BudgetCheck():
@@ -178,6 +181,21 @@ def _expired(flow: Workflow, step: Step, inp: Expired) -> None:
     step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
               message=f"'{sub.name}': {inp.reason} Re-queued.")
     _retry_or_fail(flow, step, sub, inp.reason, backoff=False)
+
+
+def _declined(step: Step, inp: Declined) -> None:
+    """The attempt never ran: its subtask is queued again with the try it did not spend (its
+    fence still counts the attempt, so a late word from it is refused)."""
+    att = _live_attempt(step, inp.attempt_id)
+    step.set_attempt(att, status=transition(att.status, AttemptStatus.DECLINED),
+                     finished_at=step.ctx.now, error=inp.reason, lease_expires_at=None)
+    sub = step.subtasks[att.subtask_id]
+    if step.task.status in TERMINAL_TASK:
+        return
+    sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.QUEUED),
+                           attempts=sub.attempts - 1, declines=sub.declines + 1,
+                           current_attempt_id=None, not_before=None)
+    emit_subtask(step, sub, declined=inp.reason)
 
 
 def _live_attempt(step: Step, attempt_id: uuid.UUID) -> AttemptRecord:

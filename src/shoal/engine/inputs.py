@@ -79,6 +79,15 @@ class Expired:
 
 
 @dataclass(frozen=True, slots=True)
+class Declined:
+    """The worker (or the copy it is connected to) had no room for an attempt, or was leaving:
+    the attempt never ran, so it costs its subtask none of its tries."""
+
+    attempt_id: uuid.UUID
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReported:
     """A live attempt of a task with a budget says what it has spent so far (in all)."""
 
@@ -131,5 +140,5 @@ class Unplaceable:
 
 
 EngineInput = (Start | Queued | Dispatched | DispatchedAll | Started | Finished | Expired
-               | UsageReported | BudgetCheck | CancelRequested | CheckpointDecision
+               | Declined | UsageReported | BudgetCheck | CancelRequested | CheckpointDecision
                | CheckpointExpired | Unplaceable)

@@ -455,7 +455,8 @@ class SubtaskRecord:
     assigned_tool: str | None = None
     complexity: int = 3
     priority: float = 0.0
-    attempts: int = 0
+    attempts: int = 0  # tries spent (the retry policy's count)
+    declines: int = 0  # attempts a worker declined for want of room: no try spent
     not_before: datetime | None = None
     current_attempt_id: uuid.UUID | None = None
     options: StepOptions = field(default_factory=StepOptions)

@@ -46,6 +46,11 @@ class Connection:
     elsewhere: int = 0  # attempts of other copies it runs, as its copy last said
     silent: bool = False  # an attempt's lease ran out on it and it has not been heard from since
 
+    def declined(self) -> None:
+        """It declined an attempt for want of room: what it runs that this copy does not know
+        of fills its free slots, until its card (or, connected here, its heartbeat) says."""
+        self.elsewhere = max(self.elsewhere, self.slots - len(self.running))
+
     def free(self) -> bool:
         """Whether it could take another attempt now."""
         return len(self.running) + self.elsewhere < self.slots

@@ -150,11 +150,14 @@ class Result(Job):
 
 
 @dataclass(slots=True)
-class Expire(Job):
-    """Attempts that never reached their worker (another copy could not pass them on)."""
+class Decline(Job):
+    """Attempts that never reached their worker: the copy it is connected to could not pass
+    them on, because the worker had left it or (`full`) had no free slot."""
 
+    worker_id: uuid.UUID
     attempt_ids: tuple[uuid.UUID, ...]
     reason: str
+    full: bool
 
 
 @dataclass(slots=True)

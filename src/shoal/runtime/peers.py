@@ -41,7 +41,7 @@ from shoal.protocol import (
     parse_worker_message,
 )
 from shoal.runtime.fleet import Connection, Fleet
-from shoal.runtime.jobs import Accepted, Beat, Expire, Job, Log, Result, Spent
+from shoal.runtime.jobs import Accepted, Beat, Decline, Job, Log, Result, Spent
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.relay import (
     Envelope,
@@ -204,6 +204,8 @@ class Peers:
                           at=time.time())
 
     async def _pass_on(self, env: ToWorker) -> None:
+        """Pass a frame on to a worker connected here; attempts it has no room for (another
+        copy placed on the same slots at the same moment) go back to their owner instead."""
         wc = self._fleet.get(env.worker_id)
         starts = _attempts_started(env.text)
         if wc is None or wc.via is not None:
@@ -213,11 +215,22 @@ class Peers:
                     reason=f"The worker was no longer connected to control-plane copy "
                            f"{self.me!r} when the attempt reached it."))
             return
+        text = env.text
+        room = wc.slots - len(wc.running)
+        if len(starts) > room:
+            starts, over = starts[:max(room, 0)], starts[max(room, 0):]
+            await self._relay.post(env.owner, Refused(
+                worker_id=env.worker_id, attempts=over, full=True,
+                reason="The worker had no free slot: another copy's work took it first."))
+            await self._relay.publish(self.card(wc))  # what the others see of it is stale
+            if not starts:
+                return
+            text = _only_attempts(text, starts)
         for aid in starts:
             self._relayed[aid] = env.owner
             wc.running.add(aid)
         try:
-            await wc.send(env.text)
+            await wc.send(text)
         except Exception as exc:  # a dead socket: the owner's lease brings the work back
             log.info("relay.send_failed", worker=str(wc.worker_id), error=str(exc))
 
@@ -231,7 +244,7 @@ class Peers:
         elif isinstance(env, FromWorker):
             self._from_worker(env)
         elif isinstance(env, Refused):
-            self._post(Expire(tuple(env.attempts), env.reason))
+            self._post(Decline(env.worker_id, tuple(env.attempts), env.reason, env.full))
         elif isinstance(env, Left):
             wc = self._fleet.get(env.worker_id)
             if wc is not None and wc.via == env.via:
@@ -377,6 +390,14 @@ def _attempts_started(text: str) -> list[uuid.UUID]:
     frame = json.loads(text)
     tasks = frame.get("tasks") if frame.get("type") == "execute_tasks" else [frame]
     return [uuid.UUID(t["attempt_id"]) for t in tasks or () if t.get("type") == "execute_task"]
+
+
+def _only_attempts(text: str, keep: list[uuid.UUID]) -> str:
+    """An `execute_tasks` frame with only the attempts in `keep`."""
+    frame = json.loads(text)
+    wanted = {str(aid) for aid in keep}
+    frame["tasks"] = [t for t in frame["tasks"] if t.get("attempt_id") in wanted]
+    return json.dumps(frame)
 
 
 async def _no_close(code: int, reason: str) -> None:

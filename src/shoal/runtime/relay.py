@@ -12,7 +12,8 @@ per copy (`<namespace>:relay:<copy>`, read with `BLPOP`):
 - `FromWorker`: a frame a worker sent about an attempt another copy owns (started, a log line,
   streamed text, spending, a heartbeat for those attempts, the result with its files already
   stored), passed to the owner, which handles it as if the worker were connected to it;
-- `Refused`: the worker is not (or no longer) connected to the copy asked to pass attempts on;
+- `Refused`: the worker is not (or no longer) connected to the copy asked to pass attempts on,
+  or has no free slot for them (the owner places them elsewhere or later, no try spent);
 - `Left`: the worker's socket closed.
 """
 
@@ -75,12 +76,14 @@ class FromWorker(_Envelope):
 
 
 class Refused(_Envelope):
-    """Attempts the receiving copy owns could not be passed on: the worker is not connected."""
+    """Attempts the receiving copy owns could not be passed on: the worker is not connected,
+    or (`full`) has no free slot for them."""
 
     kind: Literal["refused"] = "refused"
     worker_id: uuid.UUID
     attempts: list[uuid.UUID]
     reason: str
+    full: bool = False
 
 
 class Left(_Envelope):

@@ -79,7 +79,7 @@ class Scheduler:
             sub = work.state.subtasks[a.subtask_id]
             run.append((by_worker[a.worker_id], AttemptRecord(
                 id=uuid.uuid4(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
-                fence=sub.attempts + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
+                fence=sub.attempts + sub.declines + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
                 dispatched_at=b.now, lease_expires_at=lease)))
         if run:
             self._dispatch(b, run, ctx)

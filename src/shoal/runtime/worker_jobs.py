@@ -11,14 +11,23 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from shoal.config import Settings
-from shoal.engine.inputs import EngineInput, Expired, Finished, Started
+from shoal.engine.inputs import Declined, EngineInput, Expired, Finished, Started
 from shoal.engine.step import Context
 from shoal.errors import StaleAttempt
 from shoal.events import EventType, NewEvent
 from shoal.protocol import SERVER_FEATURES, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.fleet import Connection, Fleet, Sample
-from shoal.runtime.jobs import Accepted, Beat, Disconnect, Expire, Hold, Log, Register, Result
+from shoal.runtime.jobs import (
+    Accepted,
+    Beat,
+    Decline,
+    Disconnect,
+    Hold,
+    Log,
+    Register,
+    Result,
+)
 from shoal.runtime.memory import TaskMemory
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
@@ -102,6 +111,7 @@ class WorkerJobs:
         b.sql.append(functools.partial(renew_leases, attempt_ids=mine, expires_at=lease))
         if wc.via is not None:
             return  # connected to another copy: that copy records the worker
+        wc.elsewhere = 0  # connected here, all it runs is ours: a decline's mark is stale now
         status = "busy" if len(wc.running) >= wc.slots else "online"
         b.sql.append(functools.partial(
             worker_rows.record_heartbeat, worker_id=wc.worker_id, cpu=hb.cpu_percent,
@@ -115,12 +125,21 @@ class WorkerJobs:
             b.sql.append(functools.partial(renew_leases, attempt_ids=[job.attempt_id],
                                            expires_at=lease))
 
-    async def expire(self, rd: Reader, b: Batch, job: Expire, ctx: Context) -> None:
+    async def decline(self, rd: Reader, b: Batch, job: Decline, ctx: Context) -> None:
+        """Another copy could not pass attempts on to a worker connected to it: placed again,
+        no try spent, elsewhere (the worker left that copy) or later (it was full)."""
+        wc = self._fleet.get(job.worker_id)
+        if wc is not None and wc.via is not None:
+            if job.full:
+                wc.running.difference_update(job.attempt_ids)
+                wc.declined()
+            else:
+                self._fleet.remove(wc)
         for aid in job.attempt_ids:
             tid = self._memory.attempt_task.get(aid)
             if tid is not None:
                 with contextlib.suppress(StaleAttempt):
-                    self._decide(b, await self._work(rd, b, tid), Expired(aid, job.reason), ctx)
+                    self._decide(b, await self._work(rd, b, tid), Declined(aid, job.reason), ctx)
 
     async def accepted(self, rd: Reader, b: Batch, job: Accepted, ctx: Context) -> None:
         aid = job.attempt_id
@@ -156,12 +175,17 @@ class WorkerJobs:
             b.fenced.append(att.tool if att is not None else "")
             job.result = lambda: (False, "The attempt lost its lease; its result is refused.")
             return
-        try:
-            self._decide(b, work, Finished(
+        if msg.status == "declined":  # it never ran: placed again, elsewhere or later
+            wc.declined()
+            inp: EngineInput = Declined(msg.attempt_id, msg.error or "The worker declined it.")
+        else:
+            inp = Finished(
                 attempt_id=msg.attempt_id, status=msg.status, output=msg.output,
                 files=tuple(manifest), rejected_files=tuple(rejected),
                 usage=msg.usage.model_dump(), error=msg.error,
-                denials=tuple(msg.denials), duration_seconds=msg.duration_seconds), ctx)
+                denials=tuple(msg.denials), duration_seconds=msg.duration_seconds)
+        try:
+            self._decide(b, work, inp, ctx)
         except StaleAttempt as exc:
             b.fenced.append(att.tool)
             reason = exc.message

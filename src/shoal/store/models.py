@@ -220,6 +220,7 @@ class Subtask(Base):
     complexity: Mapped[int] = mapped_column(sa.Integer, default=3)
     priority: Mapped[float] = mapped_column(sa.Float, default=0.0)
     attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
+    declines: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
     current_attempt_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)

@@ -50,7 +50,14 @@ from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.tracing import Tracing, configure
 from shoal.worker.connection import Backoff, websocket_url
-from shoal.worker.executor import READY_WORKSPACES, Attempt, Executor, describe, failed
+from shoal.worker.executor import (
+    READY_WORKSPACES,
+    Attempt,
+    Executor,
+    declined,
+    describe,
+    failed,
+)
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
 
@@ -372,8 +379,9 @@ class Worker:
             log.info("worker.duplicate_attempt_ignored", attempt_id=str(attempt_id))
             return
         refusal = self._refusal()
-        if refusal is not None:
-            await self._deliver(failed(Attempt(msg), refusal))
+        if refusal is not None:  # not the step's failure, where the control plane can tell
+            answer = declined if "declines" in self._server_features else failed
+            await self._deliver(answer(Attempt(msg), refusal))
             return
         attempt = Attempt(msg)
         self._running[attempt_id] = attempt

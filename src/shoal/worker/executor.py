@@ -417,6 +417,11 @@ def failed(attempt: Attempt, error: str) -> TaskResult:
     return _result(attempt, "failed", outcome=ToolOutcome(status="failed", error=error))
 
 
+def declined(attempt: Attempt, reason: str) -> TaskResult:
+    """The answer to an attempt this worker has no room for (or is leaving): it never ran."""
+    return _result(attempt, "declined", outcome=ToolOutcome(status="failed", error=reason))
+
+
 def _cancelled(attempt: Attempt) -> TaskResult:
     error = f"Cancelled: {attempt.cancel_reason}"
     return _result(attempt, "cancelled", outcome=ToolOutcome(status="failed", error=error))
