@@ -3,7 +3,8 @@
 Every message is a JSON object with `type` and `v`. Worker → control plane: `worker_register`,
 `heartbeat`, `task_accepted`, `agent_log`, `agent_tokens`, `task_result`, `task_results`.
 Control plane →
-worker: `registered`, `execute_task`, `execute_tasks`, `cancel_task`, `ack`, `acks`, `error`.
+worker: `registered`, `execute_task`, `execute_tasks`, `cancel_task`, `ack`, `acks`,
+`resend_results`, `error`.
 `parse_worker_message` / `parse_server_message` turn raw text into the right model or raise
 `pydantic.ValidationError`.
 
@@ -15,6 +16,9 @@ same moment travel in one frame instead of one frame each (ADR 0024). `agent_tok
 running attempt's model text as it streams, at most one message per 50 ms per attempt.
 `declines`: a worker with no free slot, or on its way out, answers an attempt with a
 `task_result` of status `declined` (it never ran; the subtask keeps the try) instead of `failed`.
+`resend`: `resend_results` asks a worker to send again the results of the attempts it names that
+it still holds unacknowledged (a copy that took a crashed copy's tasks over asks for the results
+that went to the dead one).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ PROTOCOL_VERSION = 1
 # be, so a frame never exceeds what the receiver accepts for a single message.
 BATCH_BYTES = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
-WORKER_FEATURES = ("acks", "batches")  # the additions this version's worker understands
+WORKER_FEATURES = ("acks", "batches", "resend")  # the additions this version's worker understands
 SERVER_FEATURES = ("batches", "agent_tokens", "declines")  # and its control plane
 
 MAX_TOKENS = 10**12  # per attempt
@@ -287,6 +291,15 @@ class Acks(_Message):
     acks: list[Ack] = Field(min_length=1)
 
 
+class ResendResults(_Message):
+    """Send again the results of these attempts that are not yet acknowledged (to workers that
+    list `resend` among their `features`): their first copies went to a control-plane copy that
+    died before it acknowledged them."""
+
+    type: Literal["resend_results"] = "resend_results"
+    attempt_ids: list[uuid.UUID] = Field(min_length=1, max_length=10_000)
+
+
 class ErrorMessage(_Message):
     """A message the control plane could not handle."""
 
@@ -296,7 +309,8 @@ class ErrorMessage(_Message):
 
 
 ServerMessage = Annotated[
-    Registered | ExecuteTask | ExecuteTasks | CancelTask | Ack | Acks | ErrorMessage,
+    Registered | ExecuteTask | ExecuteTasks | CancelTask | Ack | Acks | ResendResults
+    | ErrorMessage,
     Field(discriminator="type"),
 ]
 

@@ -93,6 +93,39 @@ async def test_the_copy_that_takes_a_dead_owners_task_accepts_the_result(
         assert (await pair.claim(task_id)).owner == "b"
 
 
+async def test_a_result_sent_to_the_dead_owner_is_accepted_by_the_copy_that_takes_over(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """"a" dies and its attempt then finishes on "b"'s worker: the result goes to "a"'s list,
+    where nobody reads it, and the worker keeps it unacknowledged. "b" takes the task over,
+    asks the worker for it again (`resend_results`) and accepts it: the step is not run twice."""
+    import redis.asyncio as aioredis
+
+    tool = GatedEcho()
+    async with two_copies(database_url, tmp_path, claim_ttl=2.0, redis_url=redis_url,
+                          worker_tools={"echo": tool}) as pair:
+        task_id = await submit(pair.client_a, GATED)
+        await asyncio.wait_for(tool.started.wait(), 20)
+        await pair.crash_a()
+        tool.gate.set()
+        redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            inbox = keys.relay_inbox(pair.b_settings.redis_namespace, "a")
+
+            async def sent_to_the_dead() -> bool:
+                return any("task_result" in raw for raw in await redis.lrange(inbox, 0, -1))
+
+            await wait_until(sent_to_the_dead, what="the result to reach the dead copy's list")
+        finally:
+            await redis.aclose()
+        assert not pair.held_by_b(task_id)  # "a"'s claim has not run out yet
+        detail = await wait_for_status(pair.client_b, task_id, "completed", "failed")
+        assert detail["status"] == "completed", detail
+        assert [a["status"] for a in await attempts_of(pair.client_b, detail)] == ["succeeded"]
+        assert tool.runs == 1
+        assert (await pair.claim(task_id)).owner == "b"
+
+
 async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
     database_url: str, redis_url: str, tmp_path: Path,
 ) -> None:

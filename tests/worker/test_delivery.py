@@ -15,6 +15,7 @@ from shoal.protocol import (
     Acks,
     ExecuteTask,
     ExecuteTasks,
+    ResendResults,
     TaskAccepted,
     TaskResult,
     TaskResults,
@@ -56,6 +57,33 @@ async def test_one_acks_message_forgets_every_result_it_names(
                                         reason="refused")]))
         await asyncio.wait_for(acked.wait(), DEADLINE)
         assert worker._unacked == {}
+    assert on_disk(worker) == []
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["in memory", "on disk"])
+async def test_resend_results_sends_again_only_what_it_holds(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, saved: bool
+) -> None:
+    """`resend_results` (the worker lists `resend`) sends again the named results it still
+    holds unacknowledged — from memory, or from its outbox once written — and ignores the
+    attempts it does not hold; an ack then forgets it."""
+    worker = make_worker(plane, tmp_path, gate)
+    acked = noting_acks(worker, count=1)
+    async with running(worker):
+        assert "resend" in (await plane.expect(WorkerRegister)).features
+        run = execute()
+        await plane.send(run)
+        gate.gate.set()
+        first = await plane.expect(TaskResult)
+        if saved:
+            worker._save_deferred()
+            await asyncio.wait_for(asyncio.gather(*worker._saving.values()), DEADLINE)
+            assert worker._unacked[run.attempt_id] is None  # only on disk now
+        await plane.send(ResendResults(attempt_ids=[execute().attempt_id, run.attempt_id]))
+        again = await plane.expect(TaskResult)
+        assert again == first
+        await plane.send(Ack(attempt_id=run.attempt_id, accepted=True))
+        await asyncio.wait_for(acked.wait(), DEADLINE)
     assert on_disk(worker) == []
 
 

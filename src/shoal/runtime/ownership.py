@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from shoal.config import Settings
 from shoal.engine.model import TaskState
 from shoal.errors import Conflict, NotFound, ShoalError, Unavailable
+from shoal.protocol import ResendResults
 from shoal.runtime.batch import Batch
 from shoal.runtime.dispatch import cancel_message
 from shoal.runtime.fleet import Fleet
@@ -174,8 +175,23 @@ class Ownership:
             return
         states = await load_task_states(await opener(), fresh)
         self.install(states, b.now)
+        self._ask_for_results(b, states)
         log.info("runtime.tasks_taken_over", owner=self.owner, tasks=len(states),
                  live_attempts=sum(len(st.attempts) for st in states))
+
+    def _ask_for_results(self, b: Batch, states: Iterable[TaskState]) -> None:
+        """Ask the workers of the tasks' live attempts, wherever they are connected, to send
+        again what they finished and still hold: its first copy may have gone to the copy that
+        died, and a live worker's finished work is not done twice."""
+        by_worker: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for st in states:
+            for aid, att in st.attempts.items():
+                if att.worker_id is not None:
+                    by_worker.setdefault(att.worker_id, []).append(aid)
+        for worker_id, aids in by_worker.items():
+            wc = self._fleet.get(worker_id)
+            if wc is not None and "resend" in wc.features:
+                b.messages.append((wc, ResendResults(attempt_ids=aids).model_dump_json()))
 
     def drop(self, b: Batch, task_ids: Collection[uuid.UUID]) -> None:
         """Stop driving tasks another copy took over; stop their attempts on workers here

@@ -215,6 +215,8 @@ class Peers:
                     reason=f"The worker was no longer connected to control-plane copy "
                            f"{self.me!r} when the attempt reached it."))
             return
+        for aid in _resends_asked(env.text):  # the results come back to the copy that asks
+            self._relayed[aid] = env.owner
         text = env.text
         room = wc.slots - len(wc.running)
         if len(starts) > room:
@@ -390,6 +392,13 @@ def _attempts_started(text: str) -> list[uuid.UUID]:
     frame = json.loads(text)
     tasks = frame.get("tasks") if frame.get("type") == "execute_tasks" else [frame]
     return [uuid.UUID(t["attempt_id"]) for t in tasks or () if t.get("type") == "execute_task"]
+
+
+def _resends_asked(text: str) -> list[uuid.UUID]:
+    """The attempts whose results a `resend_results` frame asks for (none for other frames)."""
+    if '"resend_results"' not in text:
+        return []
+    return [uuid.UUID(aid) for aid in json.loads(text).get("attempt_ids", ())]
 
 
 def _only_attempts(text: str, keep: list[uuid.UUID]) -> str:

@@ -40,6 +40,7 @@ from shoal.protocol import (
     ExecuteTasks,
     Heartbeat,
     Registered,
+    ResendResults,
     TaskResult,
     TaskResults,
     WorkerRegister,
@@ -259,9 +260,12 @@ class Worker:
             features=list(WORKER_FEATURES),
         )
 
-    async def _resend_pending(self) -> None:
+    async def _resend_pending(self, only: set[uuid.UUID] | None = None) -> None:
+        """Send again the results not yet acknowledged (`only` those named)."""
         on_disk: dict[uuid.UUID, TaskResult] | None = None
         for aid, held in list(self._unacked.items()):
+            if only is not None and aid not in only:
+                continue
             result = held
             if result is None:
                 if on_disk is None:
@@ -368,6 +372,8 @@ class Worker:
         elif isinstance(message, Acks):
             for ack in message.acks:
                 self._tasks().create_task(self._forget(ack))
+        elif isinstance(message, ResendResults):
+            await self._resend_pending(set(message.attempt_ids))
         elif isinstance(message, Registered):
             self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
