@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +36,7 @@ COPIES = ("copy-1", "copy-2", "copy-3")
 CLAIM_TTL = 3.0
 CLAIM_INTERVAL = 0.5
 LAYERS, WIDTH = 5, 6  # 30 subtasks, each after two of the layer before
+FINISHED = re.compile(r"worker\.attempt_finished +attempt_id=([0-9a-f-]{36}) .*status=succeeded")
 
 
 def graph() -> list[dict[str, Any]]:
@@ -77,9 +79,10 @@ async def test_a_copy_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
             await c.create_user("alice")
             ports = {name: free_port() for name in COPIES}
             urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+            namespace = f"shoal-e2e-{uuid.uuid4().hex[:8]}"  # one for the three: they share
             procs = {name: c.start(name, ["serve", "--port", str(ports[name])], {
                 **c.server_env(), "SHOAL_INSTANCE_ID": name, "SHOAL_REDIS_URL": REDIS_URL,
-                "SHOAL_REDIS_NAMESPACE": f"shoal-e2e-{uuid.uuid4().hex[:8]}",
+                "SHOAL_REDIS_NAMESPACE": namespace,
                 "SHOAL_CLAIM_TTL": str(CLAIM_TTL), "SHOAL_CLAIM_INTERVAL": str(CLAIM_INTERVAL)},
                 tmp_path / "server") for name in COPIES}
             for name in COPIES:
@@ -157,6 +160,7 @@ async def test_a_copy_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
                 await asyncio.wait_for(
                     follow(f"ws://127.0.0.1:{public}/ws?token={token}", victim,
                            seen[-1]["seq"], rest), 60)
+                subtask_of: dict[str, str] = {}
                 for name, task_id in tasks.items():
 
                     async def ended(task_id: str = task_id) -> dict[str, Any] | None:
@@ -173,6 +177,13 @@ async def test_a_copy_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
                             done[span["subtask_id"]] = done.get(span["subtask_id"], 0) + 1
                     assert len(done) == LAYERS * WIDTH, "no subtask lost"
                     assert set(done.values()) == {1}, "no subtask completed twice"
+                    subtask_of |= {span["attempt_id"]: span["subtask_id"]
+                                   for span in spans["attempts"]}
+                # what a live worker finished is not run again: each subtask ran to success
+                # on a worker once (results sent to the dead copy are asked for again)
+                ran = [subtask_of[aid] for p in c.procs if p.name.startswith("worker-")
+                       for aid in FINISHED.findall(p.output()) if aid in subtask_of]
+                assert len(ran) == len(set(ran)) == 3 * LAYERS * WIDTH, "a step ran twice"
 
                 async def moved() -> bool:  # copy-1's workers now on the others
                     return sum([await connected_workers(urls[n]) for n in COPIES[1:]]) == 3

@@ -126,6 +126,37 @@ async def test_a_result_sent_to_the_dead_owner_is_accepted_by_the_copy_that_take
         assert (await pair.claim(task_id)).owner == "b"
 
 
+async def test_an_owner_that_finds_a_worker_again_asks_it_for_its_results(
+    database_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    """A worker new to the owner's fleet (it moved to another copy, or the owner took its task
+    over before reading its card) that holds an attempt of the owner's is asked for what it
+    still holds: the request, passed on by "b", routes that attempt's result to "a" again even
+    though "b" had forgotten whose it was."""
+    tool = GatedEcho()
+    async with two_copies(database_url, tmp_path, claim_ttl=3.0, redis_url=redis_url,
+                          worker_tools={"echo": tool}) as pair:
+        task_id = await submit(pair.client_a, GATED)
+        await asyncio.wait_for(tool.started.wait(), 20)
+        a_fleet = pair.a.services.runtime.fleet
+        [worker] = a_fleet.connections()
+        [attempt] = worker.running
+        b_peers = pair.b.services.runtime._peers
+        assert b_peers is not None
+        assert b_peers._relayed.pop(attempt) == "a"
+        a_fleet.remove(worker)  # as if "a" had never seen it: its next read of the cards does
+
+        async def asked_again() -> bool:
+            return b_peers._relayed.get(attempt) == "a"
+
+        await wait_until(asked_again, what='"a" to ask the worker, through "b", again')
+        tool.gate.set()
+        detail = await wait_for_status(pair.client_a, task_id, "completed", "failed")
+        assert detail["status"] == "completed", detail
+        assert [a["status"] for a in await attempts_of(pair.client_a, detail)] == ["succeeded"]
+        assert tool.runs == 1
+
+
 async def test_attempts_for_a_worker_not_connected_are_refused_to_their_owner(
     database_url: str, redis_url: str, tmp_path: Path,
 ) -> None:

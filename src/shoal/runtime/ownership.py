@@ -192,6 +192,7 @@ class Ownership:
             wc = self._fleet.get(worker_id)
             if wc is not None and "resend" in wc.features:
                 b.messages.append((wc, ResendResults(attempt_ids=aids).model_dump_json()))
+                log.info("runtime.results_asked", worker=str(worker_id), attempts=len(aids))
 
     def drop(self, b: Batch, task_ids: Collection[uuid.UUID]) -> None:
         """Stop driving tasks another copy took over; stop their attempts on workers here

@@ -34,6 +34,7 @@ from shoal.protocol import (
     AgentTokens,
     AttemptUsage,
     Heartbeat,
+    ResendResults,
     TaskAccepted,
     TaskResult,
     WorkerMessage,
@@ -283,9 +284,11 @@ class Peers:
             if att is not None and att.worker_id == conn.worker_id:
                 conn.running.add(aid)
 
-    def _remote(self, card: WorkerCard) -> Connection:
+    def _remote(self, card: WorkerCard, *, ask: bool = False) -> Connection:
         """The fleet's connection to a worker connected to another copy (made, or moved to
-        `card`'s copy); a worker connected here is used as it is."""
+        `card`'s copy); a worker connected here is used as it is. With `ask`, a worker new to
+        the fleet that holds attempts of this copy's tasks is asked to send again the results
+        it still holds (they may have gone to a copy that died)."""
         wc = self._fleet.get(card.worker_id)
         if wc is not None and (wc.via is None or wc.via == card.copy_name):
             if wc.via is not None:
@@ -301,6 +304,10 @@ class Peers:
             conn.running = wc.running
         else:
             self._take_back(conn, self._memory.attempt_task)
+            if ask and conn.running and "resend" in conn.features:
+                self._enqueue(card.copy_name, ToWorker(
+                    worker_id=card.worker_id, owner=self.me,
+                    text=ResendResults(attempt_ids=sorted(conn.running)).model_dump_json()))
         conn.elsewhere = max(0, card.running - len(conn.running))
         self._fleet.add_remote(conn)
         return conn
@@ -321,7 +328,7 @@ class Peers:
                         (card := cards.get(wc.worker_id)) is None or card.copy_name != wc.via):
                     self._fleet.remove(wc)
             for card in cards.values():
-                self._remote(card)
+                self._remote(card, ask=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), every)
 

@@ -373,7 +373,9 @@ class Worker:
             for ack in message.acks:
                 self._tasks().create_task(self._forget(ack))
         elif isinstance(message, ResendResults):
-            await self._resend_pending(set(message.attempt_ids))
+            held = set(message.attempt_ids).intersection(self._unacked)
+            log.info("worker.results_asked", asked=len(message.attempt_ids), held=len(held))
+            await self._resend_pending(held)
         elif isinstance(message, Registered):
             self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
