@@ -1,6 +1,6 @@
 """Deleting a task: everything of it goes (rows, events, files no other task has), nothing of
 another task that shares a file, and a crash half-way through the file sweep is finished by
-the next round."""
+the next round. Deleting an upload: only its owner learns that a task still reads it."""
 
 from __future__ import annotations
 
@@ -138,3 +138,32 @@ async def test_numbers_of_deleted_events_are_never_given_again(
             {"t": uuid.UUID(later).hex if server.services.db.dialect == "sqlite"
              else uuid.UUID(later)})).scalar()
     assert first > newest
+
+
+async def test_another_users_upload_in_use_is_not_found_as_an_unknown_one(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """Another user deleting an upload that a task reads gets the 404 of an unknown id, not
+    the 409 naming the owner's tasks; the owner gets that 409, and the upload stays."""
+    sent = await client.post("/api/v1/uploads", files=[("file", ("a.md", b"# a"))])
+    upload_id = sent.json()["uploads"][0]["upload_id"]
+    async with echo_worker(server, server.services.settings):
+        resp = await client.post("/api/v1/tasks", json={
+            "description": "Read", "plan": _plan({"a.txt": "a"}), "sources": [upload_id]})
+        task_id = resp.json()["task_id"]
+        await wait_for_status(client, task_id, "completed")
+    bob, unknown_id = await login(server, server.services.settings, "bob"), str(uuid.uuid4())
+    try:
+        foreign = await bob.delete(f"/api/v1/uploads/{upload_id}")
+        unknown = await bob.delete(f"/api/v1/uploads/{unknown_id}")
+    finally:
+        await bob.aclose()
+    assert foreign.status_code == unknown.status_code == 404, foreign.text
+    assert foreign.content.replace(upload_id.encode(), b"<id>") == \
+        unknown.content.replace(unknown_id.encode(), b"<id>")
+    own = await client.delete(f"/api/v1/uploads/{upload_id}")
+    assert own.status_code == 409, own.text
+    assert own.json()["error"] == "upload_in_use"
+    assert task_id in own.json()["message"]
+    listed = (await client.get("/api/v1/uploads")).json()["uploads"]
+    assert [u["upload_id"] for u in listed] == [upload_id]

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from shoal.errors import Conflict, NotFound
 from shoal.store.models import TaskSource, Upload, table_of
 
 uploads = table_of(Upload)
@@ -43,13 +44,22 @@ async def readers(conn: AsyncConnection, upload_id: uuid.UUID) -> list[uuid.UUID
                                     .where(task_sources.c.upload_id == upload_id))).scalars())
 
 
-async def remove(conn: AsyncConnection, user_id: uuid.UUID,
-                 upload_id: uuid.UUID) -> sa.Row[Any] | None:
-    """Delete an upload of `user_id`'s; the row it was, or None."""
-    row = (await conn.execute(sa.select(uploads).where(
-        uploads.c.id == upload_id, uploads.c.user_id == user_id))).first()
-    if row is not None:
-        await conn.execute(sa.delete(uploads).where(uploads.c.id == upload_id))
+async def remove(conn: AsyncConnection, user_id: uuid.UUID, upload_id: uuid.UUID) -> sa.Row[Any]:
+    """Delete an upload of `user_id`'s that no task reads; the row it was. `NotFound` for an
+    upload that is not theirs, whatever reads it (so nobody learns of another's upload or of
+    their tasks), then `Conflict` while a task of theirs reads it."""
+    pick = sa.select(uploads).where(uploads.c.id == upload_id, uploads.c.user_id == user_id)
+    if conn.dialect.name == "postgresql":
+        # A task linked to it meanwhile is seen below, or waits for this delete to end:
+        # never does the delete cascade through a link made after the check.
+        pick = pick.with_for_update()
+    row = (await conn.execute(pick)).first()
+    if row is None:
+        raise NotFound(f"No upload {upload_id}.")
+    if found := await readers(conn, upload_id):
+        raise Conflict(f"Task(s) {', '.join(map(str, found[:5]))} read this upload; "
+                       "delete them first.", code="upload_in_use")
+    await conn.execute(sa.delete(uploads).where(uploads.c.id == upload_id))
     return row
 
 

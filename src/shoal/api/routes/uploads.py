@@ -16,7 +16,7 @@ from starlette.datastructures import UploadFile
 from shoal.api import uploading
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from shoal.errors import InvalidInput, PayloadTooLarge
 from shoal.ids import parse_id
 from shoal.store import deletion
 from shoal.store import uploads as upload_rows
@@ -99,12 +99,7 @@ async def delete_upload(upload_id: str, user: UserDep, services: ServicesDep) ->
     """Delete an upload no task reads (409 otherwise: delete those tasks first)."""
     uid = parse_id(upload_id, kind="upload")
     async with services.db.begin() as conn:
-        if readers := await upload_rows.readers(conn, uid):
-            raise Conflict(f"Task(s) {', '.join(map(str, readers[:5]))} read this upload; "
-                           "delete them first.", code="upload_in_use")
         row = await upload_rows.remove(conn, user.user_id, uid)
-        if row is None:
-            raise NotFound(f"No upload {upload_id}.")
     await services.db.run_write(lambda c: deletion.queue_for_sweep(
         c, [h for h in (row.sha256, row.text_sha256) if h], now=utcnow()))
     services.runtime.files.nudge()
