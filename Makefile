@@ -61,7 +61,7 @@ pdf:
 
 ## docker-compose (1.29) and HAProxy, Debian packages with which tests/deploy checks compose.yaml
 ## and deploy/haproxy.cfg (no Docker daemon needed); as root with apt-get, else a notice (those
-## checks then skip, or fail under CI). .ci/run runs it before `make test`.
+## checks then skip, or fail under CI). Run by `make test`.
 deploy-tools:
 	@missing=""; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
@@ -86,9 +86,10 @@ run: setup
 up: setup
 	$(VENV)/bin/shoal up --port $(PORT)
 
-## The whole test suite (PostgreSQL and Redis tests skip with a notice if those are missing,
-## and fail under CI=true).
-test: setup clis browser pdf
+## The whole test suite, after installing what its tests drive (the AI CLIs, chromium, Pango,
+## docker-compose and HAProxy). PostgreSQL and Redis tests skip with a notice if those are
+## missing, and fail under CI=true.
+test: setup clis browser pdf deploy-tools
 	@$(PY) -m compileall -q -j 0 src >/dev/null
 	$(PY) -m pytest -q
 
