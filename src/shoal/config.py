@@ -7,6 +7,7 @@ environment at import time.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 import socket
 from pathlib import Path
@@ -44,6 +45,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str | None = None  # how users reach this server; default http://host:port
+    # The proxies whose X-Forwarded-For and X-Forwarded-Proto this copy believes (addresses or
+    # networks, comma-separated): from them, the client's address (the per-address sign-in
+    # limit) and scheme. Only the load balancer, which must set X-Forwarded-For to the address
+    # it sees rather than append to the client's own (docs/deploy.md); empty: believe none.
+    trusted_proxies: str = "127.0.0.1"
 
     # Leases and retries (DESIGN §3).
     heartbeat_interval: float = Field(10.0, gt=0)
@@ -232,6 +238,22 @@ class Settings(BaseSettings):
         if any(d < 0 for d in value):
             raise ValueError("retry delays must be >= 0")
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: str) -> str:
+        proxies = []
+        for entry in filter(None, (part.strip() for part in value.split(","))):
+            try:
+                proxies.append(str(ipaddress.ip_network(entry, strict=False)
+                                   if "/" in entry else ipaddress.ip_address(entry)))
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network: list the load balancer's "
+                    "address (10.0.0.5) or network (10.0.0.0/24). \"*\" is refused: any client "
+                    "could then choose its own address, and with it a fresh sign-in allowance."
+                ) from None
+        return ",".join(proxies)
 
     @field_validator("cors_origins")
     @classmethod

@@ -7,6 +7,7 @@ There is no Docker daemon here: nothing is built or started (docs/deploy.md says
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import re
 import shlex
@@ -147,6 +148,27 @@ def test_every_shoal_variable_is_a_real_setting() -> None:
             "SHOAL_INSTANCE_ID", "SHOAL_READY_WORKERS", "SHOAL_WORKER_TOKEN"} <= used
 
 
+def test_copies_trust_only_the_load_balancers_address(tmp_path: Path) -> None:
+    """The copies believe X-Forwarded-For only from `lb`, whose address is fixed on the
+    stack's subnet and outside the range every other container is given; no copy trusts any
+    sender ("*") through uvicorn's own variable."""
+    result = run_compose_config(tmp_path, SECRETS)
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)
+    (pool,) = resolved["networks"]["default"]["ipam"]["config"]
+    subnet, others = ipaddress.ip_network(pool["subnet"]), ipaddress.ip_network(pool["ip_range"])
+    lb = ipaddress.ip_address(resolved["services"]["lb"]["networks"]["default"]["ipv4_address"])
+    assert lb in subnet
+    assert lb not in others
+    assert others.subnet_of(subnet)  # type: ignore[arg-type]
+    for name, service in resolved["services"].items():
+        assert "FORWARDED_ALLOW_IPS" not in (service.get("environment") or {}), name
+        assert set(service.get("networks") or {"default": None}) == {"default"}, name
+    for name in COPIES:
+        trusted = resolved["services"][name]["environment"]["SHOAL_TRUSTED_PROXIES"]
+        assert Settings(mode="dev", trusted_proxies=trusted).trusted_proxies == str(lb)
+
+
 def test_two_workers_dial_the_load_balancer_with_their_own_tokens_and_volumes() -> None:
     """Each worker connects through the load balancer, with its token from a variable of its
     own (none committed) and its own volume for its outbox."""
@@ -261,6 +283,11 @@ def test_haproxy_backends_are_both_copies_without_stickiness() -> None:
     assert tunnel.split()[-1] in ("1h", "3600s"), tunnel
     assert any("init-addr" in line and "none" in line for line in backend), \
         "names must not have to resolve for haproxy to start (or for `haproxy -c`)"
+    # The client's address is the one HAProxy sees, never one the client sent.
+    assert "option forwardfor" not in text
+    assert backend[1:4] == ["http-request del-header Forwarded",
+                            "http-request del-header X-Real-IP",
+                            "http-request set-header X-Forwarded-For %[src]"]
     frontend = haproxy_section("frontend public")
     assert "bind :8000" in frontend
     assert "http-request deny deny_status 404 if { path /metrics }" in frontend

@@ -48,9 +48,12 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """What every control plane tells uvicorn about its WebSockets."""
+    """What every control plane tells uvicorn: its WebSockets, and whose proxy headers to
+    believe (`trusted_proxies`, in place of uvicorn's own FORWARDED_ALLOW_IPS)."""
     return {"ws_ping_interval": 20, "ws_max_size": 2 * settings.max_result_bytes,
-            "ws_per_message_deflate": settings.ws_compression}
+            "ws_per_message_deflate": settings.ws_compression,
+            "proxy_headers": bool(settings.trusted_proxies),
+            "forwarded_allow_ips": settings.trusted_proxies}
 
 
 @contextlib.asynccontextmanager
