@@ -1,17 +1,21 @@
 #!/bin/sh
-# Back up a Shoal installation: its PostgreSQL database first, then the control plane's data
-# folder (the artifact store and the server-wide workflows). docs/deploy.md, "Backup and
-# restore", says why in this order and how to restore (deploy/restore.sh).
+# Back up a Shoal installation: its database first, then the control plane's data folder (the
+# artifact store and the server-wide workflows). docs/deploy.md, "Backup and restore", says why
+# in this order and how to restore (deploy/restore.sh).
 #
 #   deploy/backup.sh DEST_DIR
 #
-# Reads SHOAL_DATABASE_URL (postgresql://USER:PASSWORD@HOST:PORT/DB, as the control plane has
-# it; a "+asyncpg" driver suffix is dropped) and SHOAL_DATA_DIR (default /data). Writes
+# Reads SHOAL_DATABASE_URL and SHOAL_DATA_DIR (default /data), as the control plane has them.
+# PostgreSQL (postgresql://USER:PASSWORD@HOST:PORT/DB; a "+asyncpg" driver suffix is dropped):
 #   DEST_DIR/shoal-STAMP.dump           pg_dump's custom format (pg_restore reads it)
 #   DEST_DIR/shoal-STAMP.files.tar.gz   the data folder, but the store's scratch space
-# each complete or absent (written under .part names, then renamed), and prints both names.
-# The control plane may keep running meanwhile. Needs pg_dump (of the server's major version or
-# newer), GNU tar and gzip.
+# The embedded database (SQLite: SHOAL_DATABASE_URL unset or sqlite://): `shoal backup`, which
+# must be on PATH, writes
+#   DEST_DIR/shoal-STAMP.db             a snapshot by SQLite's online backup API
+#   DEST_DIR/shoal-STAMP.files.tar.gz   the same, without the live database
+# Each is complete or absent (written under .part names, then renamed); both names are
+# printed. The control plane may keep running meanwhile. PostgreSQL's needs pg_dump (of the
+# server's major version or newer), GNU tar and gzip.
 set -eu
 
 die() { echo "backup.sh: $*" >&2; exit 2; }
@@ -19,15 +23,19 @@ die() { echo "backup.sh: $*" >&2; exit 2; }
 dest=${1:-}
 [ -n "$dest" ] || die "usage: backup.sh DEST_DIR"
 data=${SHOAL_DATA_DIR:-/data}
+stamp=${SHOAL_BACKUP_STAMP:-$(date -u +%Y%m%dT%H%M%SZ)}
 url=$(printf '%s\n' "${SHOAL_DATABASE_URL:-}" \
       | sed -e 's|^postgresql+asyncpg://|postgresql://|' -e 's|^postgres://|postgresql://|')
 case $url in
   postgresql://*) ;;
-  *) die "SHOAL_DATABASE_URL must be the control plane's postgresql:// URL" ;;
+  ""|sqlite:*|sqlite+*)
+    command -v shoal >/dev/null 2>&1 \
+      || die "the embedded database is backed up by \`shoal backup\`: run this where Shoal is installed"
+    export SHOAL_DATA_DIR="$data"
+    exec shoal backup --stamp "$stamp" "$dest" ;;
+  *) die "SHOAL_DATABASE_URL must be the control plane's postgresql:// URL, or unset (SQLite)" ;;
 esac
 [ -d "$data" ] || die "no data folder at $data (set SHOAL_DATA_DIR to the control plane's)"
-
-stamp=${SHOAL_BACKUP_STAMP:-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$dest"
 dump=$dest/shoal-$stamp.dump
 files=$dest/shoal-$stamp.files.tar.gz

@@ -9,7 +9,9 @@
 # the server's `postgres` database. Without --replace it refuses a database that exists and a
 # data folder that holds anything; with --replace it drops that database (disconnecting its
 # sessions) and empties that folder first. Exits 0 only when every file checks out.
-# Needs psql, pg_restore, GNU tar, gzip and sha256sum.
+# Needs psql, pg_restore, GNU tar, gzip and sha256sum. The embedded database (SQLite:
+# SHOAL_DATABASE_URL unset or sqlite://, DUMP a shoal-STAMP.db): `shoal restore` does the same,
+# and checks the database with PRAGMA integrity_check too.
 set -eu
 
 die() { echo "restore.sh: $*" >&2; exit 2; }
@@ -26,7 +28,13 @@ url=$(printf '%s\n' "${SHOAL_DATABASE_URL:-}" \
       | sed -e 's|^postgresql+asyncpg://|postgresql://|' -e 's|^postgres://|postgresql://|')
 case $url in
   postgresql://*/*) ;;
-  *) die "SHOAL_DATABASE_URL must be the control plane's postgresql://…/DATABASE URL" ;;
+  ""|sqlite:*|sqlite+*)
+    command -v shoal >/dev/null 2>&1 \
+      || die "the embedded database is restored by \`shoal restore\`: run this where Shoal is installed"
+    if [ "$replace" = 1 ]; then set -- --replace "$dump" "$files"; else set -- "$dump" "$files"; fi
+    export SHOAL_DATA_DIR="$data"
+    exec shoal restore "$@" ;;
+  *) die "SHOAL_DATABASE_URL must be the control plane's postgresql://…/DATABASE URL, or unset (SQLite)" ;;
 esac
 base=${url%%\?*}           # without ?options
 query=${url#"$base"}       # ?options, or nothing

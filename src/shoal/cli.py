@@ -1,5 +1,6 @@
 """The `shoal` command: up | serve | worker | submit | tasks | task | cancel | checkpoints |
-checkpoint | approve | reject | correct | answer | workflows | user | token | db."""
+checkpoint | approve | reject | correct | answer | workflows | user | token | db | backup |
+restore."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from shoal.cli_backup import backup, restore
 from shoal.cli_base import (
     ServerOpt,
     T,
@@ -49,6 +51,8 @@ app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.add_typer(task_app, name="task")
 app.command("export")(export_account)
+app.command("backup")(backup)
+app.command("restore")(restore)
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(workflows_app, name="workflows")
 # ---- servers ----------------------------------------------------------------------------------
