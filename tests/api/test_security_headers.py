@@ -65,6 +65,40 @@ async def test_the_dashboards_html_has_no_inline_script_or_style(server: Running
     assert not re.search(r"\son[a-z]+\s*=", html)  # no onclick= and the like
 
 
+async def test_the_api_docs_load_only_this_servers_files_under_the_same_policy(
+    server: RunningServer
+) -> None:
+    """/docs carries the dashboard's policy, has no inline script or style, and every script
+    and stylesheet it names is a path on this server, which serves it; /redoc sends people to
+    /docs; none of them is in the OpenAPI document."""
+    async with httpx.AsyncClient(base_url=server.url) as anon:
+        page = await anon.get("/docs")
+        assert page.status_code == 200
+        assert_common(page)
+        assert page.headers["content-security-policy"] == (await anon.get("/")).headers[
+            "content-security-policy"]
+        html = page.text
+        assert "<style" not in html
+        assert " style=" not in html
+        scripts = re.findall(r"<script\b([^>]*)>", html)
+        assert scripts
+        assert all(re.search(r'\ssrc="/[^/]', attrs) for attrs in scripts), "no inline script"
+        named = re.findall(r'<(?:script|link)\b[^>]*\s(?:src|href)="([^"]+)"', html)
+        assert {path.rsplit(".", 1)[-1] for path in named} == {"js", "css", "png"}
+        for path in named:
+            assert re.match(r"/[^/]", path), f"{path} is not a path on this server"
+            asset = await anon.get(path)
+            assert asset.status_code == 200, path
+            assert_common(asset)
+        assert (await anon.get("/apidocs/swagger-ui-bundle.js")).headers[
+            "content-type"].startswith(("text/javascript", "application/javascript"))
+        moved = await anon.get("/redoc")
+        assert moved.status_code == 308
+        assert moved.headers["location"] == "/docs"
+        paths = (await anon.get("/openapi.json")).json()["paths"]
+    assert not [p for p in paths if p.startswith(("/docs", "/redoc", "/apidocs"))]
+
+
 async def test_static_files_say_nosniff(server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=server.url) as anon:
         for path in ("/static/app.js", "/static/app.css"):

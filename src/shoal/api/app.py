@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shoal import __version__, heap
 from shoal.api import client_ws, health, worker_ws
+from shoal.api.apidocs import add_api_docs
 from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services, checked_path
 from shoal.api.errors import install_error_handlers
@@ -140,7 +141,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
 
     app = FastAPI(title="Shoal", version=__version__, lifespan=lifespan,
                   description="Multi-agent task orchestration across many machines.",
-                  dependencies=[Depends(checked_path)])
+                  dependencies=[Depends(checked_path)], docs_url=None, redoc_url=None)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, larger={
         "/api/v1/uploads": settings.max_upload_bytes + UPLOAD_OVERHEAD})
@@ -156,6 +157,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
                    client_ws.router, worker_ws.router):
         app.include_router(router)
     _add_plain_routes(app)
+    add_api_docs(app)  # /docs, served offline under the dashboard's policy
     return app
 
 
