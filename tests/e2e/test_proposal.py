@@ -9,9 +9,11 @@ answering on its standard input, and across a kill -9 of the control plane while
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sys
+import zipfile
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
@@ -118,6 +120,10 @@ async def test_the_interviewer_asks_and_the_proposal_completes_with_every_contra
         detail = await _finished(client, task_id, procs)
         assert detail["status"] == "completed", detail
         assert detail["stage"] == "complete"
+        download = await client.get(f"/api/v1/tasks/{task_id}/download")
+        assert download.status_code == 200, download.text
+        # what the user asked for, not the literature search's cached answers (`.literature/`)
+        assert zipfile.ZipFile(io.BytesIO(download.content)).namelist() == ["proposal.md"]
         state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
         report = (await client.get(f"/api/v1/tasks/{task_id}/report",
                                    headers={"Accept": "text/markdown"})).text

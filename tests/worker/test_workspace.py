@@ -83,9 +83,11 @@ def test_collect_returns_new_and_changed_files(tmp_path: Path) -> None:
 
 
 def test_collect_skips_tool_folders(tmp_path: Path) -> None:
-    """Files under .git, __pycache__, node_modules and the like are not results."""
+    """Files under .git, __pycache__, node_modules and the like are not results, nor are the
+    answers `shoal mcp literature` keeps in `.literature/`."""
     workspace = _workspace(tmp_path)
-    for folder in (".git", "__pycache__", "node_modules", ".venv", ".pytest_cache"):
+    for folder in (".git", "__pycache__", "node_modules", ".venv", ".pytest_cache",
+                   ".literature"):
         (workspace / folder).mkdir()
         (workspace / folder / "junk").write_bytes(b"x")
     files, rejected = collect_files(workspace, {}, **LIMITS)

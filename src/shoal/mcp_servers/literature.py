@@ -2,9 +2,10 @@
 
 The services are asked through `shoal.retrieval.literature`, with the worker's settings
 (`SHOAL_LITERATURE_*`: base URLs, a mailto for Crossref, the spacing between requests, retries).
-Answers are cached under `<workspace>/.literature/`, so a retried step reads what the first try
-found. Every tool answers JSON; a service that cannot be reached is an `error` saying which, and
-that the step should go on without sources.
+Answers are cached under `<workspace>/.literature/`, so the attempt does not ask twice for the
+same thing; that folder is the attempt's own working state, never part of the task's files.
+Every tool answers JSON; a service that cannot be reached is an `error` saying which, and that
+the step should go on without sources.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 
 `Literature.search` asks one or both services and merges their papers (one per DOI, arXiv id or
 normalised title); `Literature.paper` fetches one by DOI or arXiv id. Every answer is kept on
-disk under `cache_dir`, named by the request, so a retried step reads it instead of asking
-again. Requests to one service are spaced `interval` seconds apart (arXiv asks for 3 s); a 429,
-a 5xx or a network error is retried with backoff, honouring `Retry-After`. A service that cannot
-be reached is an `Unavailable` naming it; the parsers are pure functions over the payloads.
+disk under `cache_dir`, named by the request, so an attempt that asks again reads it instead of
+asking the service. Requests to one service are spaced `interval` seconds apart (arXiv asks for
+3 s); a 429, a 5xx or a network error is retried with backoff, honouring `Retry-After`. A
+service that cannot be reached is an `Unavailable` naming it; the parsers are pure functions
+over the payloads.
 """
 
 from __future__ import annotations

@@ -33,7 +33,9 @@ from shoal.protocol import ExecuteTask, FilePayload, RejectedFile
 
 SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".venv", "venv", "node_modules", ".pytest_cache", ".mypy_cache",
-     ".ruff_cache", ".tox", ".index"}  # .index: `shoal mcp sources`' search index, not work
+     ".ruff_cache", ".tox",
+     ".index",  # `shoal mcp sources`' search index, not work (sent as a cache, below)
+     ".literature"}  # `shoal mcp literature`'s answers, kept for the attempt: not work
 )
 CACHE_DIR = ".index"  # its indexes, sent as a cache (`_cache_files`), not as work
 # `<source sha256>.<what>.sqlite|json`, as `shoal.retrieval.handoff` names them (no lock files)
