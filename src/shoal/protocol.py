@@ -4,7 +4,7 @@ Every message is a JSON object with `type` and `v`. Worker → control plane: `w
 `heartbeat`, `task_accepted`, `agent_log`, `agent_tokens`, `task_result`, `task_results`.
 Control plane →
 worker: `registered`, `execute_task`, `execute_tasks`, `cancel_task`, `ack`, `acks`,
-`resend_results`, `error`.
+`resend_results`, `forget_tasks`, `error`.
 `parse_worker_message` / `parse_server_message` turn raw text into the right model or raise
 `pydantic.ValidationError`.
 
@@ -19,6 +19,9 @@ running attempt's model text as it streams, at most one message per 50 ms per at
 `resend`: `resend_results` asks a worker to send again the results of the attempts it names that
 it still holds unacknowledged (a copy that took a crashed copy's tasks over asks for the results
 that went to the dead one).
+`forget`: `forget_tasks` tells a worker to delete what it keeps of tasks that were deleted
+(their workspaces) and of sources no longer stored (their search indexes); a worker lists what
+it keeps in `worker_register.kept_tasks` and `kept_sources`, so one that was away is told too.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ PROTOCOL_VERSION = 1
 # be, so a frame never exceeds what the receiver accepts for a single message.
 BATCH_BYTES = 1 << 20
 MAX_BATCH = 256  # messages in one batched frame
-WORKER_FEATURES = ("acks", "batches", "resend")  # the additions this version's worker understands
+WORKER_FEATURES = ("acks", "batches", "resend", "forget")  # what this version's worker understands
 SERVER_FEATURES = ("batches", "agent_tokens", "declines")  # and its control plane
 
+MAX_KEPT = 10_000  # tasks (or sources) a worker lists as kept, at most
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 MAX_TOKENS = 10**12  # per attempt
 MAX_COST_USD = 1e9
 MAX_DURATION = 366 * 24 * 3600.0
@@ -127,6 +132,9 @@ class WorkerRegister(_Message):
     buffered: list[uuid.UUID] = Field(default_factory=list)  # finished, result not yet acked
     version: str | None = None
     features: list[str] = Field(default_factory=list, max_length=20)  # e.g. "acks"
+    # what it keeps on disk: tasks' workspaces, and the sources its search indexes were built on
+    kept_tasks: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_KEPT)
+    kept_sources: list[Sha256] = Field(default_factory=list, max_length=MAX_KEPT)
 
 
 class Heartbeat(_Message):
@@ -300,6 +308,15 @@ class ResendResults(_Message):
     attempt_ids: list[uuid.UUID] = Field(min_length=1, max_length=10_000)
 
 
+class ForgetTasks(_Message):
+    """Delete what is kept of these deleted tasks (their workspaces) and of these sources no
+    longer stored anywhere (their search indexes); sent to workers that list `forget`."""
+
+    type: Literal["forget_tasks"] = "forget_tasks"
+    task_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_KEPT)
+    sources: list[Sha256] = Field(default_factory=list, max_length=2 * MAX_KEPT)
+
+
 class ErrorMessage(_Message):
     """A message the control plane could not handle."""
 
@@ -310,7 +327,7 @@ class ErrorMessage(_Message):
 
 ServerMessage = Annotated[
     Registered | ExecuteTask | ExecuteTasks | CancelTask | Ack | Acks | ResendResults
-    | ErrorMessage,
+    | ForgetTasks | ErrorMessage,
     Field(discriminator="type"),
 ]
 

@@ -1,9 +1,11 @@
-"""Deleting a task: everything of it goes (rows, events, files no other task has), nothing of
-another task that shares a file, and a crash half-way through the file sweep is finished by
-the next round. Deleting an upload: only its owner learns that a task still reads it."""
+"""Deleting a task: everything of it goes (rows, events, files no other task has, the copies
+its workers keep), nothing of another task that shares a file, and a crash half-way through the
+file sweep is finished by the next round. Deleting an upload: only its owner learns that a
+task still reads it."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from shoal.artifacts.store import ArtifactStore
 from shoal.store import deletion
 from shoal.store.models import Base, utcnow
 from tests.conftest import make_settings
-from tests.runtime.harness import GatedEcho, echo_worker, login, wait_for_status
+from tests.runtime.harness import GatedEcho, echo_worker, login, wait_for_status, wait_until
 
 
 def _plan(files: dict[str, str], **options: Any) -> list[dict[str, Any]]:
@@ -86,6 +88,46 @@ async def test_deleting_a_task_removes_it_all_and_spares_a_shared_file(
     assert download.status_code == 200
     async with server.services.db.connection() as conn:
         assert (await conn.execute(sa.text("SELECT count(*) FROM file_sweep"))).scalar() == 0
+
+
+async def test_a_deleted_tasks_copies_leave_its_worker_at_once_or_when_it_returns(
+    server: RunningServer, client: httpx.AsyncClient,
+) -> None:
+    """The worker that ran a task deletes the task's workspaces, and the search indexes of
+    its sources no other task reads, as soon as the task is deleted; a worker that was away
+    when a task was deleted deletes them when it connects again. Another task's stay."""
+    settings = server.services.settings
+    only, shared = b"# Only the first task reads me.", b"# Both tasks read me."
+    uploaded = await client.post("/api/v1/uploads", files=[
+        ("file", ("only.md", only)), ("file", ("shared.md", shared))])
+    assert uploaded.status_code == 201, uploaded.text
+    ids = [u["upload_id"] for u in uploaded.json()["uploads"]]
+    tasks = []
+    async with echo_worker(server, settings, name="w1") as worker:
+        for sources in (ids, ids[1:]):
+            resp = await client.post("/api/v1/tasks", json={
+                "description": "Read", "sources": sources, "plan": _plan({"a.txt": "a"})})
+            assert resp.status_code == 201, resp.text
+            tasks.append(resp.json()["task_id"])
+            await wait_for_status(client, tasks[-1], "completed")
+        first, second = (worker.workspaces / t for t in tasks)
+        assert (first / next(p.name for p in first.iterdir()) / "sources" / "only.md").exists()
+        worker.indexes.mkdir(parents=True, exist_ok=True)
+        index = {data: worker.indexes / f"{hashlib.sha256(data).hexdigest()}.v1.sqlite"
+                 for data in (only, shared)}
+        for path in index.values():  # as `shoal mcp sources` leaves them
+            path.write_bytes(b"index")
+        assert (await client.delete(f"/api/v1/tasks/{tasks[0]}")).status_code == 204
+        await wait_until(lambda: not first.exists() and not index[only].exists(),
+                         what="the worker to delete the first task's copies")
+        assert second.is_dir()
+        assert index[shared].exists()
+    assert (await client.delete(f"/api/v1/tasks/{tasks[1]}")).status_code == 204
+    assert second.is_dir()
+    assert index[shared].exists()
+    async with echo_worker(server, settings, name="w1"):
+        await wait_until(lambda: not second.exists() and not index[shared].exists(),
+                         what="the worker back to delete the second task's copies")
 
 
 async def test_a_running_task_is_not_deleted_and_another_users_is_not_found(

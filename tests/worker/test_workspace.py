@@ -12,6 +12,8 @@ from shoal.worker.executor import _save_output
 from shoal.worker.workspace import (
     READY_DIR,
     collect_files,
+    forget,
+    kept,
     prepare_workspace,
     prune_workspaces,
     remove_workspaces,
@@ -235,3 +237,30 @@ def test_search_indexes_travel_as_a_cache_after_the_work_and_never_as_a_refusal(
     files, rejected = collect_files(workspace, before, **LIMITS)
     assert [f.path for f in files] == ["report.md", f".index/{sha}.graph.v1.heuristic-0.json"]
     assert rejected == []
+
+
+def test_kept_lists_task_folders_and_index_sources_and_forget_deletes_them(
+    tmp_path: Path,
+) -> None:
+    """`kept` names the tasks with workspaces (not `.ready`) and the sources with index files;
+    `forget` deletes the named tasks' folders (not a protected one, still running) and every
+    index file of the named sources, and nothing else."""
+    root, index = tmp_path / "workspaces", tmp_path / "index"
+    gone, running, other = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    for task in (gone, running, other):
+        (root / str(task) / "attempt").mkdir(parents=True)
+        (root / str(task) / "attempt" / "out.txt").write_text("x")
+    (root / ".ready" / "a").mkdir(parents=True)
+    old, kept_one = "a" * 64, "b" * 64
+    index.mkdir()
+    for name in (f"{old}.v1.sqlite", f"{old}.graph.v1.heuristic-0.json", f"{old}.lock",
+                 f"{kept_one}.v1.sqlite", "notes.txt"):
+        (index / name).write_bytes(b"i")
+    tasks, sources = kept(root, index, most=100)
+    assert set(tasks) == {gone, running, other}
+    assert sorted(sources) == [old, kept_one]
+    assert forget(root, index, [gone, running, uuid.uuid4()], [old],
+                  protect={str(running)}) == (1, 3)
+    assert sorted(p.name for p in root.iterdir()) == sorted([".ready", str(running), str(other)])
+    assert sorted(p.name for p in index.iterdir()) == [f"{kept_one}.v1.sqlite", "notes.txt"]
+    assert kept(tmp_path / "none", tmp_path / "none", most=5) == ([], [])

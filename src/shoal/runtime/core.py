@@ -73,6 +73,7 @@ from shoal.runtime.jobs import (
     DecideCheckpoint,
     Decline,
     Disconnect,
+    Forget,
     Hold,
     Job,
     Log,
@@ -151,7 +152,7 @@ class Runtime:
             DecideCheckpoint: self._on_checkpoint, Register: workers.register,
             Disconnect: workers.disconnect, Beat: workers.heartbeat, Accepted: workers.accepted,
             Log: workers.log, Result: workers.result, Decline: workers.decline,
-            Hold: workers.hold,
+            Hold: workers.hold, Forget: workers.forget,
             Claims: self._on_claims, AdoptTasks: self._on_adopt_tasks,
             ReleaseTasks: self._on_release_tasks, Tick: self._on_tick, Admit: self._on_admit,
             Spent: self._on_spent}
@@ -229,6 +230,12 @@ class Runtime:
         if self._peers is not None:
             await self._peers.joined(conn, msg)
         return conn
+
+    def forget(self, worker_ids: tuple[uuid.UUID, ...], task_ids: tuple[uuid.UUID, ...],
+               sources: tuple[str, ...]) -> None:
+        """Tell these workers to delete what they keep of deleted tasks and sources."""
+        if worker_ids:
+            self._post(Forget(worker_ids, task_ids, sources))
 
     def disconnect(self, conn: Connection) -> None:
         """A worker's socket closed; its attempts keep their leases until they run out."""

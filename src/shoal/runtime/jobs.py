@@ -150,6 +150,17 @@ class Result(Job):
 
 
 @dataclass(slots=True)
+class Forget(Job):
+    """Tell these workers, wherever they are connected, to delete what they keep of deleted
+    tasks and of sources nothing refers to any more."""
+
+    worker_ids: tuple[uuid.UUID, ...]
+    task_ids: tuple[uuid.UUID, ...]
+    sources: tuple[str, ...]
+    bookkeeping: ClassVar[bool] = True
+
+
+@dataclass(slots=True)
 class Decline(Job):
     """Attempts that never reached their worker: the copy it is connected to could not pass
     them on, because the worker had left it or (`full`) had no free slot."""

@@ -15,7 +15,7 @@ from shoal.engine.inputs import Declined, EngineInput, Expired, Finished, Starte
 from shoal.engine.step import Context
 from shoal.errors import StaleAttempt
 from shoal.events import EventType, NewEvent
-from shoal.protocol import SERVER_FEATURES, Registered
+from shoal.protocol import SERVER_FEATURES, ForgetTasks, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.fleet import Connection, Fleet, Sample
 from shoal.runtime.jobs import (
@@ -23,12 +23,14 @@ from shoal.runtime.jobs import (
     Beat,
     Decline,
     Disconnect,
+    Forget,
     Hold,
     Log,
     Register,
     Result,
 )
 from shoal.runtime.memory import TaskMemory
+from shoal.store import deletion
 from shoal.store import files as file_rows
 from shoal.store import workers as worker_rows
 from shoal.store.state import renew_leases
@@ -66,6 +68,12 @@ class WorkerJobs:
             lease_seconds=self._settings.lease_seconds,
             features=list(SERVER_FEATURES)).model_dump_json()))
         await self._adopt(rd, b, wc, set(msg.running), set(msg.buffered), ctx)
+        if "forget" in wc.features and (msg.kept_tasks or msg.kept_sources):
+            tasks, sources = await (await rd.conn()).run_sync(
+                deletion.gone, msg.kept_tasks, msg.kept_sources)
+            if tasks or sources:  # deleted while it was away
+                b.messages.append((wc, ForgetTasks(task_ids=tasks, sources=sources)
+                                   .model_dump_json()))
         b.events.append(_worker_event(wc, "online"))
         job.result = lambda: wc
 
@@ -87,6 +95,16 @@ class WorkerJobs:
                 self._memory.leases[aid] = lease  # its result is about to be re-sent
             else:
                 self._decide(b, work, Expired(aid, "The worker restarted without it."), ctx)
+
+    async def forget(self, rd: Reader, b: Batch, job: Forget, ctx: Context) -> None:
+        """Tell the workers that kept copies of deleted things to delete them (those not
+        connected anywhere are told when they register again: `register`)."""
+        text = ForgetTasks(task_ids=list(job.task_ids), sources=list(job.sources)) \
+            .model_dump_json()
+        for worker_id in job.worker_ids:
+            wc = self._fleet.get(worker_id)
+            if wc is not None and "forget" in wc.features:
+                b.messages.append((wc, text))
 
     async def disconnect(
         self, rd: Reader, b: Batch, job: Disconnect, ctx: Context

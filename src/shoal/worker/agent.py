@@ -31,6 +31,7 @@ from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
     BATCH_BYTES,
+    MAX_KEPT,
     WORKER_FEATURES,
     Ack,
     Acks,
@@ -38,6 +39,7 @@ from shoal.protocol import (
     ErrorMessage,
     ExecuteTask,
     ExecuteTasks,
+    ForgetTasks,
     Heartbeat,
     Registered,
     ResendResults,
@@ -61,6 +63,7 @@ from shoal.worker.executor import (
 )
 from shoal.worker.outbox import Outbox
 from shoal.worker.system import load_machine_id, resources, system_info
+from shoal.worker.workspace import forget, kept
 
 log = structlog.get_logger()
 
@@ -109,6 +112,9 @@ class Worker:
         self.home = settings.data_dir / "worker" / self.name
         self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
+        # where the bundled MCP servers of its attempts keep their search indexes
+        # (`shoal.tools.mcp_config.launch`: the data folder's `index/`)
+        self.indexes = settings.data_dir / "index"
         self._executor = Executor(settings, self.tools, self.workspaces, self._send,
                                   ready=min(self.slots, READY_WORKSPACES), tracing=tracing)
         self._backoff = backoff or Backoff()
@@ -234,7 +240,9 @@ class Worker:
             self._save_deferred()  # sent, but whether they arrived is unknown now
 
     async def _register(self, conn: ClientConnection) -> Registered:
-        await conn.send(self._registration().model_dump_json())
+        tasks, sources = await asyncio.to_thread(kept, self.workspaces, self.indexes,
+                                                 most=MAX_KEPT)
+        await conn.send(self._registration(tasks, sources).model_dump_json())
         async with asyncio.timeout(REGISTER_TIMEOUT):
             raw = await conn.recv()
         try:
@@ -247,7 +255,8 @@ class Worker:
             raise self._token_refused(401 if reply.code == "unauthorized" else 403)
         raise _RegistrationFailed(f"expected `registered`, got {reply.model_dump_json()[:300]}")
 
-    def _registration(self) -> WorkerRegister:
+    def _registration(self, tasks: list[uuid.UUID] | None = None,
+                      sources: list[str] | None = None) -> WorkerRegister:
         return WorkerRegister(
             machine_id=self.machine_id or self.name,
             machine_name=self.name,
@@ -258,6 +267,8 @@ class Worker:
             buffered=sorted(self._unacked),
             version=__version__,
             features=list(WORKER_FEATURES),
+            kept_tasks=tasks or [],
+            kept_sources=sources or [],
         )
 
     async def _resend_pending(self, only: set[uuid.UUID] | None = None) -> None:
@@ -372,6 +383,8 @@ class Worker:
         elif isinstance(message, Acks):
             for ack in message.acks:
                 self._tasks().create_task(self._forget(ack))
+        elif isinstance(message, ForgetTasks):  # disk work: do not hold up the reader
+            self._tasks().create_task(self._forget_tasks(message))
         elif isinstance(message, ResendResults):
             held = set(message.attempt_ids).intersection(self._unacked)
             log.info("worker.results_asked", asked=len(message.attempt_ids), held=len(held))
@@ -429,6 +442,18 @@ class Worker:
             await self._remove_saved(ack.attempt_id)
         log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
                  accepted=ack.accepted, reason=ack.reason)
+
+    async def _forget_tasks(self, msg: ForgetTasks) -> None:
+        """Delete what this worker keeps of deleted tasks and of sources stored no more."""
+        running = {str(a.message.task_id) for a in self._running.values()}
+        try:
+            tasks, indexes = await asyncio.to_thread(
+                forget, self.workspaces, self.indexes, msg.task_ids, msg.sources,
+                protect=running)
+        except OSError:
+            log.warning("worker.forget_failed", exc_info=True)
+            return
+        log.info("worker.forgot", tasks=tasks, index_files=indexes)
 
     async def _remove_saved(self, attempt_id: uuid.UUID) -> None:
         saving = self._saving.get(attempt_id)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ SKIPPED_DIRS = frozenset(
 CACHE_DIR = ".index"  # its indexes, sent as a cache (`_cache_files`), not as work
 # `<source sha256>.<what>.sqlite|json`, as `shoal.retrieval.handoff` names them (no lock files)
 CACHE_NAME = re.compile(r"^[0-9a-f]{64}\.[A-Za-z0-9_.-]{0,80}\.(sqlite|json)$")
+SOURCE_OF = re.compile(r"^([0-9a-f]{64})\.")  # an index file's source, by its content hash
 _CHUNK = 1024 * 1024
 
 
@@ -284,6 +286,55 @@ def _display(name: str) -> str:
 def remove_workspaces(root: Path, task_id: str) -> None:
     """Delete every workspace of one task."""
     shutil.rmtree(root / task_id, ignore_errors=True)
+
+
+def kept(root: Path, index_dir: Path, *, most: int) -> tuple[list[uuid.UUID], list[str]]:
+    """The tasks whose workspaces are under `root`, and the sources (content hashes) whose
+    search indexes are in `index_dir`: the `most` recently used of each."""
+    tasks = _newest(root, most, lambda p: p.is_dir() and _task_id(p.name) is not None)
+    sources = _newest(index_dir, 10 * most, lambda p: SOURCE_OF.match(p.name) is not None)
+    hashes = dict.fromkeys(m.group(1) for p in sources if (m := SOURCE_OF.match(p.name)))
+    return [t for p in tasks if (t := _task_id(p.name))], list(hashes)[:most]
+
+
+def forget(root: Path, index_dir: Path, task_ids: Collection[uuid.UUID],
+           sources: Collection[str], *, protect: Collection[str] = ()) -> tuple[int, int]:
+    """Delete the workspaces of `task_ids` (but those in `protect`: still running) and the
+    index files built on `sources`; how many task folders and index files went."""
+    folders = [root / str(t) for t in task_ids if str(t) not in protect]
+    gone = [f for f in folders if f.is_dir()]
+    for folder in gone:
+        shutil.rmtree(folder, ignore_errors=True)
+    wanted = set(sources)
+    files = [p for p in _entries(index_dir)
+             if (m := SOURCE_OF.match(p.name)) is not None and m.group(1) in wanted]
+    for path in files:
+        path.unlink(missing_ok=True)
+    return len(gone), len(files)
+
+
+def _newest(folder: Path, most: int, keep: Callable[[Path], bool]) -> list[Path]:
+    found = []
+    for path in _entries(folder):
+        with contextlib.suppress(OSError):
+            if keep(path):
+                found.append((path.stat().st_mtime, path))
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [path for _, path in found[:most]]
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # not made yet
+        return []
+
+
+def _task_id(name: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(name)
+    except ValueError:
+        return None
 
 
 def prune_workspaces(root: Path, *, keep: int, protect: Collection[str] = ()) -> list[str]:

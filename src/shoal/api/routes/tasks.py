@@ -366,9 +366,10 @@ async def delete_task(task_id: str, user: UserDep, services: ServicesDep) -> Res
     """Delete an ended task and everything of it: subtasks, events, files no other task has,
     sources no other task reads, share links (409 while it runs or waits: cancel it first)."""
     tid = parse_id(task_id, kind="task")
-    await services.db.run_write(
+    deleted = await services.db.run_write(
         lambda conn: deletion.delete_task(conn, tid, user.user_id, now=utcnow()))
     services.runtime.files.nudge()
+    services.runtime.forget(deleted.workers, (tid,), deleted.sources)  # the workers' copies
     return Response(status_code=204)
 
 
