@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import socket
 import uuid
@@ -52,7 +51,7 @@ from shoal.protocol import (
 from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.tracing import Tracing, configure
-from shoal.worker.connection import Backoff, websocket_url
+from shoal.worker.connection import Backoff, quiet_websocket_logger, websocket_url
 from shoal.worker.executor import (
     READY_WORKSPACES,
     Attempt,
@@ -207,7 +206,7 @@ class Worker:
             # Upstream files arrive inline in base64; allow what a result may carry, and more.
             max_size=self.settings.max_result_bytes * 2,
             compression="deflate" if self.settings.worker_compression else None,
-            logger=_quiet_websocket_logger(),
+            logger=quiet_websocket_logger(),
         )
 
     def _token_refused(self, status: int) -> ShoalError:
@@ -560,13 +559,6 @@ def _checked_slots(slots: int) -> int:
     if not 1 <= slots <= 256:
         raise InvalidInput(f"A worker has 1 to 256 slots, not {slots}. Pass e.g. --slots 2.")
     return slots
-
-
-def _quiet_websocket_logger() -> logging.Logger:
-    """A logger for websockets that never logs at DEBUG, where it would print the token."""
-    logger = logging.getLogger("shoal.worker.websocket")
-    logger.setLevel(logging.INFO)
-    return logger
 
 
 async def run_worker(

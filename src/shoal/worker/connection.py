@@ -1,7 +1,9 @@
-"""How a worker reaches the control plane: the endpoint URL and reconnect backoff."""
+"""How a worker reaches the control plane: the endpoint URL, reconnect backoff, and a quiet
+logger for the connection."""
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -41,3 +43,10 @@ class Backoff:
     def reset(self) -> None:
         """Start over after a success."""
         self.failures = 0
+
+
+def quiet_websocket_logger() -> logging.Logger:
+    """A logger for websockets that never logs at DEBUG, where it would print the token."""
+    logger = logging.getLogger("shoal.worker.websocket")
+    logger.setLevel(logging.INFO)
+    return logger
