@@ -25,11 +25,11 @@ import pytest
 from rich.console import Console
 
 from shoal.api.server import RunningServer, running_server
-from shoal.cli_base import worker_settings
-from shoal.client import Credentials, ShoalClient
+from shoal.cli.base import worker_settings
+from shoal.cli.client import Credentials, ShoalClient
+from shoal.cli.follow import Progress, follow
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
-from shoal.follow import Progress, follow
 from shoal.tools.agent_loop import OpenAICompatTool
 from tests.runtime.harness import DEADLINE, echo_worker, login, wait_for_status, wait_until
 

@@ -97,7 +97,7 @@ def test_nothing_is_set_up_without_the_endpoint() -> None:
 def test_the_sdk_is_not_even_loaded_without_the_endpoint() -> None:
     """A control plane and a worker import, and configure, without loading the SDK's traces
     or the exporter (redis-py loads the SDK's metrics by itself)."""
-    code = ("import sys; import shoal.api.app, shoal.worker.agent, shoal.embedded; "
+    code = ("import sys; import shoal.api.app, shoal.worker.agent, shoal.cli.embedded; "
             "from shoal.tracing import configure; "
             "assert configure('shoal-worker') is None; "
             "loaded = [m for m in sys.modules if m.startswith(("

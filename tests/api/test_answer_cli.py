@@ -22,8 +22,8 @@ import pytest
 from rich.console import Console
 
 from shoal.api.server import RunningServer
-from shoal.client import Credentials, ShoalClient
-from shoal.follow import AskQuestions, follow
+from shoal.cli.client import Credentials, ShoalClient
+from shoal.cli.follow import AskQuestions, follow
 from shoal.worker.agent import Worker
 from tests.api.test_ws_answer import ASKING
 from tests.runtime.harness import DEADLINE, subtask_detail, wait_for_status, wait_until

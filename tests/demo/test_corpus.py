@@ -13,7 +13,8 @@ from pypdf import PdfReader
 
 from shoal.api.server import RunningServer, running_server
 from shoal.artifacts.sources import SourceKind, extract_text, sniff_file, validate
-from shoal.client import Credentials, ShoalClient
+from shoal.cli.client import Credentials, ShoalClient
+from shoal.cli.embedded import submit_sample
 from shoal.config import Settings
 from shoal.demo.corpus import (
     CORPUS_DIR,
@@ -22,7 +23,7 @@ from shoal.demo.corpus import (
     UNANSWERABLE_QUESTION,
     corpus_files,
 )
-from shoal.demo.samples import SAMPLES, sample_sources, submit_sample
+from shoal.demo.samples import SAMPLES, sample_sources
 from tests.runtime.harness import echo_worker, login
 
 KINDS = {".md": SourceKind.markdown, ".pdf": SourceKind.pdf, ".csv": SourceKind.csv}

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shoal.client import CREDENTIALS_FILE
+from shoal.cli.client import CREDENTIALS_FILE
 from tests.e2e.procs import CLI_SECONDS, SHOAL, cluster, free_port, wait_for, wait_healthy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -3,14 +3,10 @@ sources some of them read (the bundled Norhaven corpus, uploaded first)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from shoal.demo.corpus import SAMPLE_QUESTION, corpus_files
-
-if TYPE_CHECKING:
-    from shoal.client import ShoalClient
 
 SAMPLE_TASK = "Build a CLI todo app with tests"
 SAMPLES = {  # workflow → the description of its sample task
@@ -44,14 +40,3 @@ def sample_answer(workflow: str, n: int) -> str:
     if not answers:
         return "No further details: go on with what you have."
     return answers[min(max(n, 0), len(answers) - 1)]
-
-
-async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
-                        sources: Sequence[Path] = ()) -> dict[str, Any]:
-    """Submit `sample` (its description and workflow); with `sources`, upload them first
-    (`POST /api/v1/uploads`) and have the task read them. The server's answer (`task_id`…)."""
-    body: dict[str, Any] = dict(sample)
-    if sources:
-        uploaded = await client.upload(sources)
-        body["sources"] = [u["upload_id"] for u in uploaded]
-    return await client.submit(body)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from shoal.cli_base import ServerOpt, TokenOpt, client_call, console, err
+from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err
 
 workflows_app = typer.Typer(help="Workflow documents.", no_args_is_help=True)
 

@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from shoal.client import ApiError, ShoalClient
+from shoal.cli.client import ApiError, ShoalClient
 from shoal.errors import ShoalError
 
 STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "in_progress": "cyan",

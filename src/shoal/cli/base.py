@@ -63,7 +63,7 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 def client_call(fn: Callable[[Any], Awaitable[T]], server: str | None,
                 token: str | None) -> T:
     """Call the API with the saved (or given) credentials; errors as `run` shows them."""
-    from shoal.client import ShoalClient, load_credentials
+    from shoal.cli.client import ShoalClient, load_credentials
 
     settings = settings_from_env(mode=os.environ.get("SHOAL_MODE", "dev"))
 

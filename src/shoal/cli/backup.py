@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from shoal.cli_base import console, run, settings_from_env
+from shoal.cli.base import console, run, settings_from_env
 from shoal.config import Settings
 
 

@@ -9,7 +9,7 @@ import json
 import os
 import secrets
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,11 @@ from rich.text import Text
 from shoal import admin
 from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
-from shoal.client import ApiError, ShoalClient, load_credentials, save_credentials
+from shoal.cli.client import ApiError, ShoalClient, load_credentials, save_credentials
+from shoal.cli.follow import describe_reason, follow
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
-from shoal.demo.samples import sample_answer, sample_sources, submit_sample
-from shoal.follow import describe_reason, follow
+from shoal.demo.samples import sample_answer, sample_sources
 from shoal.runtime.core import Runtime
 from shoal.store import accounts
 from shoal.store.models import utcnow
@@ -185,6 +185,17 @@ async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
                       f"(tokens: {detail['usage']['input_tokens']} in / "
                       f"{detail['usage']['output_tokens']} out)", soft_wrap=True)
         return 0 if status == "completed" else 1
+
+
+async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
+                        sources: Sequence[Path] = ()) -> dict[str, Any]:
+    """Submit `sample` (its description and workflow); with `sources`, upload them first
+    (`POST /api/v1/uploads`) and have the task read them. The server's answer (`task_id`…)."""
+    body: dict[str, Any] = dict(sample)
+    if sources:
+        uploaded = await client.upload(sources)
+        body["sources"] = [u["upload_id"] for u in uploaded]
+    return await client.submit(body)
 
 
 async def _show_result(client: ShoalClient, console: Console, task_id: str) -> None:

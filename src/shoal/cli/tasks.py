@@ -1,0 +1,211 @@
+"""`shoal submit`, `shoal tasks`, `shoal cancel` and `shoal task`: your tasks, and what of
+them is yours to keep or remove."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err
+
+task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
+
+
+@task_app.command("show")
+def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """A task with its subtasks."""
+    t = client_call(lambda c: c.task(task_id), server, token)
+    console.print(f"[bold]{t['task_id']}[/]  {t['status']}  {t['progress']}%")
+    console.print(t["description"])
+    if t.get("error"):
+        console.print(f"[red]{t['error']}[/]")
+    table = Table("subtask", "status", "worker", "tool", "attempts")
+    for s in t["subtasks"]:
+        table.add_row(s["name"], s["status"], s.get("assigned_worker") or "",
+                      s.get("assigned_tool") or "", str(s["attempts"]))
+    console.print(table)
+
+
+@task_app.command("delete")
+def task_delete(task_id: str, yes: Annotated[bool, typer.Option(
+        "--yes", help="Do not ask first.")] = False,
+                server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Delete an ended task with everything of it (its files, events, share links)."""
+    if not yes and not typer.confirm(f"Delete task {task_id} and everything of it?"):
+        raise typer.Exit(1)
+    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{task_id}"), server, token)
+    console.print(f"Task {task_id} deleted.")
+
+
+@task_app.command("report")
+def task_report(
+    task_id: str,
+    pdf: Annotated[Path | None, typer.Option(help="Save the report as a PDF here.")] = None,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Print a task's report (Markdown), or save it as a PDF."""
+    if pdf is not None:
+        size = client_call(lambda c: c.download(f"/api/v1/tasks/{task_id}/report.pdf", pdf),
+                           server, token)
+        console.print(f"Saved {pdf} ({size} bytes).")
+        return
+    text = client_call(lambda c: c.request("GET", f"/api/v1/tasks/{task_id}/report"),
+                       server, token)
+    print(text.decode() if isinstance(text, bytes) else text)
+
+
+@task_app.command("share")
+def task_share(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """A public, read-only link to the task's report (shown once; revoke it with unshare)."""
+    made = client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/shares"),
+                       server, token)
+    console.print(made["url"], highlight=False, soft_wrap=True)
+    err.print(f"Share {made['share_id']}: anyone with the link can read the report. "
+              f"Revoke it with: shoal task unshare {task_id} {made['share_id']}")
+
+
+@task_app.command("unshare")
+def task_unshare(task_id: str, share_id: str, server: ServerOpt = None,
+                 token: TokenOpt = None) -> None:
+    """Revoke a share link: it opens nothing from now on."""
+    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{task_id}/shares/{share_id}"),
+                server, token)
+    console.print("Revoked.")
+
+
+def export_account(
+    dest: Annotated[Path, typer.Argument(help="Where to save the zip.")] = Path("shoal.zip"),
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Everything of yours (account, tasks with their events and files, uploads) as a zip."""
+    size = client_call(lambda c: c.download("/api/v1/export", dest), server, token)
+    console.print(f"Saved {dest} ({size} bytes).")
+
+
+def submit(
+    description: Annotated[str, typer.Argument(help="What you want done.")],
+    follow: Annotated[bool, typer.Option(
+        help="Show live progress until it ends; a workflow's question is asked here (an empty "
+             "line leaves it for `shoal answer`).")] = False,
+    no_input: Annotated[bool, typer.Option(
+        "--no-input", help="With --follow: ask nothing; questions wait for `shoal answer`.")
+    ] = False,
+    plan: Annotated[Path | None, typer.Option(help="JSON file with your own plan.")] = None,
+    privacy: Annotated[str, typer.Option(help="normal | sensitive")] = "normal",
+    checkpoints: Annotated[str, typer.Option(help="low | medium | high")] = "medium",
+    quality: Annotated[str, typer.Option(
+        help="on | off: evaluation, peer review and checkpoints")] = "on",
+    tool: Annotated[list[str] | None, typer.Option(help="Preferred tool (repeatable).")] = None,
+    workflow: Annotated[str, typer.Option(help="Which workflow (shoal workflows).")] = "dag",
+    param: Annotated[list[str] | None, typer.Option(
+        help="A workflow parameter, NAME=VALUE (repeatable; VALUE read as JSON if it "
+             "parses, else as text).")] = None,
+    skip: Annotated[list[str] | None, typer.Option(
+        help="An optional step of the workflow to switch off (repeatable).")] = None,
+    insert: Annotated[list[str] | None, typer.Option(
+        help="A role of your own, AFTER:ID:PROMPT, run after the step AFTER where the "
+             "workflow allows it (repeatable).")] = None,
+    source: Annotated[list[Path] | None, typer.Option(
+        help="A file of yours the task reads (repeatable; a .zip brings its files): "
+             "uploaded first.", exists=True, dir_okay=False, readable=True)] = None,
+    budget_tokens: Annotated[int | None, typer.Option(
+        help="Stop the task past this many tokens.", min=1)] = None,
+    budget_cost: Annotated[float | None, typer.Option(
+        help="Stop the task past this many US dollars.", min=0.000001)] = None,
+    budget_seconds: Annotated[float | None, typer.Option(
+        help="Stop the task this many seconds after it starts.", min=0.001)] = None,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """Submit a task; with --follow, exit non-zero if it does not complete."""
+    from shoal.cli.follow import AskQuestions
+    from shoal.cli.follow import follow as follow_task
+
+    body: dict[str, Any] = {"description": description, "privacy_level": privacy,
+                            "checkpoint_frequency": checkpoints, "quality": quality,
+                            "workflow": workflow}
+    if param:
+        body["parameters"] = parse_params(param)
+    if skip:
+        body["skip"] = skip
+    if insert:
+        body["insert"] = [parse_insert(i) for i in insert]
+    if tool:
+        body["tool_preferences"] = tool
+    if plan is not None:
+        body["plan"] = json.loads(plan.read_text())
+    budget = {k: v for k, v in (("tokens", budget_tokens), ("cost_usd", budget_cost),
+                                ("seconds", budget_seconds)) if v is not None}
+    if budget:
+        body["budget"] = budget
+
+    async def go(client: Any) -> str:
+        if source:
+            uploaded = await client.upload(source)
+            body["sources"] = [u["upload_id"] for u in uploaded]
+            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
+                                                  for u in uploaded), highlight=False)
+        created = await client.submit(body)
+        console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
+                      f"{created['message']}")
+        if not follow:
+            return "submitted"
+        task_id = created["task_id"]
+        ask = None if no_input else AskQuestions(client, console, task_id)
+        return await follow_task(client, task_id, console, on_checkpoint=ask)
+
+    status = client_call(go, server, token)
+    if follow and status != "completed":
+        raise typer.Exit(1)
+
+
+def tasks(
+    status: Annotated[str | None, typer.Option(help="Only tasks in this status.")] = None,
+    limit: Annotated[int, typer.Option()] = 20,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """List your tasks, newest first."""
+    params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
+    page = client_call(lambda c: c.request("GET", "/api/v1/tasks", params=params),
+                        server, token)
+    table = Table("task", "status", "progress", "created", "description")
+    for t in page["tasks"]:
+        table.add_row(t["task_id"], t["status"], f"{t['progress']}%", t["created_at"][:19],
+                      t["description"][:60])
+    console.print(table)
+    console.print(f"{len(page['tasks'])} of {page['total']}")
+
+
+def cancel(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Cancel a task and stop its agents."""
+    r = client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/cancel"),
+                     server, token)
+    console.print(f"{r['task_id']} {r['status']}: {r['message']}")
+
+
+def parse_insert(text: str) -> dict[str, str]:
+    """`AFTER:ID:PROMPT` as an inserted role."""
+    after, _, rest = text.partition(":")
+    name, _, prompt = rest.partition(":")
+    if not (after.strip() and name.strip() and prompt.strip()):
+        raise typer.BadParameter(f"{text!r}: write AFTER:ID:PROMPT, e.g. "
+                                 "'write:factcheck:Check the facts of {draft}'.",
+                                 param_hint="--insert")
+    return {"after": after.strip(), "id": name.strip(), "prompt": prompt.strip()}
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` pairs as a mapping; a VALUE that parses as JSON is taken as JSON."""
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{pair!r}: write NAME=VALUE.", param_hint="--param")
+        try:
+            found[name.strip()] = json.loads(text)
+        except ValueError:
+            found[name.strip()] = text
+    return found
