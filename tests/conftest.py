@@ -6,7 +6,7 @@ import hashlib
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -147,6 +147,20 @@ async def redis_url() -> str:
     finally:
         await client.aclose()
     return REDIS_URL
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The `shoal` commands the tests start keep their sessions in a folder of the test run's,
+    never in the config directory of the person running the tests."""
+    path = tmp_path_factory.mktemp("config")
+    before = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("XDG_CONFIG_HOME", None)
+    else:
+        os.environ["XDG_CONFIG_HOME"] = before
 
 
 @pytest.fixture

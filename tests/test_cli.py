@@ -54,6 +54,7 @@ def start(base: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], Pa
     full = {
         **clean,
         "SHOAL_DATA_DIR": str(base / "data"),
+        "XDG_CONFIG_HOME": str(base / "config"),
         "SHOAL_MODE": "dev",
         "SHOAL_BCRYPT_ROUNDS": "4",
         "NO_COLOR": "1",
@@ -91,7 +92,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "user": start(base / "user", *USER_CREATE),
         "upgrade": start(base / "upgrade", "db", "upgrade"),
         "serve": start(base / "serve", "serve", "--port", "0", SHOAL_MODE="production"),
-        "unreachable": start(base / "unreachable", "tasks", SHOAL_SERVER="http://127.0.0.1:9",
+        "unreachable": start(base / "unreachable", "tasks", SHOAL_URL="http://127.0.0.1:9",
                              SHOAL_TOKEN="not-a-token"),
         "no_credentials": start(base / "no_credentials", "submit", "Build a thing"),
         "demo": start(base / "demo", "up", "--demo", "--port", "0"),
@@ -235,7 +236,7 @@ async def plane(settings: Settings, tmp_path: Path) -> AsyncIterator[Plane]:
         tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
         async with echo_worker(srv, settings, tools={"openai_compat": tool}):
             http = await login(srv, settings)
-            env = {"SHOAL_SERVER": srv.url,
+            env = {"SHOAL_URL": srv.url,
                    "SHOAL_TOKEN": http.headers["Authorization"].removeprefix("Bearer ")}
             try:
                 yield Plane(srv, http, env, tmp_path / "cli")

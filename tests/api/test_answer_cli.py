@@ -39,7 +39,7 @@ async def env(server: RunningServer, client: httpx.AsyncClient, tmp_path: Path) 
     added = await client.post("/api/v1/workflows", json={"document": ASKING})
     assert added.status_code == 201, added.text
     return {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
-            "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
+            "SHOAL_URL": server.url, "NO_COLOR": "1", "COLUMNS": "200",
             "SHOAL_DATA_DIR": str(tmp_path / "cli"),
             "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
 

@@ -82,7 +82,7 @@ def cli(server: RunningServer, client: httpx.AsyncClient,
         tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """`shoal …` as a user signed in to `server` runs it (its own data folder)."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
-           "SHOAL_SERVER": server.url, "NO_COLOR": "1", "COLUMNS": "200",
+           "SHOAL_URL": server.url, "NO_COLOR": "1", "COLUMNS": "200",
            "SHOAL_DATA_DIR": str(tmp_path / "cli"),
            "SHOAL_TOKEN": client.headers["Authorization"].removeprefix("Bearer ")}
 

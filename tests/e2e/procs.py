@@ -92,9 +92,11 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
 
     def env(self, data_dir: Path, **extra: str) -> dict[str, str]:
-        """A clean environment: no inherited SHOAL_* variables, fast timings, own data dir."""
+        """A clean environment: no inherited SHOAL_* variables, fast timings, own data dir,
+        and the cluster's own config directory (where `shoal up` and `login` keep sessions)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-        env.update(FAST_TIMINGS, SHOAL_DATA_DIR=str(data_dir), **extra)
+        env.update(FAST_TIMINGS, SHOAL_DATA_DIR=str(data_dir),
+                   XDG_CONFIG_HOME=str(self.root / "config"), **extra)
         return env
 
     def server_env(self) -> dict[str, str]:

@@ -192,7 +192,7 @@ async def test_shoal_submit_follow_asks_on_its_standard_input(stack: Cluster) ->
     async with signed_in(url, "alice") as client:
         await wait_workers_online(client, {"p1"}, [server, worker])
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
-               "SHOAL_SERVER": url, "SHOAL_TOKEN": await access_token(client, "alice"),
+               "SHOAL_URL": url, "SHOAL_TOKEN": await access_token(client, "alice"),
                "SHOAL_DATA_DIR": str(stack.root / "cli"), "NO_COLOR": "1", "COLUMNS": "200"}
         shoal = str(Path(sys.executable).with_name("shoal"))
         proc = await asyncio.create_subprocess_exec(

@@ -6,13 +6,14 @@ import asyncio
 import json
 import re
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from shoal.cli.client import CREDENTIALS_FILE
+from shoal.cli.credentials import CREDENTIALS_FILE
 from tests.e2e.procs import CLI_SECONDS, SHOAL, cluster, free_port, wait_for, wait_healthy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -20,8 +21,14 @@ CHECKPOINT_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/login\?token=(shl_[\w-]+))")
 
 
+def config_dir(env: dict[str, str]) -> Path:
+    """Where the `shoal` commands of `env` keep their sessions."""
+    return Path(env["XDG_CONFIG_HOME"]) / "shoal"
+
+
 async def test_up_serves_submits_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`shoal up` prints a working one-time link, runs a CLI task, and exits on SIGTERM."""
+    """`shoal up` prints a working one-time link, runs a CLI task submitted from another
+    folder, and exits on SIGTERM."""
     port = free_port()
     async with cluster(tmp_path) as group:
         data_dir = tmp_path / "up"
@@ -44,8 +51,11 @@ async def test_up_serves_submits_and_stops_on_sigterm(tmp_path: Path) -> None:
             again = await client.post("/api/v1/auth/exchange", json={"token": match.group(2)})
             assert again.status_code == 401  # one-time
 
+        elsewhere = tmp_path / "elsewhere"  # a person's other terminal, in another folder
+        elsewhere.mkdir()
+
         def shoal(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([SHOAL, *args], env=env, cwd=data_dir, capture_output=True,
+            return subprocess.run([SHOAL, *args], env=env, cwd=elsewhere, capture_output=True,
                                   text=True, timeout=CLI_SECONDS, check=False)
 
         # A person follows the task in one terminal and answers its checkpoints in another.
@@ -98,7 +108,11 @@ async def test_a_submit_right_after_readyz_succeeds(tmp_path: Path) -> None:
                 return resp.status_code == 200 or None
 
             await wait_for(ready, what="/readyz to answer 200", within=40, procs=[proc])
-            token = json.loads((data_dir / CREDENTIALS_FILE).read_text())["access_token"]
+            path = config_dir(env) / CREDENTIALS_FILE  # owner-only, the default server
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            kept = json.loads(path.read_text())
+            assert kept["default"] == url
+            token = kept["servers"][url]["access_token"]
             resp = await client.post("/api/v1/tasks", json={"description": "Right after ready"},
                                      headers={"Authorization": f"Bearer {token}"})
             assert resp.status_code == 201, resp.text

@@ -1,5 +1,5 @@
 """What every `shoal` command shares: the consoles, settings from the environment, running an
-async command with clear errors, and calling the API with the saved credentials."""
+async command with clear errors, and calling the API with the kept session."""
 
 from __future__ import annotations
 
@@ -62,17 +62,21 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 def client_call(fn: Callable[[Any], Awaitable[T]], server: str | None,
                 token: str | None) -> T:
-    """Call the API with the saved (or given) credentials; errors as `run` shows them."""
+    """Call the API with the kept session (or the token given); errors as `run` shows them."""
     from shoal.cli.client import ShoalClient, load_credentials
+    from shoal.cli.credentials import CredentialStore
 
-    settings = settings_from_env(mode=os.environ.get("SHOAL_MODE", "dev"))
+    store = CredentialStore()
 
     async def go() -> T:
-        async with ShoalClient(load_credentials(settings.data_dir, server, token)) as client:
+        creds = await asyncio.to_thread(load_credentials, store, server, token)
+        async with ShoalClient(creds, store=store) as client:
             return await fn(client)
 
     return run(go)
 
 
-ServerOpt = Annotated[str | None, typer.Option(help="Control plane URL (or SHOAL_SERVER).")]
-TokenOpt = Annotated[str | None, typer.Option(help="Access token (or SHOAL_TOKEN).")]
+ServerOpt = Annotated[str | None, typer.Option(
+    help="Control plane URL (or SHOAL_URL; else the one signed in to last).")]
+TokenOpt = Annotated[str | None, typer.Option(
+    help="An access token (or SHOAL_TOKEN), instead of the session kept by `shoal login`.")]

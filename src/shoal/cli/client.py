@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from shoal.cli.credentials import Credentials, CredentialStore, normal_url
 from shoal.errors import ShoalError, Unauthorized
-
-CREDENTIALS_FILE = "credentials.json"
 
 
 class ApiError(ShoalError):
@@ -27,47 +25,73 @@ class ApiError(ShoalError):
         self.status = status
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """Where the server is and how to sign in to it."""
-
-    server: str
-    token: str
+NO_SERVER = ("No control plane chosen, and none signed in to. Start one on this machine with "
+             "`shoal up` (it signs you in), or sign in to one: shoal login --server URL "
+             "(or set SHOAL_URL).")
 
 
-def load_credentials(
-    data_dir: Path, server: str | None = None, token: str | None = None
-) -> Credentials:
-    """Flags win, then `SHOAL_SERVER`/`SHOAL_TOKEN`, then the file `shoal up` or `login` wrote."""
-    server = server or os.environ.get("SHOAL_SERVER")
+def chosen_server(server: str | None, store: CredentialStore) -> str | None:
+    """Which control plane a command talks to: `--server`, else `SHOAL_URL`, else the one
+    signed in to last."""
+    # SHOAL_SERVER: the variable's name before SHOAL_URL, still read
+    given = server or os.environ.get("SHOAL_URL") or os.environ.get("SHOAL_SERVER")
+    found = given or store.default_server()
+    return normal_url(found) if found else None
+
+
+def load_credentials(store: CredentialStore, server: str | None = None,
+                     token: str | None = None) -> Credentials:
+    """The server (`chosen_server`) and how to sign in to it: `--token`, else `SHOAL_TOKEN`,
+    else the session `shoal up` or `shoal login` kept for it."""
+    url = chosen_server(server, store)
+    if url is None:
+        raise Unauthorized(NO_SERVER)
     token = token or os.environ.get("SHOAL_TOKEN")
-    path = data_dir / CREDENTIALS_FILE
-    if (not server or not token) and path.exists():
-        saved = json.loads(path.read_text())
-        server = server or saved.get("server")
-        token = token or saved.get("access_token")
-    if not server or not token:
-        raise Unauthorized(
-            "No credentials. Run `shoal up` (it signs this machine in), or `shoal login "
-            "--server URL --username U`, or set SHOAL_SERVER and SHOAL_TOKEN.")
-    return Credentials(server=server.rstrip("/"), token=token)
+    if token:
+        return Credentials(server=url, token=token)
+    kept = store.session(url)
+    if kept is None:
+        raise Unauthorized(f"Not signed in to {url}. Sign in with: shoal login --server {url}"
+                           " (or run `shoal up` there).")
+    return kept
 
 
-def save_credentials(data_dir: Path, server: str, access_token: str, refresh_token: str) -> Path:
-    """Remember a session for later CLI calls (file readable by the owner only)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / CREDENTIALS_FILE
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(json.dumps({"server": server, "access_token": access_token,
-                                "refresh_token": refresh_token}))
-    return path
+async def sign_in(server: str, *, username: str | None = None, password: str | None = None,
+                  token: str | None = None) -> Credentials:
+    """A new session at `server`: by username and password, by a one-time login link's token
+    (`shl_…`), or with an access token as it is (then it is not renewed)."""
+    async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        if token is not None and not token.startswith("shl_"):
+            pair: dict[str, Any] = {"access_token": token}
+        else:
+            resp = await (http.post("/api/v1/auth/exchange", json={"token": token}) if token
+                          else http.post("/api/v1/auth/login",
+                                         json={"username": username, "password": password}))
+            pair = _answer(resp)
+        me = _answer(await http.get("/api/v1/users/me", headers={
+            "Authorization": f"Bearer {pair['access_token']}"}))
+    return Credentials(server=server, token=str(pair["access_token"]),
+                       refresh_token=pair.get("refresh_token"), username=str(me["username"]))
+
+
+def _answer(resp: httpx.Response) -> dict[str, Any]:
+    """A JSON answer's body; `ApiError` for an error answer."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {"message": resp.text[:300]}
+    if resp.status_code >= 400:
+        raise ApiError(resp.status_code, body if isinstance(body, dict) else {})
+    return body if isinstance(body, dict) else {}
 
 
 class ShoalClient:
     """Typed-enough calls to the control plane."""
 
-    def __init__(self, creds: Credentials, *, timeout: float = 30.0) -> None:
+    def __init__(self, creds: Credentials, *, timeout: float = 30.0,
+                 store: CredentialStore | None = None) -> None:
         self.creds = creds
+        self._store = store  # where a renewed session is kept; None: never renewed
         self._http = httpx.AsyncClient(
             base_url=creds.server, timeout=timeout,
             headers={"Authorization": f"Bearer {creds.token}"})
@@ -78,15 +102,35 @@ class ShoalClient:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
+    async def renew_if_due(self) -> None:
+        """Renew a kept session whose access token ends soon (before each call). A refresh
+        token works once: the store renews under its lock and keeps the new pair."""
+        if self._store is None or not self.creds.refresh_token or not self.creds.expires_soon():
+            return
+        self.creds = await self._store.renew(self.creds, self._refreshed)
+        self._http.headers["Authorization"] = f"Bearer {self.creds.token}"
+
+    async def _refreshed(self, stale: Credentials) -> Credentials:
+        resp = await self._http.post("/api/v1/auth/refresh",
+                                     json={"refresh_token": stale.refresh_token})
+        try:
+            pair = _answer(resp)
+        except ApiError as exc:
+            if exc.status != 401:
+                raise
+            why = exc.message.removesuffix(" Sign in again.")
+            raise Unauthorized(f"Your session at {stale.server} has ended: {why} Sign in "
+                               f"again: shoal login --server {stale.server}",
+                               code=exc.code) from None
+        return Credentials(server=stale.server, token=str(pair["access_token"]),
+                           refresh_token=str(pair["refresh_token"]), username=stale.username)
+
     async def request(self, method: str, path: str, **kw: Any) -> Any:
         """Call the API; raise `ApiError` with the server's message on failure."""
+        await self.renew_if_due()
         resp = await self._http.request(method, path, **kw)
         if resp.status_code >= 400:
-            try:
-                body = resp.json()
-            except ValueError:
-                body = {"message": resp.text[:300]}
-            raise ApiError(resp.status_code, body if isinstance(body, dict) else {})
+            _answer(resp)
         return resp.json() if resp.content and resp.headers.get(
             "content-type", "").startswith("application/json") else resp.content
 
@@ -104,6 +148,7 @@ class ShoalClient:
 
     async def download(self, path: str, dest: Path) -> int:
         """Save what `path` answers into `dest` (streamed); its size in bytes."""
+        await self.renew_if_due()
         async with self._http.stream("GET", path) as resp:
             if resp.status_code >= 400:
                 await resp.aread()
@@ -129,6 +174,7 @@ class ShoalClient:
     async def events(self, task_id: str, since: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Follow a task's events (SSE), resuming after `since`."""
         headers = {"Last-Event-ID": str(since)} if since else {}
+        await self.renew_if_due()
         async with self._http.stream("GET", f"/api/v1/tasks/{task_id}/events",
                                      headers=headers, timeout=None) as resp:
             if resp.status_code >= 400:

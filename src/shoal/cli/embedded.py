@@ -21,7 +21,8 @@ from rich.text import Text
 from shoal import admin
 from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
-from shoal.cli.client import ApiError, ShoalClient, load_credentials, save_credentials
+from shoal.cli.client import ApiError, ShoalClient
+from shoal.cli.credentials import Credentials, CredentialStore
 from shoal.cli.follow import describe_reason, follow
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
@@ -69,7 +70,7 @@ async def run_embedded(
         # can submit at once.
         settings = settings.model_copy(update={"ready_workers": max(1, settings.ready_workers)})
         srv = await stack.enter_async_context(running_server(settings, port=settings.port))
-        token, link = await _bootstrap(srv.services.db, settings, srv.url)
+        token, link, creds = await _bootstrap(srv.services.db, settings, srv.url)
         tools = await discover_tools(settings)
         tracing = configure("shoal-worker")  # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set
         if tracing is not None:
@@ -84,7 +85,7 @@ async def run_embedded(
             _banner(console, srv.url, link, model_label, settings.data_dir)
             code = 0
             if demo_task is not None:
-                code = await _demo(settings, console, demo_task, stop)
+                code = await _demo(settings, creds, console, demo_task, stop)
             else:
                 await stop.wait()
             console.print("Stopping…")
@@ -110,8 +111,9 @@ def _unset(names: list[str]) -> None:
         os.environ.pop(name, None)
 
 
-async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str]:
-    """The admin account, a token for the local worker, a login link, and CLI credentials."""
+async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str, Credentials]:
+    """The admin account, a token for the local worker, a login link, and the CLI's session
+    (kept in the user's config directory, so `shoal` commands work from any folder)."""
     admin_id = await admin.ensure_user(db, settings, username="admin",  # type: ignore[arg-type]
                                        password=secrets.token_urlsafe(18), admin=True)
     token = await admin.create_worker_token(db, name="local")  # type: ignore[arg-type]
@@ -121,8 +123,10 @@ async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str
     async with db.begin() as conn:  # type: ignore[attr-defined]
         await accounts.start_refresh_family(conn, user_id=admin_id, jti=pair.refresh_jti,
                                             expires_at=pair.refresh_expires_at, now=utcnow())
-    save_credentials(settings.data_dir, url, pair.access_token, pair.refresh_token)
-    return token, f"{url}/login?token={login}"
+    creds = Credentials(server=url, token=pair.access_token, refresh_token=pair.refresh_token,
+                        username="admin")
+    await asyncio.to_thread(CredentialStore().save, creds)
+    return token, f"{url}/login?token={login}", creds
 
 
 def _on_signals(callback: object) -> None:
@@ -148,12 +152,13 @@ def _banner(console: Console, url: str, link: str, model: str, data_dir: Path) -
     say(f"Model: {model}")
     if "DEMO" in model:
         say(f"[dim]{REAL_MODEL_HINT}[/]")
+    say("This machine is signed in as admin: `shoal` commands reach this server from any "
+        "folder.")
     say('Submit work from another terminal: shoal submit "…" --follow   Stop with Ctrl-C.')
 
 
-async def _demo(settings: Settings, console: Console, sample: Mapping[str, str],
-                stop: asyncio.Event) -> int:
-    creds = load_credentials(settings.data_dir)
+async def _demo(settings: Settings, creds: Credentials, console: Console,
+                sample: Mapping[str, str], stop: asyncio.Event) -> int:
     async with ShoalClient(creds) as client:
         sources = sample_sources(sample["workflow"])
         created = await submit_sample(client, sample, sources)
