@@ -16,8 +16,8 @@ from shoal.api.server import RunningServer, running_server
 from shoal.cli.client import ShoalClient, sign_in
 from shoal.cli.credentials import CREDENTIALS_FILE, CredentialStore
 from shoal.store import accounts
+from tests.cli.harness import Run, finish, start
 from tests.conftest import make_settings
-from tests.test_cli import Run, finish, start
 
 PASSWORD = "password123"
 
