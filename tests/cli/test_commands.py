@@ -6,6 +6,7 @@ and each test checks one of them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,8 @@ def test_up_demo_approves_checkpoints_and_ends(runs: dict[str, Run]) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "the demo approves it automatically" in result.stdout
     assert "shoal approve " in result.stdout
-    assert "Task completed." in result.stdout
+    assert re.search(r"^Task completed: [0-9a-f-]{36}$", result.stdout, re.MULTILINE)
+    assert re.search(r"^  Files:   \S+\.zip \(\d+ files?\)$", result.stdout, re.MULTILINE)
 
 
 def test_up_demo_runs_another_workflows_sample(runs: dict[str, Run]) -> None:
@@ -130,7 +132,8 @@ def test_up_demo_runs_another_workflows_sample(runs: dict[str, Run]) -> None:
     assert "(supervisor workflow)" in result.stdout
     assert "the router named 'telephone'; running 'googlemap'" in " ".join(result.stdout.split())
     assert "Done by: googlemap, calendar, telephone." in result.stdout
-    assert "Task completed." in result.stdout
+    assert re.search(r"^Task completed: [0-9a-f-]{36}$", result.stdout, re.MULTILINE)
+    assert re.search(r"^  Files:   \S+\.zip \(\d+ files?\)$", result.stdout, re.MULTILINE)
     refused = runs["demo_nowhere"]
     assert refused.returncode == 2
     assert "No sample for workflow 'nowhere'" in refused.stdout

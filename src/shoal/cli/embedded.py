@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import secrets
 import signal
@@ -15,15 +14,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.panel import Panel
-from rich.text import Text
 
 from shoal import admin
 from shoal.api.server import running_server
 from shoal.auth.tokens import issue_token_pair
-from shoal.cli.client import ApiError, ShoalClient
+from shoal.cli.client import ShoalClient
 from shoal.cli.credentials import Credentials, CredentialStore
 from shoal.cli.follow import describe_reason, follow
+from shoal.cli.outcome import show_ending
 from shoal.config import DEV_SECRET, Settings
 from shoal.demo.model import running_demo_model
 from shoal.demo.samples import sample_answer, sample_sources
@@ -178,18 +176,9 @@ async def _demo(settings: Settings, creds: Credentials, console: Console,
             t.cancel()
         if follower not in done:
             return 130
-        status = follower.result()
-        console.print()
-        zip_path = settings.data_dir / "results" / f"{task_id}.zip"
-        zip_path.parent.mkdir(parents=True, exist_ok=True)
-        zip_path.write_bytes(await client.request("GET", f"/api/v1/tasks/{task_id}/download"))
-        detail = await client.task(task_id)
-        if sample["workflow"] != "dag":
-            await _show_result(client, console, task_id)
-        console.print(f"Task {status}. Files: {zip_path}  "
-                      f"(tokens: {detail['usage']['input_tokens']} in / "
-                      f"{detail['usage']['output_tokens']} out)", soft_wrap=True)
-        return 0 if status == "completed" else 1
+        follower.result()
+        return await show_ending(client, console, task_id,
+                                 results=settings.data_dir / "results")
 
 
 async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
@@ -201,22 +190,6 @@ async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
         uploaded = await client.upload(sources)
         body["sources"] = [u["upload_id"] for u in uploaded]
     return await client.submit(body)
-
-
-async def _show_result(client: ShoalClient, console: Console, task_id: str) -> None:
-    """The task's report if its workflow writes one, else its result entry."""
-    try:
-        text = (await client.request("GET", f"/api/v1/tasks/{task_id}/report",
-                                     headers={"Accept": "text/markdown"})).decode("utf-8")
-        title = "Report"
-    except ApiError:
-        state = await client.request("GET", f"/api/v1/tasks/{task_id}/state")
-        response = state["state"].get("response")
-        if response is None:
-            return
-        text = response if isinstance(response, str) else json.dumps(response, indent=1)
-        title = "Result"
-    console.print(Panel(Text(text[:6000]), title=title))
 
 
 async def _auto_approve(client: ShoalClient, console: Console, workflow: str,

@@ -78,7 +78,6 @@ class Progress:
         self.notices: list[str] = []
         self.checkpoints: dict[str, dict[str, Any]] = {}  # open ones, by id
         self.ending: str | None = None
-        self.error: str | None = None
 
     def apply(self, event: dict[str, Any]) -> None:
         """Fold one event in."""
@@ -108,11 +107,12 @@ class Progress:
             self.notices = [*self.notices[-4:], data.get("message", "")]
         elif kind in ENDINGS:
             self.ending = ENDINGS[kind]
-            self.error = data.get("error") or data.get("reason")
             self.checkpoints.clear()  # an ended task closes its checkpoints
 
     def _task_update(self, data: dict[str, Any]) -> None:
         self.status = data.get("status", self.status)
+        if self.status == "budget_exceeded":  # the one ending with no event of its own
+            self.ending = self.status
         self.progress = data.get("progress", self.progress)
         for sub in data.get("plan", []):
             self.rows.setdefault(sub["subtask_id"], {}).update(sub)
@@ -245,8 +245,8 @@ async def follow(client: ShoalClient, task_id: str, console: Console, *,
                 await asyncio.sleep(1.0)
     finally:
         screen.live.stop()
-    if view.error:
-        console.print(Text(view.error, style="red"))
+        if not console.is_terminal:  # a terminal's view ends its last line; a file's does not
+            console.line()
     return view.ending or "unknown"
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err
+from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err, settings_from_env
 
 task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
 
@@ -118,12 +118,52 @@ def submit(
         help="Stop the task past this many US dollars.", min=0.000001)] = None,
     budget_seconds: Annotated[float | None, typer.Option(
         help="Stop the task this many seconds after it starts.", min=0.001)] = None,
+    output: Annotated[Path | None, typer.Option(
+        help="With --follow: the folder where the task's files are saved, as <task>.zip "
+             "(default: results/ in the data folder, SHOAL_DATA_DIR, as `make run` does).",
+        file_okay=False)] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
-    """Submit a task; with --follow, exit non-zero if it does not complete."""
+    """Submit a task. With --follow, watch it to its end, then see its report, its files and
+    what it used; the exit status says how it ended (0 completed, 3 failed, 4 cancelled,
+    5 out of budget)."""
     from shoal.cli.follow import AskQuestions
     from shoal.cli.follow import follow as follow_task
+    from shoal.cli.outcome import show_ending
 
+    body = _task_body(description, privacy=privacy, checkpoints=checkpoints, quality=quality,
+                      workflow=workflow, param=param, skip=skip, insert=insert, tool=tool,
+                      plan=plan, budget={"tokens": budget_tokens, "cost_usd": budget_cost,
+                                         "seconds": budget_seconds})
+    results = output or settings_from_env(mode="dev").data_dir / "results"
+
+    async def go(client: Any) -> int:
+        if source:
+            uploaded = await client.upload(source)
+            body["sources"] = [u["upload_id"] for u in uploaded]
+            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
+                                                  for u in uploaded), highlight=False)
+        created = await client.submit(body)
+        console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
+                      f"{created['message']}")
+        if not follow:
+            return 0
+        task_id = created["task_id"]
+        ask = None if no_input else AskQuestions(client, console, task_id)
+        await follow_task(client, task_id, console, on_checkpoint=ask)
+        return await show_ending(client, console, task_id, results=results)
+
+
+    code = client_call(go, server, token)
+    if code:
+        raise typer.Exit(code)
+
+
+def _task_body(description: str, *, privacy: str, checkpoints: str, quality: str,
+               workflow: str, param: list[str] | None, skip: list[str] | None,
+               insert: list[str] | None, tool: list[str] | None, plan: Path | None,
+               budget: dict[str, float | None]) -> dict[str, Any]:
+    """`POST /api/v1/tasks`'s body from `shoal submit`'s options."""
     body: dict[str, Any] = {"description": description, "privacy_level": privacy,
                             "checkpoint_frequency": checkpoints, "quality": quality,
                             "workflow": workflow}
@@ -137,29 +177,9 @@ def submit(
         body["tool_preferences"] = tool
     if plan is not None:
         body["plan"] = json.loads(plan.read_text())
-    budget = {k: v for k, v in (("tokens", budget_tokens), ("cost_usd", budget_cost),
-                                ("seconds", budget_seconds)) if v is not None}
-    if budget:
-        body["budget"] = budget
-
-    async def go(client: Any) -> str:
-        if source:
-            uploaded = await client.upload(source)
-            body["sources"] = [u["upload_id"] for u in uploaded]
-            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
-                                                  for u in uploaded), highlight=False)
-        created = await client.submit(body)
-        console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
-                      f"{created['message']}")
-        if not follow:
-            return "submitted"
-        task_id = created["task_id"]
-        ask = None if no_input else AskQuestions(client, console, task_id)
-        return await follow_task(client, task_id, console, on_checkpoint=ask)
-
-    status = client_call(go, server, token)
-    if follow and status != "completed":
-        raise typer.Exit(1)
+    if any(v is not None for v in budget.values()):
+        body["budget"] = {k: v for k, v in budget.items() if v is not None}
+    return body
 
 
 def tasks(
