@@ -157,13 +157,34 @@ async def test_list_filters_by_workflow_and_search(
     assert shown["tasks"][0]["usage"] == {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
 
 
+async def test_list_finds_a_task_by_the_start_of_its_id(
+    client: httpx.AsyncClient, worker: Worker
+) -> None:
+    """`id_prefix` keeps the tasks whose id starts with it, with the id's dashes or without,
+    in any case (how `shoal` looks up a short id)."""
+    ids = [await submit(client, SLOW) for _ in range(2)]
+
+    async def listed(prefix: str) -> list[str]:
+        page = (await client.get("/api/v1/tasks", params={"id_prefix": prefix})).json()
+        assert page["total"] == len(page["tasks"])
+        return [t["task_id"] for t in page["tasks"]]
+
+    for task_id in ids:
+        assert await listed(task_id[:8]) == [task_id]
+        assert await listed(task_id[:13].upper()) == [task_id]
+        assert await listed(task_id.replace("-", "")) == [task_id]
+
+
 @pytest.mark.parametrize("params", [{"limit": 0}, {"status": "bogus"}, {"workflow": "No!"},
-                                    {"q": "x" * 201}, {"q": "nul\x00byte"}])
+                                    {"q": "x" * 201}, {"q": "nul\x00byte"},
+                                    {"id_prefix": "xyz"}, {"id_prefix": "-ab"},
+                                    {"id_prefix": "a" * 33}])
 async def test_list_refuses_bad_parameters(
     client: httpx.AsyncClient, params: dict[str, Any]
 ) -> None:
-    """An out-of-range limit, an unknown status, a malformed workflow name, or a search that
-    is too long or cannot be stored is a 422 naming the parameter."""
+    """An out-of-range limit, an unknown status, a malformed workflow name, a search that is
+    too long or cannot be stored, or an id prefix that no id could start with is a 422
+    naming the parameter."""
     resp = await client.get("/api/v1/tasks", params=params)
     assert resp.status_code == 422
     assert resp.json()["error"] in {"validation_error", "invalid_input"}

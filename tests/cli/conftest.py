@@ -11,7 +11,7 @@ from shoal.api.server import running_server
 from shoal.config import Settings
 from shoal.demo.model import running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
-from tests.cli.harness import Plane
+from tests.cli.harness import LOW_SCORE_PLAN, Plane
 from tests.runtime.harness import echo_worker, login
 
 
@@ -28,3 +28,11 @@ async def plane(settings: Settings, tmp_path: Path) -> AsyncIterator[Plane]:
                 yield Plane(srv, http, env, tmp_path / "cli")
             finally:
                 await http.aclose()
+
+
+@pytest.fixture
+async def low_score(plane: Plane) -> tuple[str, str]:
+    """A task waiting at the checkpoint its low score opened: (task id, checkpoint id)."""
+    task_id = await plane.submit(LOW_SCORE_PLAN)
+    checkpoint = await plane.pending_checkpoint(task_id)
+    return task_id, checkpoint["checkpoint_id"]

@@ -9,21 +9,12 @@ import re
 import uuid
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from shoal.cli.client import Credentials, ShoalClient
 from shoal.cli.follow import follow
 from tests.cli.harness import LOW_SCORE_PLAN, Plane
 from tests.runtime.harness import DEADLINE
-
-
-@pytest.fixture
-async def low_score(plane: Plane) -> tuple[str, str]:
-    """A task waiting at the checkpoint its low score opened: (task id, checkpoint id)."""
-    task_id = await plane.submit(LOW_SCORE_PLAN)
-    checkpoint = await plane.pending_checkpoint(task_id)
-    return task_id, checkpoint["checkpoint_id"]
 
 
 async def test_checkpoints_lists_the_waiting_one(plane: Plane, low_score: tuple[str, str]

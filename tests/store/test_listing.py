@@ -1,6 +1,7 @@
 """What the dashboard reads, on SQLite and PostgreSQL: the task list's workflow filter and
-case-blind search (with `%` and `_` taken literally), and a file's versions across a piece of
-work (the subtask and the correction that rewrote its files)."""
+case-blind search (with `%` and `_` taken literally), its tasks by the start of their id, and
+a file's versions across a piece of work (the subtask and the correction that rewrote its
+files)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from shoal.engine.model import TaskMeta, TaskRecord
+from shoal.ids import id_range
 from shoal.states import TaskStatus
 from shoal.store import accounts, queries
 from shoal.store import files as file_rows
@@ -48,6 +50,40 @@ async def test_tasks_are_found_by_workflow_and_words(db: Database) -> None:
     assert await found(search="5_") == []
     assert await found(search="%") == [made["Raise by 5% now"]]
     assert len(await found(workflow="dag")) == 2
+
+
+async def test_tasks_are_found_by_the_start_of_their_id(db: Database) -> None:
+    """A prefix finds the user's tasks whose id starts with it (dashes or not, any case), and
+    no one else's; the whole id finds its task alone."""
+    ids = [uuid.UUID(i) for i in ("abcdef01-0000-4000-8000-000000000001",
+                                  "abcdef01-0000-4000-8000-000000000002",
+                                  "abcdef02-0000-4000-8000-000000000003",
+                                  "00000000-0000-4000-8000-000000000004",
+                                  "ffffffff-ffff-4fff-bfff-ffffffffffff")]
+    async with db.begin() as conn:
+        alice, bob = [await accounts.create_user(conn, username=name, password_hash="x",
+                                                 is_admin=False, email=None, now=NOW)
+                      for name in ("alice", "bob")]
+        for n, (tid, owner) in enumerate(zip(ids, (alice, alice, alice, alice, bob),
+                                             strict=True)):
+            await insert_task(conn, TaskRecord(
+                id=tid, user_id=owner, description="t", status=TaskStatus.COMPLETED,
+                created_at=NOW + timedelta(seconds=n), updated_at=NOW, meta=TaskMeta()))
+
+    async def found(prefix: str, user: uuid.UUID = alice) -> set[uuid.UUID]:
+        async with db.connection() as conn:
+            rows, total = await queries.list_tasks(conn, user_id=user, status=None, limit=10,
+                                                   offset=0, ids=id_range(prefix))
+        assert total == len(rows)
+        return {r.id for r in rows}
+
+    assert await found("abcdef") == set(ids[:3])
+    assert await found("ABCDEF01-0") == set(ids[:2])
+    assert await found("abcdef01000040008000000000000002") == {ids[1]}
+    assert await found(str(ids[2])) == {ids[2]}
+    assert await found("0") == {ids[3]}
+    assert await found("f") == set()  # bob's
+    assert await found("f", bob) == {ids[4]}
 
 
 async def test_a_files_versions_span_the_work_and_its_correction(db: Database) -> None:

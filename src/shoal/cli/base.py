@@ -80,3 +80,7 @@ ServerOpt = Annotated[str | None, typer.Option(
     help="Control plane URL (or SHOAL_URL; else the one signed in to last).")]
 TokenOpt = Annotated[str | None, typer.Option(
     help="An access token (or SHOAL_TOKEN), instead of the session kept by `shoal login`.")]
+TaskArg = Annotated[str, typer.Argument(
+    metavar="TASK", help="The task's id, or its first 6 or more characters.")]
+CheckpointArg = Annotated[str, typer.Argument(
+    metavar="CHECKPOINT", help="The checkpoint's id, or its first 6 or more characters.")]

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from shoal.cli.base import ServerOpt, T, TokenOpt, client_call, console
-from shoal.errors import ShoalError
+from shoal.cli import ids
+from shoal.cli.base import CheckpointArg, ServerOpt, T, TokenOpt, client_call, console
+from shoal.errors import NotFound, ShoalError
 
 if TYPE_CHECKING:
     from shoal.cli.client import ApiError
@@ -35,14 +36,16 @@ FLAGS = {"subtask_id": "--subtask", "correction_type": "--type", "guidance": "--
          "reference_files": "--reference", "reason": "--reason"}
 
 
-def _checkpoint_call(checkpoint_id: str, fn: Callable[[Any], Awaitable[T]],
+def _checkpoint_call(given: str, fn: Callable[[Any, str], Awaitable[T]],
                      server: str | None, token: str | None) -> T:
-    """`_client_call` about one checkpoint: its 404, 409 and 422 answers become sentences."""
+    """`fn(client, the checkpoint's whole id)` for the checkpoint `given` names (its id or a
+    start of it); its 404, 409 and 422 answers become sentences."""
     from shoal.cli.client import ApiError
 
     async def go(client: Any) -> T:
+        checkpoint_id = await ids.checkpoint_id(client, given)
         try:
-            return await fn(client)
+            return await fn(client, checkpoint_id)
         except ApiError as exc:
             raise ShoalError(_checkpoint_error(checkpoint_id, exc), code=exc.code) from exc
 
@@ -69,7 +72,8 @@ def _checkpoint_error(checkpoint_id: str, exc: ApiError) -> str:
 
 
 def checkpoints_list(
-    task: Annotated[str | None, typer.Option("--task", help="Only this task's (its id).")] = None,
+    task: Annotated[str | None, typer.Option(
+        "--task", help="Only this task's (its id, or its first 6 or more characters).")] = None,
     show_all: Annotated[bool, typer.Option(
         "--all", help="Decided checkpoints too, not only those waiting for you.")] = False,
     limit: Annotated[int, typer.Option()] = 50,
@@ -79,7 +83,13 @@ def checkpoints_list(
     from shoal.cli.follow import age, clip, score_label
 
     status = None if show_all else "pending_review"
-    page = client_call(lambda c: c.checkpoints(status, task, limit=limit), server, token)
+
+    async def listed(client: Any) -> dict[str, Any]:
+        task_id = await ids.task_id(client, task) if task else None
+        page: dict[str, Any] = await client.checkpoints(status, task_id, limit=limit)
+        return page
+
+    page = client_call(listed, server, token)
     if not page["checkpoints"]:
         console.print("No checkpoints." if show_all else "No checkpoint is waiting for you.")
         return
@@ -101,12 +111,12 @@ def checkpoints_list(
 
 
 @checkpoint_app.command("show")
-def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
+def checkpoint_show(checkpoint_id: CheckpointArg, server: ServerOpt = None,
                     token: TokenOpt = None) -> None:
     """A checkpoint in full: why it opened, the scores, what was done and what comes next."""
     from shoal.cli import follow
 
-    cp = _checkpoint_call(checkpoint_id, lambda c: c.checkpoint(checkpoint_id), server, token)
+    cp = _checkpoint_call(checkpoint_id, lambda c, cid: c.checkpoint(cid), server, token)
     cid = cp["checkpoint_id"]
     say = functools.partial(console.print, soft_wrap=True, markup=False)  # data, not markup
     opened = follow.age(cp["triggered_at"])
@@ -130,15 +140,17 @@ def checkpoint_show(checkpoint_id: str, server: ServerOpt = None,
             + (f" — {cp['notes']}" if cp.get("notes") else ""))
 
 
-def approve(checkpoint_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+def approve(checkpoint_id: CheckpointArg, server: ServerOpt = None,
+            token: TokenOpt = None) -> None:
     """Approve a checkpoint: the work so far is accepted and the task continues."""
-    r = _checkpoint_call(checkpoint_id, lambda c: c.approve(checkpoint_id), server, token)
+    r = _checkpoint_call(checkpoint_id, lambda c, cid: c.approve(cid), server, token)
     console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
 
 
 def answer(
     ident: Annotated[str, typer.Argument(
-        metavar="ID", help="The question's checkpoint id, or its task's id.")],
+        metavar="ID", help="The question's checkpoint id, or its task's id (or the first 6 or "
+                           "more characters of either).")],
     text: Annotated[str, typer.Argument(help="Your answer.")],
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
@@ -148,12 +160,7 @@ def answer(
     from shoal.cli.follow import post_answer
 
     async def go(client: Any) -> dict[str, Any]:
-        try:
-            return await post_answer(client, ident, text)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise ShoalError(_checkpoint_error(ident, exc), code=exc.code) from exc
-        cid = await _open_question(client, ident)  # not a checkpoint of yours: a task?
+        cid = await _question(client, ident)
         try:
             return await post_answer(client, cid, text)
         except ApiError as exc:
@@ -163,19 +170,25 @@ def answer(
     console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
 
 
+async def _question(client: Any, ident: str) -> str:
+    """The checkpoint `ident` names: one of yours (by its id or a start of it), else the open
+    question of the task it names."""
+    try:
+        return await ids.checkpoint_id(client, ident)
+    except NotFound:
+        pass
+    try:
+        task_id = await ids.task_id(client, ident)
+    except NotFound:
+        raise NotFound(f"No checkpoint or task {ident} (or it is not yours). List the "
+                       "questions waiting for you with: shoal checkpoints") from None
+    return await _open_question(client, task_id)
+
+
 async def _open_question(client: Any, task_id: str) -> str:
     """The id of the question the task waits at; a `ShoalError` saying why there is none."""
-    from shoal.cli.client import ApiError
-
-    unknown = ShoalError(f"No checkpoint or task {task_id} (or it is not yours). List the "
-                         "questions waiting for you with: shoal checkpoints", code="not_found")
-    try:
-        page = await client.checkpoints("pending_review", task_id, limit=200)
-        task = await client.task(task_id)
-    except ApiError as exc:
-        if exc.status == 404:
-            raise unknown from exc
-        raise
+    page = await client.checkpoints("pending_review", task_id, limit=200)
+    task = await client.task(task_id)
     open_ = page["checkpoints"]
     questions = [cp for cp in open_ if cp["reason"] == "question"]
     if len(questions) == 1:
@@ -192,18 +205,17 @@ async def _open_question(client: Any, task_id: str) -> str:
 
 
 def reject(
-    checkpoint_id: str,
+    checkpoint_id: CheckpointArg,
     reason: Annotated[str, typer.Option(help="Why the work is not acceptable.")],
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Reject a checkpoint: the task is cancelled and its agents are stopped."""
-    r = _checkpoint_call(checkpoint_id, lambda c: c.reject(checkpoint_id, reason),
-                         server, token)
+    r = _checkpoint_call(checkpoint_id, lambda c, cid: c.reject(cid, reason), server, token)
     console.print(f"Checkpoint {r['checkpoint_id']} {r['status']}: {r['message']}")
 
 
 def correct(
-    checkpoint_id: str,
+    checkpoint_id: CheckpointArg,
     correction_type: Annotated[CorrectionType, typer.Option(
         "--type", help="What kind of change is needed.")],
     guidance: Annotated[str, typer.Option(help="What the agent should change, in words.")],
@@ -216,8 +228,8 @@ def correct(
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Send a subtask back with guidance: it runs again, then is evaluated again."""
-    r = _checkpoint_call(checkpoint_id, lambda c: c.correct(
-        checkpoint_id, correction_type=correction_type.value, guidance=guidance,
+    r = _checkpoint_call(checkpoint_id, lambda c, cid: c.correct(
+        cid, correction_type=correction_type.value, guidance=guidance,
         subtask_id=subtask, reference_files=reference or (), apply_to_future=apply_to_future),
         server, token)
     console.print(f"Checkpoint {r['checkpoint_id']} corrected: {r['message']} "

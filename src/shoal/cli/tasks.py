@@ -4,21 +4,44 @@ them is yours to keep or remove."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err, settings_from_env
+from shoal.cli import ids
+from shoal.cli.base import (
+    ServerOpt,
+    T,
+    TaskArg,
+    TokenOpt,
+    client_call,
+    console,
+    err,
+    settings_from_env,
+)
+from shoal.cli.client import ShoalClient
 
 task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
 
 
+def on_task(given: str, fn: Callable[[ShoalClient, str], Awaitable[T]], server: str | None,
+            token: str | None) -> T:
+    """`fn(client, the task's whole id)` for the task `given` names (an id or its start)."""
+
+    async def go(client: ShoalClient) -> T:
+        return await fn(client, await ids.task_id(client, given))
+
+    return client_call(go, server, token)
+
+
 @task_app.command("show")
-def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+def task_show(task_id: TaskArg, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """A task with its subtasks."""
-    t = client_call(lambda c: c.task(task_id), server, token)
+    t = on_task(task_id, lambda c, tid: c.task(tid), server, token)
     console.print(f"[bold]{t['task_id']}[/]  {t['status']}  {t['progress']}%")
     console.print(t["description"])
     if t.get("error"):
@@ -31,49 +54,50 @@ def task_show(task_id: str, server: ServerOpt = None, token: TokenOpt = None) ->
 
 
 @task_app.command("delete")
-def task_delete(task_id: str, yes: Annotated[bool, typer.Option(
+def task_delete(task_id: TaskArg, yes: Annotated[bool, typer.Option(
         "--yes", help="Do not ask first.")] = False,
                 server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Delete an ended task with everything of it (its files, events, share links)."""
-    if not yes and not typer.confirm(f"Delete task {task_id} and everything of it?"):
+    whole = client_call(lambda c: ids.task_id(c, task_id), server, token)
+    if not yes and not typer.confirm(f"Delete task {whole} and everything of it?"):
         raise typer.Exit(1)
-    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{task_id}"), server, token)
-    console.print(f"Task {task_id} deleted.")
+    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{whole}"), server, token)
+    console.print(f"Task {whole} deleted.")
 
 
 @task_app.command("report")
 def task_report(
-    task_id: str,
+    task_id: TaskArg,
     pdf: Annotated[Path | None, typer.Option(help="Save the report as a PDF here.")] = None,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Print a task's report (Markdown), or save it as a PDF."""
     if pdf is not None:
-        size = client_call(lambda c: c.download(f"/api/v1/tasks/{task_id}/report.pdf", pdf),
-                           server, token)
+        size = on_task(task_id, lambda c, tid: c.download(f"/api/v1/tasks/{tid}/report.pdf",
+                                                          pdf), server, token)
         console.print(f"Saved {pdf} ({size} bytes).")
         return
-    text = client_call(lambda c: c.request("GET", f"/api/v1/tasks/{task_id}/report"),
-                       server, token)
+    text = on_task(task_id, lambda c, tid: c.request("GET", f"/api/v1/tasks/{tid}/report"),
+                   server, token)
     print(text.decode() if isinstance(text, bytes) else text)
 
 
 @task_app.command("share")
-def task_share(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+def task_share(task_id: TaskArg, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """A public, read-only link to the task's report (shown once; revoke it with unshare)."""
-    made = client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/shares"),
-                       server, token)
+    made = on_task(task_id, lambda c, tid: c.request("POST", f"/api/v1/tasks/{tid}/shares"),
+                   server, token)
     console.print(made["url"], highlight=False, soft_wrap=True)
     err.print(f"Share {made['share_id']}: anyone with the link can read the report. "
-              f"Revoke it with: shoal task unshare {task_id} {made['share_id']}")
+              f"Revoke it with: shoal task unshare {made['task_id']} {made['share_id']}")
 
 
 @task_app.command("unshare")
-def task_unshare(task_id: str, share_id: str, server: ServerOpt = None,
+def task_unshare(task_id: TaskArg, share_id: str, server: ServerOpt = None,
                  token: TokenOpt = None) -> None:
     """Revoke a share link: it opens nothing from now on."""
-    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{task_id}/shares/{share_id}"),
-                server, token)
+    on_task(task_id, lambda c, tid: c.request(
+        "DELETE", f"/api/v1/tasks/{tid}/shares/{share_id}"), server, token)
     console.print("Revoked.")
 
 
@@ -187,22 +211,27 @@ def tasks(
     limit: Annotated[int, typer.Option()] = 20,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
-    """List your tasks, newest first."""
+    """List your tasks, newest first; each id as short as it can be read back."""
     params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
     page = client_call(lambda c: c.request("GET", "/api/v1/tasks", params=params),
-                        server, token)
+                       server, token)
+    short = ids.short_ids([t["task_id"] for t in page["tasks"]])
     table = Table("task", "status", "progress", "created", "description")
+    table.columns[0].no_wrap = True
     for t in page["tasks"]:
-        table.add_row(t["task_id"], t["status"], f"{t['progress']}%", t["created_at"][:19],
-                      t["description"][:60])
+        table.add_row(short[t["task_id"]], t["status"], f"{t['progress']}%",
+                      t["created_at"][:16].replace("T", " "), Text(t["description"][:60]))
     console.print(table)
-    console.print(f"{len(page['tasks'])} of {page['total']}")
+    example = next(iter(short.values()), "ID")
+    console.print(f"{len(page['tasks'])} of {page['total']}. A task's id, or its first "
+                  f"{ids.MIN_PREFIX} or more characters, names it: shoal task show {example}",
+                  soft_wrap=True, highlight=False)
 
 
-def cancel(task_id: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
+def cancel(task_id: TaskArg, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Cancel a task and stop its agents."""
-    r = client_call(lambda c: c.request("POST", f"/api/v1/tasks/{task_id}/cancel"),
-                     server, token)
+    r = on_task(task_id, lambda c, tid: c.request("POST", f"/api/v1/tasks/{tid}/cancel"),
+                server, token)
     console.print(f"{r['task_id']} {r['status']}: {r['message']}")
 
 

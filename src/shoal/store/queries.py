@@ -30,10 +30,14 @@ workers = table_of(Worker)
 async def list_tasks(
     conn: AsyncConnection, *, user_id: uuid.UUID, status: str | None, limit: int, offset: int,
     workflow: str | None = None, search: str | None = None,
+    ids: tuple[uuid.UUID, uuid.UUID] | None = None,
 ) -> tuple[list[sa.Row[Any]], int]:
     """A page of the user's tasks, newest first, and how many there are in all; `search`
-    matches within the description, whatever the case."""
+    matches within the description, whatever the case; `ids` is a range of ids (those that
+    start with a prefix: `shoal.ids.id_range`)."""
     where = [tasks.c.user_id == user_id]
+    if ids is not None:
+        where.append(tasks.c.id.between(*ids))
     if status:
         where.append(tasks.c.status == status)
     if workflow:
@@ -128,9 +132,13 @@ async def active_guidance(conn: AsyncConnection, user_id: uuid.UUID) -> list[str
 async def list_checkpoints(
     conn: AsyncConnection, *, user_id: uuid.UUID, task_id: uuid.UUID | None,
     status: str | None, limit: int, offset: int,
+    ids: tuple[uuid.UUID, uuid.UUID] | None = None,
 ) -> tuple[list[sa.Row[Any]], int]:
-    """A page of the user's checkpoints, newest first, and how many there are."""
+    """A page of the user's checkpoints, newest first, and how many there are; `ids` as
+    `list_tasks`'s."""
     where = [tasks.c.user_id == user_id]
+    if ids is not None:
+        where.append(checkpoints.c.id.between(*ids))
     if task_id is not None:
         where.append(checkpoints.c.task_id == task_id)
     if status:

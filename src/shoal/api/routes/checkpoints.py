@@ -24,7 +24,7 @@ from shoal.api.schemas import (
     RejectBody,
 )
 from shoal.engine.inputs import CheckpointDecision
-from shoal.ids import parse_id
+from shoal.ids import ID_PREFIX, id_range, parse_id
 from shoal.limits import MAX_INT64
 from shoal.store import queries
 
@@ -39,14 +39,19 @@ CheckpointStatus = Annotated[str | None, Query(pattern="^(pending_review|approve
 async def list_checkpoints(
     user: UserDep, services: ServicesDep, status: CheckpointStatus = None,
     task_id: Annotated[str | None, Query()] = None,
+    id_prefix: Annotated[str | None, Query(pattern=ID_PREFIX, description=(
+        "Only the checkpoints whose id starts with this: hex digits, with or without the "
+        "id's dashes"))] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
 ) -> CheckpointPage:
-    """The caller's checkpoints, newest first (`status=pending_review` for the open ones)."""
+    """The caller's checkpoints, newest first (`status=pending_review` for the open ones;
+    `id_prefix` to look up a short id)."""
     tid = parse_id(task_id, kind="task") if task_id else None
     async with services.db.connection() as conn:
-        rows, total = await queries.list_checkpoints(conn, user_id=user.user_id, task_id=tid,
-                                                     status=status, limit=limit, offset=offset)
+        rows, total = await queries.list_checkpoints(
+            conn, user_id=user.user_id, task_id=tid, status=status, limit=limit,
+            offset=offset, ids=id_range(id_prefix) if id_prefix else None)
     return CheckpointPage(checkpoints=[checkpoint_out(r) for r in rows], total=total,
                           limit=limit, offset=offset)
 

@@ -43,7 +43,7 @@ from shoal.engine import planning, quality, waves
 from shoal.engine.model import Budget, Deadline, SourceRef, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
 from shoal.events import as_json
-from shoal.ids import parse_id
+from shoal.ids import ID_PREFIX, id_range, parse_id
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
@@ -223,17 +223,21 @@ async def list_tasks(
     workflow: Annotated[str | None, Query(pattern=r"^[a-z][a-z0-9_-]{0,39}$")] = None,
     q: Annotated[str | None, Query(max_length=200, description="Words within the "
                                    "description, whatever the case")] = None,
+    id_prefix: Annotated[str | None, Query(pattern=ID_PREFIX, description=(
+        "Only the tasks whose id starts with this: hex digits, with or without the id's "
+        "dashes (`e616b82d`, `e616b82d-c96f`)"))] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64)] = 0,
 ) -> TaskPage:
-    """The caller's tasks, newest first; filtered by status, workflow and a search."""
+    """The caller's tasks, newest first; filtered by status, workflow, a search and the
+    start of their id (how a short id is looked up)."""
     if q is not None and (found := value_problem({"q": q})):
         raise InvalidInput(f"{found[0]}: {found[1]}.", details={"field": found[0]})
     async with services.db.connection() as conn:
         rows, total = await queries.list_tasks(
             conn, user_id=user.user_id, status=status.value if status else None,
             workflow=workflow, search=q.strip() if q and q.strip() else None,
-            limit=limit, offset=offset)
+            ids=id_range(id_prefix) if id_prefix else None, limit=limit, offset=offset)
     return TaskPage(tasks=[_summary(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
