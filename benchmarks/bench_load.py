@@ -60,7 +60,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from tests.e2e.procs import cluster, signed_in
 
 from shoal import admin
-from shoal.api.server import bind_socket, running_server, uvicorn_options
+from shoal.api.listen import bind_socket
+from shoal.api.server import running_server, uvicorn_options
 
 SIM = Path(__file__).resolve().parents[1] / "tests" / "load"  # the simulated workers, watchers
 WARM = 50  # connections opened and closed before memory's baseline: one-time costs paid first

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shoal.api.server import bind_socket
+from shoal.api.listen import bind_socket
 from tests.runtime.harness import wait_until
 
 

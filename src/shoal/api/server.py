@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from shoal.api.app import create_app
 from shoal.api.deps import Services
+from shoal.api.listen import bind_socket
 from shoal.config import Settings
 from shoal.tracing import Tracing
 
@@ -32,21 +33,6 @@ class RunningServer:
         return services
 
 
-def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A listening TCP socket (port 0: any free port).
-
-    Created with `IPPROTO_TCP` named, not 0: asyncio turns Nagle's algorithm off
-    (`TCP_NODELAY`) only on sockets whose protocol says TCP, and accepted connections inherit
-    it. With Nagle on, a burst of small WebSocket messages to one worker (say, a layer of
-    `execute_task`) waited for the worker's delayed ACK: about 40 ms (ADR 0010).
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(512)
-    return sock
-
-
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """What every control plane tells uvicorn: its WebSockets, and whose proxy headers to
     believe (`trusted_proxies`, in place of uvicorn's own FORWARDED_ALLOW_IPS)."""
@@ -58,11 +44,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def running_server(
-    settings: Settings, *, port: int = 0, tracing: Tracing | None = None
+    settings: Settings, *, port: int = 0, tracing: Tracing | None = None,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[RunningServer]:
-    """Serve `create_app(settings, tracing=tracing)` until the block exits."""
+    """Serve `create_app(settings, tracing=tracing)` until the block exits, on `sock` (bound
+    already) or else on `port`."""
     app = create_app(settings, tracing=tracing)
-    sock = bind_socket(settings.host, port)
+    sock = sock or bind_socket(settings.host, port)
     config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on",
                             **uvicorn_options(settings))
     server = uvicorn.Server(config)
@@ -74,7 +62,8 @@ async def running_server(
                 raise RuntimeError("The control plane stopped during start-up.")
             await asyncio.sleep(0.01)
         host, bound = sock.getsockname()[:2]
-        yield RunningServer(url=f"http://{host}:{bound}", app=app)
+        shown = f"[{host}]" if ":" in host else host
+        yield RunningServer(url=f"http://{shown}:{bound}", app=app)
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):

@@ -8,6 +8,7 @@ import functools
 import os
 import secrets
 import signal
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,10 @@ def up_settings(settings: Settings) -> Settings:
 
 async def run_embedded(
     settings: Settings, *, console: Console, demo_task: Mapping[str, str] | None = None,
-    slots: int = 2,
+    slots: int = 2, sock: socket.socket | None = None,
 ) -> int:
-    """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code."""
+    """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code. The
+    control plane listens on `sock` (bound already), else on `settings.port`."""
     async with contextlib.AsyncExitStack() as stack:
         model_label = f"{settings.openai_compat_model} at {settings.openai_compat_base_url}"
         if not settings.openai_compat_base_url:
@@ -67,7 +69,8 @@ async def run_embedded(
         # Ready (`/readyz`) once the local worker has joined, so a script that waits for it
         # can submit at once.
         settings = settings.model_copy(update={"ready_workers": max(1, settings.ready_workers)})
-        srv = await stack.enter_async_context(running_server(settings, port=settings.port))
+        srv = await stack.enter_async_context(running_server(settings, port=settings.port,
+                                                             sock=sock))
         token, link, creds = await _bootstrap(srv.services.db, settings, srv.url)
         tools = await discover_tools(settings)
         tracing = configure("shoal-worker")  # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set
