@@ -147,6 +147,34 @@ async def test_a_bad_workflow_or_parameter_is_a_422_naming_it(
     assert (await client.get("/api/v1/tasks")).json()["tasks"] == []  # nothing half-stored
 
 
+async def test_a_misspelt_workflow_is_told_what_it_may_mean(
+    server: RunningServer, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    """A workflow name close to one offered (the server's, or the user's own) gets "did you
+    mean" in the 422 of a submission and the 404 of a lookup, with the names in the details'
+    `did_you_mean`; a name close to none gets neither."""
+    async with echo_worker(server, settings):
+        refused = await client.post("/api/v1/tasks", json={"description": "Cats",
+                                                           "workflow": "pipline"})
+        mine = await client.post("/api/v1/tasks", json={"description": "Cats",
+                                                        "workflow": "reveiw"})
+        far = await client.post("/api/v1/tasks", json={"description": "Cats",
+                                                       "workflow": "zzz"})
+    [detail] = refused.json()["details"]
+    assert (refused.status_code, detail["field"], detail["type"]) == (
+        422, "workflow", "unknown_workflow")
+    assert detail["message"].startswith("no workflow named 'pipline'; did you mean "
+                                        "'pipeline'?")
+    assert detail["did_you_mean"] == ["pipeline"]
+    assert mine.json()["details"][0]["did_you_mean"] == ["review"]  # the server's own
+    assert far.json()["details"][0]["did_you_mean"] == []
+    assert "did you mean" not in far.json()["details"][0]["message"]
+    looked_up = await client.get("/api/v1/workflows/supervisr")
+    assert looked_up.status_code == 404
+    assert "did you mean 'supervisor'?" in looked_up.json()["message"]
+    assert looked_up.json()["details"] == {"did_you_mean": ["supervisor"]}
+
+
 async def test_a_document_workflow_runs_its_loop_to_the_cap_on_a_worker(
     server: RunningServer, settings: Settings, client: httpx.AsyncClient
 ) -> None:
@@ -210,7 +238,7 @@ async def test_the_cli_lists_shows_and_submits_a_document_workflow(
     nowhere = await asyncio.to_thread(shoal, "submit", "--workflow", "review", "--insert",
                                       "polish:check:Check {draft}", "Cats")
     assert nowhere.returncode == 1
-    assert "insert.0.after: step 'polish' takes no inserted role" in nowhere.stderr
+    assert "--insert (insert.0.after): step 'polish' takes no inserted role" in nowhere.stderr
     malformed = await asyncio.to_thread(shoal, "submit", "--insert", "check it", "Cats")
     assert malformed.returncode == 2
     assert "AFTER:ID:PROMPT" in malformed.stderr

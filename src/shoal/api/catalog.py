@@ -3,6 +3,7 @@ added. A lookup below the routes, so that every route asks it the same way."""
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from typing import Any
 
@@ -37,3 +38,14 @@ def stored_offer(row: Any) -> Offered | None:
         log.warning("workflows.user_document_skipped", problem=exc.message)
         return None
     return Offered(doc.name, doc.description, doc)
+
+
+async def misspelt(services: Services, user_id: uuid.UUID, name: str) -> tuple[str, list[str]]:
+    """What to say of a workflow `name` that neither the server nor the user has: the
+    sentence (with "did you mean …?" when a name offered is close), and those close names."""
+    async with services.db.connection() as conn:
+        mine = [row.name for row in await user_workflows.latest(conn, user_id)]
+    offered = [w.name for w in services.workflows.all()] + mine
+    close = difflib.get_close_matches(name, offered, n=3, cutoff=0.6)
+    meant = " or ".join(repr(c) for c in close)
+    return f"no workflow named {name!r}" + (f"; did you mean {meant}?" if close else "."), close

@@ -92,7 +92,7 @@ async def _shoal_error(_request: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     details = [{"field": _field(e), "message": _MESSAGES.get(e.get("type"), e.get("msg")),
-                "type": e.get("type")} for e in exc.errors()]
+                "type": e.get("type"), **_passed(e)} for e in exc.errors()]
     if any(d["type"] == "json_invalid" for d in details):
         message = "The request body is not valid JSON."
     else:
@@ -105,6 +105,13 @@ _MESSAGES = {  # clearer words for validation errors whose own message is vague
     "string_unicode": "contains a lone surrogate (such as \\ud800), which is not valid "
                       "Unicode text and cannot be stored",
 }
+
+
+def _passed(error: Mapping[str, Any]) -> dict[str, Any]:
+    """What of an error's context a client is told as it is: the names an unknown one may
+    have meant (`did_you_mean`)."""
+    ctx = error.get("ctx") or {}
+    return {"did_you_mean": ctx["did_you_mean"]} if "did_you_mean" in ctx else {}
 
 
 def _field(error: Mapping[str, Any]) -> str:

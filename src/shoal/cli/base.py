@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from shoal.config import Settings
 from shoal.errors import ShoalError
@@ -44,12 +45,12 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(coro_fn())  # type: ignore[arg-type]
-    except ShoalError as exc:
-        err.print(f"[red]{exc.message}[/]")
+    except ShoalError as exc:  # whole lines: a command in a message must stay one to copy
+        err.print(Text(exc.message, style="red"), soft_wrap=True)
         for detail in exc.details if isinstance(exc.details, list) else []:
             if isinstance(detail, dict) and detail.get("message"):  # each field of a 422
                 err.print(f"  {detail.get('field')}: {detail['message']}", markup=False,
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
         raise typer.Exit(1) from exc
     except httpx.TransportError as exc:
         where = exc.request.url if exc.request else "the server"
@@ -63,15 +64,19 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 def client_call(fn: Callable[[Any], Awaitable[T]], server: str | None,
                 token: str | None) -> T:
     """Call the API with the kept session (or the token given); errors as `run` shows them."""
-    from shoal.cli.client import ShoalClient, load_credentials
+    from shoal.cli.client import ApiError, ShoalClient, load_credentials
     from shoal.cli.credentials import CredentialStore
+    from shoal.cli.refusals import refused_session
 
     store = CredentialStore()
 
     async def go() -> T:
         creds = await asyncio.to_thread(load_credentials, store, server, token)
         async with ShoalClient(creds, store=store) as client:
-            return await fn(client)
+            try:
+                return await fn(client)
+            except ApiError as exc:
+                raise refused_session(exc, creds.server) from exc
 
     return run(go)
 

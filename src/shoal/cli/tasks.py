@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from shoal.cli import ids
+from shoal.cli import ids, refusals
 from shoal.cli.base import (
     ServerOpt,
     T,
@@ -23,7 +23,7 @@ from shoal.cli.base import (
     err,
     settings_from_env,
 )
-from shoal.cli.client import ShoalClient
+from shoal.cli.client import ApiError, ShoalClient
 
 task_app = typer.Typer(help="Look at one task.", no_args_is_help=True)
 
@@ -61,7 +61,14 @@ def task_delete(task_id: TaskArg, yes: Annotated[bool, typer.Option(
     whole = client_call(lambda c: ids.task_id(c, task_id), server, token)
     if not yes and not typer.confirm(f"Delete task {whole} and everything of it?"):
         raise typer.Exit(1)
-    client_call(lambda c: c.request("DELETE", f"/api/v1/tasks/{whole}"), server, token)
+
+    async def delete(client: ShoalClient) -> None:
+        try:
+            await client.request("DELETE", f"/api/v1/tasks/{whole}")
+        except ApiError as exc:
+            raise refusals.not_ended(exc, whole) from exc
+
+    client_call(delete, server, token)
     console.print(f"Task {whole} deleted.")
 
 
@@ -167,7 +174,10 @@ def submit(
             body["sources"] = [u["upload_id"] for u in uploaded]
             console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
                                                   for u in uploaded), highlight=False)
-        created = await client.submit(body)
+        try:
+            created = await client.submit(body)
+        except ApiError as exc:
+            raise refusals.refused_task(exc, body) from exc
         console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
                       f"{created['message']}")
         if not follow:

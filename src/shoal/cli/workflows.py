@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import urllib.parse
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from shoal.cli.base import ServerOpt, TokenOpt, client_call, console, err
+from shoal.cli.client import ApiError, ShoalClient
+from shoal.cli.refusals import no_workflow
+from shoal.errors import NotFound
 
 workflows_app = typer.Typer(help="Workflow documents.", no_args_is_help=True)
 
@@ -29,7 +32,14 @@ def workflows_list(server: ServerOpt = None, token: TokenOpt = None) -> None:
 def workflows_show(name: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """One workflow: its description and, for a document, the document."""
     path = f"/api/v1/workflows/{urllib.parse.quote(name, safe='')}"
-    flow = client_call(lambda c: c.request("GET", path), server, token)
+
+    async def shown(client: ShoalClient) -> Any:
+        try:
+            return await client.request("GET", path)
+        except ApiError as exc:
+            raise no_workflow(exc, name) from exc
+
+    flow = client_call(shown, server, token)
     console.print(f"[bold]{flow['name']}[/]: {flow['description']}", highlight=False)
     if flow.get("document"):
         console.print_json(data=flow["document"])
@@ -52,7 +62,17 @@ def workflows_add(
 def workflows_remove(name: str, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Remove a workflow of yours, every version (running tasks keep theirs)."""
     path = f"/api/v1/workflows/{urllib.parse.quote(name, safe='')}"
-    client_call(lambda c: c.request("DELETE", path), server, token)
+
+    async def removed(client: ShoalClient) -> None:
+        try:
+            await client.request("DELETE", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise NotFound(f"No workflow of yours is named {name!r}; `shoal workflows "
+                               "list` lists yours.", code=exc.code) from exc
+            raise
+
+    client_call(removed, server, token)
     console.print(f"Removed {name}.", markup=False, highlight=False)
 
 

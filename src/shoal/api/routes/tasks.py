@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from shoal.api import streams
-from shoal.api.catalog import offered_to
+from shoal.api.catalog import misspelt, offered_to
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
@@ -75,13 +75,14 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     """Submit a task: stored and started at once; planning runs on a worker."""
     offered = await offered_to(services, user.user_id, body.workflow)
     if offered is None:
-        raise _invalid("workflow", f"no workflow named {body.workflow!r}; GET "
-                                   "/api/v1/workflows lists them")
+        said, close = await misspelt(services, user.user_id, body.workflow)
+        raise _invalid("workflow", f"{said} GET /api/v1/workflows lists them.",
+                       kind="unknown_workflow", did_you_mean=close)
     meta = _meta(body)
     flow = DocumentWorkflow(offered.document)
     if body.plan is not None and flow.plan_step() is None:
         raise _invalid("plan", f"the {offered.name} workflow has no expand step that a plan of "
-                               "your own could stand for")
+                               "your own could stand for", kind="plan_not_taken")
     try:
         parameters = checked_parameters(offered.document, body.parameters)
         skip = checked_skip(offered.document, body.skip)
@@ -93,7 +94,8 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
                    workflow=doc.model_dump(mode="json", by_alias=True))
     if offered.document.needs_sources and not body.sources:
         raise _invalid("sources", f"the {offered.name} workflow reads your own files: upload "
-                                  "them (POST /api/v1/uploads) and give their ids here")
+                                  "them (POST /api/v1/uploads) and give their ids here",
+                       kind="sources_required")
     await _within_daily_budget(services, user.user_id)
     sources = await _sources(services, user.user_id, body.sources or [])
     meta = replace(meta, sources=tuple(ref for _, ref in sources))
@@ -138,7 +140,7 @@ async def _sources(services: ServicesDep, user_id: uuid.UUID,
         row = found.get(uid)
         if row is None:
             raise _invalid(f"sources.{at}", f"no upload {uid} of yours; POST /api/v1/uploads "
-                                            "gives the ids")
+                                            "gives the ids", kind="unknown_upload")
         if any(ref.name == row.name for _, ref in out):
             raise _invalid(f"sources.{at}", f"another source is named {row.name!r} too")
         out.append((uid, SourceRef(row.name, row.kind, row.size, row.sha256,
@@ -175,10 +177,13 @@ async def _within_daily_budget(services: ServicesDep, user_id: uuid.UUID) -> Non
         code="daily_budget_spent", details={"resets_at": resets.isoformat()})
 
 
-def _invalid(field: str, message: str) -> RequestValidationError:
-    """A 422 in the shape of every validation error: `details` names the field."""
+def _invalid(field: str, message: str, *, kind: str = "value_error",
+             did_you_mean: list[str] | None = None) -> RequestValidationError:
+    """A 422 in the shape of every validation error: `details` names the field, and says
+    what kind of problem it is (`type`), so that a client may say it in its own words."""
+    extra = {"ctx": {"did_you_mean": did_you_mean}} if did_you_mean is not None else {}
     return RequestValidationError([{"loc": ("body", *field.split(".")), "msg": message,
-                                    "type": "value_error"}])
+                                    "type": kind, **extra}])
 
 
 def _meta(body: TaskCreate) -> TaskMeta:

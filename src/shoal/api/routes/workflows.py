@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
-from shoal.api.catalog import offered_to, stored_offer
+from shoal.api.catalog import misspelt, offered_to, stored_offer
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
 from shoal.api.schemas import _Strict
@@ -99,7 +99,9 @@ async def get_workflow(name: str, user: UserDep, services: ServicesDep) -> Workf
     """One workflow, by name, with its document if it is written as data."""
     offered = await offered_to(services, user.user_id, name)
     if offered is None:
-        raise NotFound("No workflow of that name; GET /api/v1/workflows lists them.")
+        said, close = await misspelt(services, user.user_id, name)
+        raise NotFound(f"{said[0].upper()}{said[1:]} GET /api/v1/workflows lists them.",
+                       details={"did_you_mean": close})
     return _public(offered, yours=services.workflows.get(name) is None)
 
 
