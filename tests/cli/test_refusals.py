@@ -3,6 +3,8 @@ and commands, not API routes and fields; a misspelt workflow gets "did you mean"
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.cli.harness import Plane, Run
 
 
@@ -47,3 +49,19 @@ async def test_a_refused_session_says_how_to_sign_in_again(plane: Plane) -> None
     said = refused(await plane.shoal("tasks", "--token", "not-a-token"))
     assert said.startswith(f"{plane.server.url} refused your session: ")
     assert f"Sign in again: shoal login --server {plane.server.url}" in said
+
+
+async def test_a_refused_submission_leaves_no_upload_behind(plane: Plane,
+                                                            tmp_path: Path) -> None:
+    """`submit --source` uploads, then submits: a task refused (here, its workflow unknown)
+    takes its upload with it; one taken keeps its upload."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe tide turns at six.\n", encoding="utf-8")
+    refused(await plane.shoal("submit", "Sum up", "--workflow", "pipline", "--source",
+                              str(notes)))
+    assert (await plane.http.get("/api/v1/uploads")).json()["uploads"] == []
+    taken = await plane.shoal("submit", "Sum up", "--workflow", "pipeline", "--source",
+                              str(notes))
+    assert taken.returncode == 0, taken.stderr
+    assert [u["name"] for u in (await plane.http.get("/api/v1/uploads")).json()["uploads"]] \
+        == ["notes.md"]

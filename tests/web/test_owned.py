@@ -76,7 +76,8 @@ def refusals_only(errors: list[str], *statuses: int) -> list[str]:
 
 
 async def test_attached_files_and_a_budget_show_on_the_task_page(settings: Settings) -> None:
-    """Files attached on the form are the task's sources, and its budget's use is drawn."""
+    """Files attached on the form are the task's sources, and its budget's use is drawn; a
+    submission refused after its files were uploaded leaves no upload behind."""
     async with running_server(settings) as srv, echo_worker(srv, settings):
         client = await login(srv, settings)
         try:
@@ -100,6 +101,13 @@ async def test_attached_files_and_a_budget_show_on_the_task_page(settings: Setti
                     payload("depths.csv", "text/csv", b"place,depth\nbay,4\nreef,12\n")])
                 await expect(page.locator("#sources-chosen li")).to_have_count(2)
                 await expect(refusal).to_be_empty()
+                await page.get_by_label("Tokens").fill("0")  # uploaded, then refused: 422
+                await page.get_by_role("button", name="Submit").click()
+                await expect(page.locator(".error[data-for='budget.tokens']")).not_to_be_empty()
+                await expect(page.locator("#sources-chosen li").first).to_contain_text(
+                    "markdown")  # they were uploaded
+                await expect(page.get_by_role("button", name="Submit")).to_be_enabled()
+                assert (await client.get("/api/v1/uploads")).json()["uploads"] == []
                 await page.get_by_label("Tokens").fill("5000")
                 await page.get_by_label("Dollars").fill("2")
                 await page.get_by_label("Minutes", exact=True).fill("10")
@@ -127,7 +135,7 @@ async def test_attached_files_and_a_budget_show_on_the_task_page(settings: Setti
                 assert detail["budget"] == {"tokens": 5000, "cost_usd": 2.0, "seconds": 600.0}
                 assert sorted(s["name"] for s in detail["sources"]) == ["depths.csv", "notes.md"]
                 await both_themes(page, "owned-task")
-                watched.errors = refusals_only(watched.errors, 415)
+                watched.errors = refusals_only(watched.errors, 415, 422)
                 watched.clean()
         finally:
             await client.aclose()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -165,6 +166,22 @@ class ShoalClient:
         """Submit a task."""
         result: dict[str, Any] = await self.request("POST", "/api/v1/tasks", json=body)
         return result
+
+    async def submit_reading(self, body: dict[str, Any], paths: Sequence[Path]
+                             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Upload `paths`, then submit `body` reading them as its sources: the task, and the
+        uploads. A task refused takes its uploads with it: they are deleted before the
+        refusal is raised, so nothing of a refused submission stays behind."""
+        uploaded = await self.upload(paths) if paths else []
+        if uploaded:
+            body = {**body, "sources": [u["upload_id"] for u in uploaded]}
+        try:
+            return await self.submit(body), uploaded
+        except ApiError:
+            for made in uploaded:  # a refusal: no task reads them
+                with contextlib.suppress(ApiError, httpx.TransportError):
+                    await self.request("DELETE", f"/api/v1/uploads/{made['upload_id']}")
+            raise
 
     async def task(self, task_id: str) -> dict[str, Any]:
         """A task's detail."""

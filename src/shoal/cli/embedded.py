@@ -187,12 +187,9 @@ async def _demo(settings: Settings, creds: Credentials, console: Console,
 async def submit_sample(client: ShoalClient, sample: Mapping[str, str],
                         sources: Sequence[Path] = ()) -> dict[str, Any]:
     """Submit `sample` (its description and workflow); with `sources`, upload them first
-    (`POST /api/v1/uploads`) and have the task read them. The server's answer (`task_id`…)."""
-    body: dict[str, Any] = dict(sample)
-    if sources:
-        uploaded = await client.upload(sources)
-        body["sources"] = [u["upload_id"] for u in uploaded]
-    return await client.submit(body)
+    and have the task read them. The server's answer (`task_id`…)."""
+    created, _ = await client.submit_reading(dict(sample), sources)
+    return created
 
 
 async def _auto_approve(client: ShoalClient, console: Console, workflow: str,

@@ -168,16 +168,14 @@ def submit(
                                          "seconds": budget_seconds})
     results = output or settings_from_env(mode="dev").data_dir / "results"
 
-    async def go(client: Any) -> int:
-        if source:
-            uploaded = await client.upload(source)
-            body["sources"] = [u["upload_id"] for u in uploaded]
-            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
-                                                  for u in uploaded), highlight=False)
-        try:
-            created = await client.submit(body)
+    async def go(client: ShoalClient) -> int:
+        try:  # a refused task leaves no upload behind
+            created, uploaded = await client.submit_reading(body, source or [])
         except ApiError as exc:
             raise refusals.refused_task(exc, body) from exc
+        if uploaded:
+            console.print("Sources: " + ", ".join(f"{u['name']} ({u['kind']})"
+                                                  for u in uploaded), highlight=False)
         console.print(f"Task [bold]{created['task_id']}[/] {created['status']}: "
                       f"{created['message']}")
         if not follow:

@@ -211,7 +211,8 @@ function upload(files, progress, retried = false) {
 
 // The file input, the files' names (and, once uploaded, their kinds), the upload's progress,
 // and the API's refusal (413 too large, 415 a kind it cannot read, 422) beside them. The files
-// are uploaded once: a submission refused for another field keeps their ids for the next try.
+// are uploaded as the form is sent; a submission refused deletes them (`forget`), so nothing of
+// it stays behind, and the next try uploads them again.
 function sourcesField() {
   const input = h("input", {id: "sources", type: "file", multiple: true,
                             "aria-describedby": "sources-help"});
@@ -250,6 +251,13 @@ function sourcesField() {
       return uploaded.map((u) => u.upload_id);
     },
     clear() { input.value = ""; uploaded = null; list(); },
+    // Delete the uploads of a submission the API refused (no task reads them).
+    async forget() {
+      const made = uploaded || [];
+      uploaded = null;
+      await Promise.all(made.map((u) => api(`/api/v1/uploads/${u.upload_id}`,
+                                            {method: "DELETE"}).catch(() => null)));
+    },
   };
 }
 
@@ -329,7 +337,13 @@ export async function submitView() {
     if (sources === null) return;  // refused: its message is beside the files
     const made = body();
     if (sources.length) made.sources = sources;
-    const created = await api("/api/v1/tasks", {method: "POST", json: made});
+    let created;
+    try {
+      created = await api("/api/v1/tasks", {method: "POST", json: made});
+    } catch (refused) {
+      await files.forget();  // a refused task leaves no upload behind
+      throw refused;
+    }
     if (created.status !== "queued") return navigate(`/tasks/${created.task_id}`);
     notice.replaceChildren(queuedNotice(created));
     form.description.value = "";
