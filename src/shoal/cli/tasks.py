@@ -224,11 +224,14 @@ def tasks(
     page = client_call(lambda c: c.request("GET", "/api/v1/tasks", params=params),
                        server, token)
     short = ids.short_ids([t["task_id"] for t in page["tasks"]])
+    rows = [(short[t["task_id"]], t["status"], f"{t['progress']}%",
+             t["created_at"][:16].replace("T", " ")) for t in page["tasks"]]
     table = Table("task", "status", "progress", "created", "description")
-    table.columns[0].no_wrap = True
-    for t in page["tasks"]:
-        table.add_row(short[t["task_id"]], t["status"], f"{t['progress']}%",
-                      t["created_at"][:16].replace("T", " "), Text(t["description"][:60]))
+    for at in range(4):  # whole: an id or a status cut short reads as another
+        table.columns[at].no_wrap = True
+        table.columns[at].min_width = max((len(row[at]) for row in rows), default=0)
+    for row, t in zip(rows, page["tasks"], strict=True):
+        table.add_row(*row, Text(t["description"][:60]))
     console.print(table)
     example = next(iter(short.values()), "ID")
     console.print(f"{len(page['tasks'])} of {page['total']}. A task's id, or its first "
