@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from shoal.engine.model import Correction, Deadline, StepOptions, StepOutput, TaskMeta
+from shoal.engine.model import Deadline, StepOutput, TaskMeta
+from shoal.engine.options import Correction, StepOptions
 
 
 def test_a_step_output_round_trips_with_the_keys_clients_read() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from shoal.engine.model import StepKind, StepOptions, SubtaskRecord
+from shoal.engine.model import StepKind, SubtaskRecord
+from shoal.engine.options import StepOptions
 from shoal.engine.waves import PlannedRun, measure_waves, parallelism_ratio, peak_concurrency
 from shoal.states import SubtaskStatus
 

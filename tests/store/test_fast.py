@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 
-from shoal.engine.model import StepOptions, SubtaskRecord
+from shoal.engine.model import SubtaskRecord
+from shoal.engine.options import StepOptions
 from shoal.states import SubtaskStatus
 from shoal.store import fast
 from shoal.store.convert import subtask_values, subtasks

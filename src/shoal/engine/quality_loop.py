@@ -20,13 +20,12 @@ from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Unplaceab
 from shoal.engine.model import (
     QUALITY_KINDS,
     CheckpointRecord,
-    Correction,
     StepKind,
-    StepOptions,
     StepOutput,
     SubtaskRecord,
     TaskRecord,
 )
+from shoal.engine.options import Correction, StepOptions
 from shoal.engine.quality import (
     PENDING_REVIEW,
     TOOLS_WITHOUT_REVIEW,

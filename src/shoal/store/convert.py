@@ -11,12 +11,12 @@ from shoal.engine.model import (
     AttemptRecord,
     CheckpointRecord,
     StepKind,
-    StepOptions,
     StepOutput,
     SubtaskRecord,
     TaskMeta,
     TaskRecord,
 )
+from shoal.engine.options import StepOptions
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store.models import (
     Attempt,

@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Mapping
 
 from shoal.engine import answers
-from shoal.engine.model import StepKind, StepOptions, SubtaskRecord
+from shoal.engine.model import StepKind, SubtaskRecord
+from shoal.engine.options import StepOptions
 from shoal.engine.step import Step
 from shoal.states import SubtaskStatus
 from shoal.workflows import people

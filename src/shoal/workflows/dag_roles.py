@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shoal.engine import planning
-from shoal.engine.model import Correction, StepKind, SubtaskRecord, TaskRecord
+from shoal.engine.model import StepKind, SubtaskRecord, TaskRecord
+from shoal.engine.options import Correction
 
 MAX_FILE_CHARS = 6_000  # of each file shown to a judge or reviewer
 MAX_FILES_CHARS = 24_000  # of all files together

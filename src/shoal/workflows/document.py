@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shoal.engine import dag
-from shoal.engine.model import McpServerSpec
+from shoal.engine.options import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
 from shoal.workflows import plan_types
 from shoal.workflows import stages as stage_machine

@@ -20,7 +20,8 @@ from typing import Any
 
 from shoal.engine import dag, graph, planning
 from shoal.engine.answers import find_json
-from shoal.engine.model import McpServerSpec, StepKind, StepOptions, SubtaskRecord, evolve
+from shoal.engine.model import StepKind, SubtaskRecord, evolve
+from shoal.engine.options import McpServerSpec, StepOptions
 from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shoal.engine import dag, graph
-from shoal.engine.model import StepKind, StepOptions, StepOutput, SubtaskRecord, TaskRecord, evolve
+from shoal.engine.model import StepKind, StepOutput, SubtaskRecord, TaskRecord, evolve
+from shoal.engine.options import StepOptions
 from shoal.engine.planning import Plan
 from shoal.engine.step import Step
 from shoal.errors import InvalidInput

@@ -37,11 +37,11 @@ from shoal.engine.model import (
     SERVING_KINDS,
     FileRef,
     StepKind,
-    StepOptions,
     StepOutput,
     SubtaskRecord,
     TaskRecord,
 )
+from shoal.engine.options import StepOptions
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
