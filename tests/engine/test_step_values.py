@@ -19,9 +19,11 @@ def test_a_step_output_round_trips_with_the_keys_clients_read() -> None:
 def test_options_split_the_engines_keys_from_the_tools() -> None:
     stored = {"delay": 0.5, "files": ["a.py"], "round": 2, "cycle": 1, "repair": "bad JSON",
               "exclude_workers": ["w1"], "pinned_worker": "w2", "prefer_worker": "w3",
-              "correction": Correction(source="review", guidance="g").to_json()}
+              "correction": Correction(source="review", guidance="g").to_json(),
+              "questions": [{"id": "q1", "question": "Who?"}], "serves": ["q1"]}
     options = StepOptions.from_json(stored)
     assert options.tool == {"delay": 0.5, "files": ["a.py"]}
+    assert (options.questions, options.serves) == ((("q1", "Who?"),), ("q1",))
     assert (options.round, options.cycle, options.repair) == (2, 1, "bad JSON")
     assert options.exclude_workers == ("w1",)
     assert options.correction == Correction(source="review", guidance="g")

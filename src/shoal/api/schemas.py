@@ -277,6 +277,25 @@ class WaveSummary(BaseModel):
         "N+1, ms; null until both happened"))
 
 
+class QuestionView(BaseModel):
+    """One sub-question of a typed plan, as the engine counted it (`workflows/questions.py`)."""
+
+    id: str
+    question: str
+    answered: bool
+    by: list[str] | None = Field(None, description="the tasks whose findings answer it")
+    searched: list[str] | None = Field(None, description="a gap: what was searched for it")
+    why: str | None = Field(None, description="a gap: why nothing answers it")
+
+
+class QuestionSummary(BaseModel):
+    """A typed plan's sub-questions: how many of them are answered."""
+
+    answered: int
+    of: int
+    questions: list[QuestionView]
+
+
 class TaskDetail(TaskSummary):
     """`GET /api/v1/tasks/{id}`."""
 
@@ -297,6 +316,7 @@ class TaskDetail(TaskSummary):
     waves: WaveSummary | None = Field(None, exclude_if=lambda v: v is None)  # typed plans only
     phase: str | None = Field(None, exclude_if=lambda v: v is None)  # typed plans: seed 002's
     stage: str | None = Field(None, exclude_if=lambda v: v is None)  # declared stages
+    questions: QuestionSummary | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class AttemptSpan(BaseModel):

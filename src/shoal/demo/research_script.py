@@ -72,31 +72,55 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
 def _plan(question: str) -> dict[str, Any]:
     topic = question.rstrip("?.! ") or "the question"
 
-    def task(name: str, kind: str, description: str, *deps: str) -> dict[str, Any]:
+    def task(name: str, kind: str, description: str, *deps: str,
+             serves: tuple[str, ...] = ()) -> dict[str, Any]:
         return {"name": name, "type": kind, "description": description,
-                "dependencies": list(deps)}
+                "dependencies": list(deps)} | ({"serves": list(serves)} if serves else {})
     if "heat days" not in question.lower():
+        parts = _parts(question)
+        ids = tuple(f"q{i}" for i in range(1, len(parts) + 1))
         asked = ("Passages", "Figures", "Relations")
-        return {"subtasks": [
-            task("Passages", "retrieval_rag", topic), task("Figures", "retrieval_nlq", topic),
-            task("Relations", "retrieval_graph", topic),
+        return {"questions": [{"id": q, "question": p} for q, p in zip(ids, parts, strict=True)],
+                "subtasks": [
+            task("Passages", "retrieval_rag", topic, serves=ids),
+            task("Figures", "retrieval_nlq", topic, serves=ids),
+            task("Relations", "retrieval_graph", topic, serves=ids),
             task("Synthesis", "synthesis", f"Combine the findings on: {topic}", *asked),
             task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
             task("Review", "review", "Check every citation of the report", "Report", *asked)]}
     found = ("Heat days by district", "What the city does", "Who does what", "Tram rails")
-    return {"subtasks": [
+    return {"questions": [
+        {"id": "q1", "question": "Which district had the most heat days in the latest year?"},
+        {"id": "q2", "question": "What is the city doing about heat: its trees and programmes?"},
+        {"id": "q3", "question": "Who is responsible for what?"},
+        {"id": "q4", "question": "Has the heat damaged the tram rails?"}], "subtasks": [
         task("Heat days by district", "retrieval_nlq",
-             "Which district had the most heat days in the latest year, with its canopy cover?"),
+             "Which district had the most heat days in the latest year, with its canopy cover?",
+             serves=("q1",)),
         task("What the city does", "retrieval_rag",
-             "Street trees planting programme canopy strategy targets budget"),
+             "Street trees planting programme canopy strategy targets budget", serves=("q2",)),
         task("Who does what", "retrieval_graph",
-             "Urban Forestry Office, Cooler Streets Programme, Eastfield"),
-        task("Tram rails", "retrieval_rag", "Tram rail buckling incidents"),
+             "Urban Forestry Office, Cooler Streets Programme, Eastfield", serves=("q3",)),
+        task("Tram rails", "retrieval_rag", "Tram rail buckling incidents", serves=("q4",)),
         task("Synthesis", "synthesis", f"Combine the findings on: {topic}",
              "Heat days by district", "What the city does", "Who does what", "Tram rails"),
         task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
         task("Review", "review", "Check every citation of the report", "Report", *found),
     ]}
+
+
+def _parts(question: str) -> list[str]:
+    """The parts of a question a complete answer must cover: its sentences that ask, and the
+    clauses of one joined by "and" (at most six), each as a question of its own."""
+    asked = [s.strip() for s in re.split(r"(?<=[?])\s+", question.strip()) if s.strip()]
+    parts: list[str] = []
+    for sentence in asked:
+        clauses = [c.strip(" ,;") for c in re.split(r",?\s+and\s+(?=(?:how|what|which|who|"
+                                                      r"when|where|why|is|are|does|do|can)\b)",
+                                                      sentence, flags=re.IGNORECASE)]
+        parts += [c[0].upper() + (c[1:] if c.endswith("?") else c[1:].rstrip(".!") + "?")
+                  for c in clauses if c]
+    return parts[:6] or [question]
 
 
 def _judgement(text: str) -> dict[str, Any]:

@@ -86,6 +86,10 @@ class StepOptions:
     plan_type: str | None = None  # typed plans: the task's type (its gate's steps: the same)
     wave: int | None = None  # typed plans: the task's topological layer, from 0
     gap: str | None = None  # typed plans: why the task was skipped (its answer is a gap)
+    # typed plans with sub-questions: the planner's run holds them, (id, question) each; a
+    # planned task, the ids of those it serves
+    questions: tuple[tuple[str, str], ...] = ()
+    serves: tuple[str, ...] = ()
     tool: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -118,6 +122,10 @@ class StepOptions:
             out["wave"] = self.wave
         if self.gap is not None:
             out["gap"] = self.gap
+        if self.questions:
+            out["questions"] = [{"id": q, "question": text} for q, text in self.questions]
+        if self.serves:
+            out["serves"] = list(self.serves)
         return out
 
     @classmethod
@@ -133,6 +141,10 @@ class StepOptions:
             found["exclude_workers"] = tuple(found["exclude_workers"])
         if "mcp_servers" in found:
             found["mcp_servers"] = tuple(McpServerSpec.from_json(s) for s in found["mcp_servers"])
+        if "questions" in found:
+            found["questions"] = tuple((q["id"], q["question"]) for q in found["questions"])
+        if "serves" in found:
+            found["serves"] = tuple(found["serves"])
         return cls(**found, tool=tool)
 
 
@@ -156,6 +168,12 @@ def _is_object(value: Any) -> bool:
     return isinstance(value, Mapping)
 
 
+def _is_questions(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, Mapping) and isinstance(v.get("id"), str)
+        and isinstance(v.get("question"), str) for v in value)
+
+
 def _is_servers(value: Any) -> bool:
     return isinstance(value, list) and all(
         isinstance(v, Mapping) and isinstance(v.get("name"), str) for v in value)
@@ -165,4 +183,5 @@ _OPTION_TYPES: dict[str, Callable[[Any], bool]] = {
     "round": _is_int, "cycle": _is_int, "repair": _is_str, "correction": _is_object,
     "exclude_workers": _is_strs, "pinned_worker": _is_str, "prefer_worker": _is_str,
     "seq": _is_int, "looped": _is_true, "mcp_servers": _is_servers, "output_file": _is_str,
-    "plan_type": _is_str, "wave": _is_int, "gap": _is_str}
+    "plan_type": _is_str, "wave": _is_int, "gap": _is_str, "questions": _is_questions,
+    "serves": _is_strs}

@@ -24,7 +24,14 @@ from shoal.errors import InvalidGraph, InvalidInput
 from shoal.workflows import plan_types
 from shoal.workflows import stages as stage_machine
 from shoal.workflows.event_names import EventName
-from shoal.workflows.plan_types import DefaultTask, PlanType, Schedule, ScheduleField, Switch
+from shoal.workflows.plan_types import (
+    DefaultTask,
+    PlanType,
+    Schedule,
+    ScheduleField,
+    SubQuestions,
+    Switch,
+)
 from shoal.workflows.stages import Stages
 
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -182,6 +189,7 @@ class StepDoc(_Strict):
     types: dict[Name, PlanType] = Field(default_factory=dict)  # expand: typed plans (plan_types)
     schedule: ScheduleField = Schedule.EAGER  # expand with types: `eager` or `waves`
     default_plan: list[DefaultTask] = Field(default_factory=list, max_length=50)
+    questions: SubQuestions | None = None  # expand with types: the planner names sub-questions
     approve_plan: Switch = False  # expand with types: a person approves the plan first
     stage: Name | None = None  # the declared stage it belongs to (`stages`)
     asks: Asks | None = None  # agent: its role may ask a person or another role first

@@ -39,7 +39,18 @@ TYPED_FORMAT = (
     "types, depending only on earlier ones:\n{types}\n"
     '{{"subtasks": [{{"name": "…", "type": "…", "description": "…", "dependencies": '
     '["name of an earlier task"]}}]}}')
+QUESTIONS_FORMAT = (
+    "\n\nAnswer with only a JSON object. First name the question's sub-questions: the "
+    "{least} to {most_q} parts a complete answer must cover, each answerable on its own. Then "
+    "list at most {most} tasks, each of one of these types, depending only on earlier ones; a "
+    "task of type {serving} names the sub-questions it serves (their ids):\n{types}\n"
+    '{{"questions": [{{"id": "q1", "question": "…"}}], "subtasks": [{{"name": "…", '
+    '"type": "…", "description": "…", "dependencies": ["name of an earlier task"], '
+    '"serves": ["q1"]}}]}}')
+QUESTION_ID = r"^q[0-9]{1,2}$"
 Prompt = Callable[[Role, str], str]  # a role's prompt for one planned subtask (`{item}`)
+Questions = tuple[tuple[str, str], ...]  # a plan's sub-questions: (id, question) each
+Serves = tuple[str, ...]  # the ids of the sub-questions one task serves
 
 
 def plan_format(doc_step: StepDoc, most: int) -> str:
@@ -48,35 +59,90 @@ def plan_format(doc_step: StepDoc, most: int) -> str:
         return PLAN_FORMAT.format(most=most)
     types = "\n".join(f"- {name}: {kind.description or 'run by the ' + kind.role + ' role'}"
                       for name, kind in doc_step.types.items())
-    return TYPED_FORMAT.format(most=most, types=types)
+    if doc_step.questions is None:
+        return TYPED_FORMAT.format(most=most, types=types)
+    serving = " or ".join(n for n, kind in doc_step.types.items() if kind.serves)
+    return QUESTIONS_FORMAT.format(most=most, types=types, serving=serving,
+                                   least=doc_step.questions.min, most_q=doc_step.questions.max)
 
 
-def plan_schema(doc_step: StepDoc, most: int) -> dict[str, Any]:
-    """The JSON Schema a typed plan keeps."""
-    task = {"type": "object", "required": ["name", "type", "description"],
+def plan_schema(doc_step: StepDoc, most: int, *, edited: bool = False) -> dict[str, Any]:
+    """The JSON Schema a typed plan keeps. A person's edit (`edited`) may leave out the
+    sub-questions and what each task serves (the request is then the one sub-question)."""
+    task: dict[str, Any] = {"type": "object", "required": ["name", "type", "description"],
             "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200},
                            "type": {"enum": list(doc_step.types)},
                            "description": {"type": "string", "minLength": 1},
                            "dependencies": {"type": "array",
                                             "items": {"type": ["string", "integer"]}}}}
-    return {"type": "object", "required": ["subtasks"], "properties": {
+    schema: dict[str, Any] = {"type": "object", "required": ["subtasks"], "properties": {
         "subtasks": {"type": "array", "minItems": 1, "maxItems": most, "items": task}}}
+    asked = doc_step.questions
+    if asked is None:
+        return schema
+    ids = {"type": "array", "items": {"type": "string", "pattern": QUESTION_ID}}
+    task["properties"]["serves"] = ids
+    serving = [n for n, kind in doc_step.types.items() if kind.serves]
+    if not edited:
+        task["allOf"] = [{"if": {"properties": {"type": {"enum": serving}}},
+                          "then": {"required": ["serves"],
+                                   "properties": {"serves": {"minItems": 1}}}}]
+        schema["required"] = ["questions", "subtasks"]
+    schema["properties"]["questions"] = {
+        "type": "array", "minItems": asked.min, "maxItems": asked.max, "items": {
+            "type": "object", "required": ["id", "question"],
+            "properties": {"id": {"type": "string", "pattern": QUESTION_ID},
+                           "question": {"type": "string", "minLength": 3,
+                                        "maxLength": 1_000}}}}
+    return schema
 
 
-def plan_json(plan: planning.Plan, kinds: tuple[str, ...]) -> str:
+def questions_of(doc_step: StepDoc, plan: planning.Plan, kinds: tuple[str, ...],
+                 answer: str | None, request: str) -> tuple[Questions, tuple[Serves, ...]]:
+    """The sub-questions of a typed plan (the planner's, as `plan_schema` has them) and the
+    ids each task serves. A plan that is not the planner's (the default one, say) has one
+    sub-question, the request itself, served by every task of a serving type; an id no
+    sub-question has is dropped, and a serving task left with none serves them all."""
+    if doc_step.questions is None:
+        return (), tuple(() for _ in kinds)
+    serving = {n for n, kind in doc_step.types.items() if kind.serves}
+    items: Any = None
+    if plan.source != "default" and answer is not None:
+        items = find_json(answer, prefer=lambda v: isinstance(v, dict)).value
+    named: dict[str, str] = {}
+    for q in (items.get("questions") if isinstance(items, dict) else None) or ():
+        if isinstance(q, dict) and isinstance(q.get("id"), str) and str(q.get("question", "")):
+            named.setdefault(q["id"], str(q["question"]).strip()[:1_000])
+    questions = tuple(named.items())[:doc_step.questions.max] or (("q1", request[:1_000]),)
+    known = [q for q, _ in questions]
+    tasks = items.get("subtasks") if isinstance(items, dict) else None
+    serves = []
+    for i, kind in enumerate(kinds):
+        said = tasks[i].get("serves") if isinstance(tasks, list) and i < len(tasks) and \
+            isinstance(tasks[i], dict) else None
+        ids = tuple(dict.fromkeys(s for s in said or () if s in known))
+        serves.append((ids or tuple(known)) if kind in serving else ())
+    return questions, tuple(serves)
+
+
+def plan_json(plan: planning.Plan, kinds: tuple[str, ...], questions: Questions = (),
+              serves: tuple[Serves, ...] = ()) -> str:
     """A typed plan in the planner's own format (to show a person, who may edit it)."""
     names = {p.key: p.name for p in plan.subtasks}
-    return json.dumps({"subtasks": [
-        {"name": p.name, "type": kind, "description": p.description,
-         "dependencies": [names[d] for d in p.dependencies]}
-        for p, kind in zip(plan.subtasks, kinds, strict=True)]}, indent=1, ensure_ascii=False)
+    tasks = [{"name": p.name, "type": kind, "description": p.description,
+              "dependencies": [names[d] for d in p.dependencies]}
+             | ({"serves": list(serves[i])} if i < len(serves) and serves[i] else {})
+             for i, (p, kind) in enumerate(zip(plan.subtasks, kinds, strict=True))]
+    asked = {"questions": [{"id": q, "question": text} for q, text in questions]} \
+        if questions else {}
+    return json.dumps(asked | {"subtasks": tasks}, indent=1, ensure_ascii=False)
 
 
 def edited_plan(doc_step: StepDoc, text: str,
-                most: int) -> tuple[planning.Plan, tuple[str, ...]]:
-    """A person's edit of a typed plan, checked as the planner's answer is; `InvalidInput`
-    saying what is wrong (nothing falls back)."""
-    problem = contract_problem(text, plan_schema(doc_step, most))
+                most: int) -> tuple[planning.Plan, tuple[str, ...], str]:
+    """A person's edit of a typed plan (and the text it came in), checked as the planner's
+    answer is; `InvalidInput` saying what is wrong (nothing falls back)."""
+    problem = contract_problem(text, plan_schema(doc_step, most, edited=True))
     if problem is not None:
         raise InvalidInput(f"The edited plan does not fit: {problem}",
                            details={"field": "answer"})
@@ -84,7 +150,7 @@ def edited_plan(doc_step: StepDoc, text: str,
     if plan.source != "planner":
         raise InvalidInput(f"The edited plan cannot be used: {' '.join(plan.notes)}",
                            details={"field": "answer"})
-    return replace(plan, source="user"), kinds
+    return replace(plan, source="user"), kinds, text
 
 
 def read_typed(doc_step: StepDoc, answer: str | None,
@@ -133,18 +199,30 @@ def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: S
     for note in plan.notes:
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(planner.id),
                   message=f"Step '{doc_step.id}': {note}")
+    questions, serves = questions_of(doc_step, plan, kinds, answer, step.task.description)
+    record_questions(step, planner, questions)
     add_plan(step, doc, doc_step, plan, planner.key, planner.options.seq, (planner.id,),
-             prompt, kinds=kinds)
+             prompt, kinds=kinds, questions=questions, serves=serves)
     return True
+
+
+def record_questions(step: Step, planner: SubtaskRecord, questions: Questions) -> None:
+    """Keep a plan's sub-questions with the run that planned it."""
+    if questions:
+        step.set_subtask(step.subtasks[planner.id],
+                         options=evolve(step.subtasks[planner.id].options, questions=questions))
 
 
 def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: planning.Plan,
              key: str, seq: int | None, after: tuple[uuid.UUID, ...],
              prompt: Prompt, options: tuple[Mapping[str, Any], ...] = (), *,
-             kinds: tuple[str, ...] = ()) -> None:
+             kinds: tuple[str, ...] = (), questions: Questions = (),
+             serves: tuple[Serves, ...] = ()) -> None:
     """One run `key.i` per subtask of `plan` (the planner's, or the user's own with its
     per-subtask `options`), each after `after` and the subtasks it depends on; in a typed
-    plan, run by its type's role (`kinds`), in its wave (topological layer)."""
+    plan, run by its type's role (`kinds`), in its wave (topological layer), told which of
+    the plan's sub-questions it serves (`serves`)."""
+    asked = dict(questions)
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
     lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
@@ -162,12 +240,14 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
         if kind:
             own = evolve(own, plan_type=kind, wave=waves[planned.key],
                          output_file=doc.result_filename if doc_step.types[kind].writes_result
-                         else None)
+                         else None, serves=serves[i - 1] if i <= len(serves) else ())
+        item = f"{planned.name}: {planned.description}" + "".join(
+            f"\nIt serves sub-question {q}: {asked[q]}" for q in own.serves)
         sub = SubtaskRecord(
             id=ids[planned.key], task_id=step.task.id, key=f"{key}.{i}",
             role=name, kind=StepKind.AGENT, name=planned.name,
             description=planned.description if role.builtin is not None
-            else prompt(role, f"{planned.name}: {planned.description}"),
+            else prompt(role, item),
             status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
             created_at=step.ctx.now,
             dependencies=(*after, *(ids[d] for d in planned.dependencies)),

@@ -29,7 +29,7 @@ from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, transition
-from shoal.workflows import expansion, people
+from shoal.workflows import expansion, people, questions
 from shoal.workflows.board import Board
 from shoal.workflows.document import Role, StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
@@ -68,15 +68,17 @@ class GatedRuns(Board):
             graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
             return
         waves = len(dag.layers(plan.graph()))
+        questions, serves = expansion.questions_of(doc_step, plan, kinds, answer,
+                                                   step.task.description)
         people.ask(step, planner, people.PLAN,
                    f"Step '{doc_step.id}' planned {len(plan.subtasks)} task(s) in {waves} "
                    f"wave(s){' (' + ' '.join(plan.notes) + ')' if plan.notes else ''}: "
                    "approve the plan, answer with an edited one, or reject the task.",
                    "Approve this plan, or answer with an edited one (the same JSON):\n"
-                   + expansion.plan_json(plan, kinds))
+                   + expansion.plan_json(plan, kinds, questions, serves))
 
     def _plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
-                      edited: tuple[Plan, tuple[str, ...]] | None) -> None:
+                      edited: tuple[Plan, tuple[str, ...], str] | None) -> None:
         """A person approved the plan (its subtasks run as planned) or edited it (theirs
         run instead)."""
         prompt = self._planned_prompt(step, doc_step)
@@ -86,12 +88,16 @@ class GatedRuns(Board):
                 planner.output is not None else None
             expansion.add_planned(step, self.doc, doc_step, planner, answer, prompt)
         else:
-            plan, kinds = edited
+            plan, kinds, text = edited
             step.emit(EventType.NOTICE, level="info", subtask_id=str(planner.id),
                       message=f"Step '{doc_step.id}' runs the plan a person edited "
                               f"({len(plan.subtasks)} task(s)).")
+            questions, serves = expansion.questions_of(doc_step, plan, kinds, text,
+                                                       step.task.description)
+            expansion.record_questions(step, planner, questions)
             expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
-                               (planner.id,), prompt, kinds=kinds)
+                               (planner.id,), prompt, kinds=kinds, questions=questions,
+                               serves=serves)
         self._move_on(step)
 
     def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
@@ -305,9 +311,11 @@ class GatedRuns(Board):
             ready = [s for s in runs if s.status is SubtaskStatus.PENDING]
         for other in ready:
             if all(subs[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
+                kind = self._type_of(other)  # after the retrievals: told what they answered
+                parts = questions.told(subs.values()) if kind and not kind.serves else ""
                 queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
                                           description=other.description + self._inputs(
-                                              step, other))
+                                              step, other) + parts)
                 graph.emit_subtask(step, queued)
 
     def _afford(self, step: Step, runs: list[SubtaskRecord]) -> bool:

@@ -47,7 +47,7 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import dag_roles, expansion, messages, people, phases, routing
+from shoal.workflows import dag_roles, expansion, messages, people, phases, questions, routing
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -313,6 +313,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
         gaps = [s.name for s in step.subtasks.values() if s.options.gap]
         if gaps:  # a typed plan that degraded: its result is partial
             done |= {"partial": True, "gaps": gaps}
+        if asked := questions.status(step.subtasks.values()):  # "n of m answered", counted
+            done["questions"] = questions.summary(asked)
         if not any(s.quality for s in self.doc.steps):
             return done
         return done | {"evaluation_scores": quality_loop.task_scores(step)}

@@ -20,6 +20,17 @@ scheduled (`waves` or `eager`) and the plan used when the planner gives none (`d
     - {name: Passages, type: retrieval_rag, description: "…"}
 ```
 
+With `questions` the planner first names the question's sub-questions (the parts a complete
+answer must cover), and every task of a type that `serves` them says which it serves; at the end
+the engine counts each sub-question answered (a task serving it found something) or a gap
+(saying what was searched for it, and where), and `task_complete` says "n of m answered":
+
+```yaml
+  questions: {min: 1, max: 6}       # the plan's answer: {"questions": [{"id", "question"}], …}
+  types:
+    retrieval_rag: {role: rag, serves: true}    # each of its tasks: "serves": ["q1", …]
+```
+
 With `approve_plan` (true, or a boolean parameter) the plan waits at a checkpoint before anything
 of it runs: a person approves it, answers with an edited plan (the same JSON, checked the same
 way), or rejects it. A gate's judge is a role whose answer's contract holds the score (`score`,
@@ -41,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 PARAM = r"^\{[a-z][a-z0-9_]*\}$"
 MAX_RETRIES = 5  # the most a gate's `retries` may be
+MAX_QUESTIONS = 20  # the most sub-questions a plan may name
 Name = Annotated[str, Field(pattern=NAME)]
 Path = tuple[str | int, ...]
 
@@ -105,10 +117,18 @@ class TypeGate(_Strict):
     hint: str = Field(default="", max_length=2_000)  # what a retry is told to do differently
 
 
+class SubQuestions(_Strict):
+    """The planner names the question's sub-questions, between `min` and `max` of them."""
+
+    min: int = Field(default=1, ge=1, le=MAX_QUESTIONS)
+    max: int = Field(default=6, ge=1, le=MAX_QUESTIONS)
+
+
 class PlanType(_Strict):
     """A type of task the planner may plan."""
 
     role: Name
+    serves: bool = False  # with the step's `questions`: each task names those it serves
     description: str = Field(default="", max_length=1_000)  # for the planner
     gate: TypeGate | None = None
     if_failed: IfFailed = IfFailed.FAIL
@@ -141,6 +161,9 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
         for field in ("default_plan",):
             if getattr(step, field):
                 found.append(((*where, field), "only a step with `types` takes a default plan"))
+        if step.questions is not None:
+            found.append(((*where, "questions"), "only a step with `types` names "
+                                                 "sub-questions"))
         if step.schedule != Schedule.EAGER:
             found.append(((*where, "schedule"), "only a step with `types` is scheduled in "
                                                 "waves"))
@@ -156,6 +179,7 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
     if isinstance(step.approve_plan, str):
         found += parameter_problem((*where, "approve_plan"), step.approve_plan, parameters,
                                     ("boolean",))
+    found += _question_problems(step, where)
     for name, kind in step.types.items():
         at: Path = (*where, "types", name)
         if kind.phase not in (Phase.EXECUTING, Phase.SYNTHESIZING):
@@ -178,6 +202,19 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
                               f"'{dep}' is not an earlier task of the default plan"))
         names.append(task.name)
     return found
+
+
+def _question_problems(step: Any, where: Path) -> list[tuple[Path, str]]:
+    serving = [name for name, kind in step.types.items() if kind.serves]
+    if step.questions is None:
+        return [((*where, "types", name, "serves"), "a type serves the step's `questions`: "
+                                                   "give the step some") for name in serving]
+    if step.questions.min > step.questions.max:
+        return [((*where, "questions", "min"), "at most `max`")]
+    if not serving:
+        return [((*where, "questions"), "no type `serves` the sub-questions: mark the types "
+                                        "whose tasks answer them")]
+    return []
 
 
 def _gate_problems(at: Path, gate: TypeGate, roles: Mapping[str, Any],

@@ -26,6 +26,7 @@ from shoal.api.schemas import (
     AttemptTimeline,
     MessagePage,
     MessageView,
+    QuestionSummary,
     StateRevision,
     SubtaskSummary,
     TaskCancelled,
@@ -59,6 +60,7 @@ from shoal.workflows import (
     checked_skip,
     messages,
     phases,
+    questions,
     with_inserted,
 )
 from shoal.workflows.blackboard import blackboard, state_view
@@ -308,8 +310,16 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         queue_position=position, **_budget_view(row),
         sources=[{"name": s.name, "kind": s.kind, "size": s.size}
                  for s in task_from_row(row).meta.sources],
-        waves=_wave_summary(subs), **_where(row, subs, cps),
+        waves=_wave_summary(subs), questions=_questions(subs), **_where(row, subs, cps),
     )
+
+
+def _questions(subs: list[sa.Row[Any]]) -> QuestionSummary | None:
+    """A typed plan's sub-questions, answered or gaps (None: it names none)."""
+    if not any(isinstance(s.options, dict) and "questions" in s.options for s in subs):
+        return None  # the common case: no record built
+    found = questions.status(subtask_from_row(s) for s in subs)
+    return QuestionSummary.model_validate(questions.summary(found)) if found else None
 
 
 def _where(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) -> dict[str, Any]:
