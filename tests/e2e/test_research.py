@@ -83,7 +83,8 @@ async def test_research_over_the_sample_corpus_runs_in_waves_and_writes_a_cited_
         assert (asked["answered"], asked["of"]) == (3, 4), asked
         [gap] = [q for q in asked["questions"] if not q["answered"]]
         assert gap["question"] == "Has the heat damaged the tram rails?"
-        assert gap["searched"] and all(s.startswith("Tram rails") for s in gap["searched"])
+        assert gap["searched"]
+        assert all(s.startswith("Tram rails") for s in gap["searched"])
         subs = detail["subtasks"]
         planned = {s["name"]: s for s in subs if s["kind"] == "agent" and s["plan_type"]}
         waves = sorted({s["wave"] for s in planned.values()})

@@ -296,6 +296,19 @@ class QuestionSummary(BaseModel):
     questions: list[QuestionView]
 
 
+class CitationCheck(BaseModel):
+    """Shoal's check of a report's citations, computed in code (`workflows/checks.py`)."""
+
+    cited: int = Field(description="sentences that cite a source")
+    supported: int = Field(description="…whose source holds every figure, date and name")
+    precision: float = Field(description="supported ÷ cited")
+    citations: int = Field(description="citation markers in those sentences")
+    resolved: int = Field(description="…that name a passage of the sources, or SQL that runs")
+    resolution: float = Field(description="resolved ÷ citations")
+    removed: list[dict[str, Any]] = Field(default_factory=list,
+                                          description="the sentences removed, and why")
+
+
 class TaskDetail(TaskSummary):
     """`GET /api/v1/tasks/{id}`."""
 
@@ -317,6 +330,7 @@ class TaskDetail(TaskSummary):
     phase: str | None = Field(None, exclude_if=lambda v: v is None)  # typed plans: seed 002's
     stage: str | None = Field(None, exclude_if=lambda v: v is None)  # declared stages
     questions: QuestionSummary | None = Field(None, exclude_if=lambda v: v is None)
+    citations: CitationCheck | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class AttemptSpan(BaseModel):

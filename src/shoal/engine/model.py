@@ -28,11 +28,12 @@ class StepKind(StrEnum):
     CORRECT = "correct"  # quality: the author fixes a work subtask
     HUMAN = "human"  # a person answers a workflow's question (no worker runs it)
     GATE = "gate"  # a workflow compares a score with its threshold (no worker runs it)
+    CHECK = "check"  # code, not a model, checks a work subtask's answer (its citations)
 
 
 QUALITY_KINDS = frozenset({StepKind.EVALUATE, StepKind.JUDGE, StepKind.REVIEW})
 """The steps that judge another subtask (`target_id`) without changing it."""
-SERVING_KINDS = QUALITY_KINDS | {StepKind.CORRECT}
+SERVING_KINDS = QUALITY_KINDS | {StepKind.CORRECT, StepKind.CHECK}
 """The steps that serve another subtask (`target_id`): its quality steps and corrections."""
 
 

@@ -29,7 +29,7 @@ from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, transition
-from shoal.workflows import expansion, people, questions
+from shoal.workflows import checks, expansion, people, questions
 from shoal.workflows.board import Board
 from shoal.workflows.document import Role, StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
@@ -143,15 +143,28 @@ class GatedRuns(Board):
     # ---- a planned run produced an answer -----------------------------------------------------
 
     def _gated(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> bool:
-        """`sub` answered: if its type has a gate, it waits for its judge (True)."""
+        """`sub` answered: if its type has a gate, it waits for its judge (True); else if its
+        type has a check, for the check."""
         kind = self._type_of(sub)
-        if kind is None or kind.gate is None or sub.kind is not StepKind.AGENT:
+        if kind is None or (kind.gate is None and kind.check is None) or \
+                sub.kind is not StepKind.AGENT:
             return False
         sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
                                output=output, progress=90, error=None)
         graph.emit_subtask(step, sub)
-        self._add_judge(step, sub, kind.gate)
+        if kind.gate is not None:
+            self._add_judge(step, sub, kind.gate)
+        else:
+            self._add_check(step, sub)
         return True
+
+    def _add_check(self, step: Step, target: SubtaskRecord) -> None:
+        """Queue Shoal's own check of `target`'s answer (code on a worker with the sources)."""
+        self._serving(step, target, StepKind.CHECK, checks.ROLE,
+                      checks.instructions(step.task, step.subtasks.values(),
+                                          self.doc.result_filename),
+                      name=f"Check: {target.name}", servers=(), tool=None,
+                      pinned=checks.TOOL)
 
     def _add_judge(self, step: Step, target: SubtaskRecord, gate: TypeGate) -> None:
         role = self.doc.roles[gate.judge]
@@ -165,7 +178,7 @@ class GatedRuns(Board):
 
     def _serving(self, step: Step, target: SubtaskRecord, kind: StepKind, role: str,
                  description: str, *, name: str, servers: Any, tool: str | None,
-                 output_file: str | None = None) -> None:
+                 output_file: str | None = None, pinned: str | None = None) -> None:
         number = 1 + sum(1 for s in step.subtasks.values()
                          if s.target_id == target.id and s.kind is kind)
         sub = SubtaskRecord(
@@ -176,27 +189,37 @@ class GatedRuns(Board):
             dependencies=(target.id,), target_id=target.id, priority=target.priority + 0.5,
             options=StepOptions(plan_type=target.options.plan_type, round=number,
                                 mcp_servers=servers, output_file=output_file),
-            recommended_tool=tool or target.recommended_tool)
+            recommended_tool=tool or target.recommended_tool, pinned_tool=pinned)
         step.add_subtask(sub)
         graph.emit_subtask(step, sub)
 
     # ---- its judge or its retry produced an answer ---------------------------------------------
 
     def _gate_step_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
-        """A gate's judge scored its task, or a retry of the task answered."""
+        """A gate's judge scored its task, a retry of the task answered, or Shoal's check of
+        it did."""
+        if sub.kind is StepKind.CHECK:
+            output = checks.read(output)
         sub = graph.complete(step, sub, output)
         target = step.subtasks[sub.target_id or uuid.UUID(int=0)]
         kind = self._type_of(target)
         assert kind is not None  # only such runs have these
-        assert kind.gate is not None
+        if sub.kind is StepKind.CHECK:
+            self._check_done(step, target, output)
+            return
         if sub.kind is StepKind.CORRECT:
             target = step.set_subtask(
                 target, status=transition(target.status, SubtaskStatus.VERIFYING),
                 output=evolve(output, corrected_by=str(sub.id)))
             graph.emit_subtask(step, target)
-            self._add_judge(step, target, kind.gate)
+            if self._count(step, target, StepKind.CHECK):  # a repair the check asked for
+                self._add_check(step, target)
+            else:
+                assert kind.gate is not None
+                self._add_judge(step, target, kind.gate)
             return
         gate = kind.gate
+        assert gate is not None
         score = _field(output.parsed or {}, gate.score)
         least = self._threshold(step.task, gate)
         if isinstance(score, int | float) and not isinstance(score, bool) and score >= least:
@@ -243,6 +266,35 @@ class GatedRuns(Board):
             graph.fail_task(step, f"{why}.")
 
     def _accept(self, step: Step, target: SubtaskRecord) -> None:
+        kind = self._type_of(target)
+        if kind is not None and kind.check is not None and \
+                target.status is SubtaskStatus.VERIFYING and \
+                not self._count(step, target, StepKind.CHECK):
+            self._add_check(step, target)  # past its gate: now Shoal's own check
+            return
+        output = evolve(target.output or StepOutput(), accepted=True)
+        self._done(step, self._plan_step(target), graph.complete(step, target, output))
+
+    def _check_done(self, step: Step, target: SubtaskRecord, checked: StepOutput) -> None:
+        """Shoal's check of `target` answered: the sentences it failed go back to the
+        writer once, with the reasons; after that the checked report stands (what still
+        fails is removed from it and listed under its check, by the check itself)."""
+        failed = checks.failures(checked)
+        if failed and self._count(step, target, StepKind.CHECK) <= checks.REPAIRS:
+            self._note(step, target, f"Shoal's citation check failed {len(failed)} sentence(s) "
+                                     f"of '{target.name}': sent back to be repaired once.")
+            step.set_subtask(target, status=transition(target.status,
+                                                       SubtaskStatus.CORRECTING))
+            graph.emit_subtask(step, step.subtasks[target.id])
+            self._serving(step, target, StepKind.CORRECT, target.role,
+                          checks.repair_prompt(target.description, _answer_text(target), failed),
+                          name=f"Repair: {target.name}", servers=target.options.mcp_servers,
+                          tool=None, output_file=target.options.output_file)
+            return
+        if failed:
+            self._note(step, target, f"Shoal's citation check removed {len(failed)} sentence(s) "
+                                     f"of '{target.name}' its sources do not support (listed "
+                                     "under the report's Citation check).")
         output = evolve(target.output or StepOutput(), accepted=True)
         self._done(step, self._plan_step(target), graph.complete(step, target, output))
 
@@ -276,7 +328,12 @@ class GatedRuns(Board):
                                    error=why, completed_at=step.ctx.now, current_attempt_id=None)
             graph.emit_subtask(step, sub)
         target = step.subtasks[sub.target_id or uuid.UUID(int=0)]
-        if sub.kind is StepKind.JUDGE:
+        if sub.kind is StepKind.CHECK:
+            self._note(step, target, f"Shoal's check of '{target.name}' could not run ({why}); "
+                                     "its answer is kept unchecked.")
+            self._done(step, self._plan_step(target), graph.complete(
+                step, target, evolve(target.output or StepOutput(), accepted=True)))
+        elif sub.kind is StepKind.JUDGE:
             self._note(step, target, f"The gate of '{target.name}' could not judge it ({why}); "
                                      "its answer is kept.")
             self._accept(step, target)

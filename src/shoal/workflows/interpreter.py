@@ -47,7 +47,16 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import dag_roles, expansion, messages, people, phases, questions, routing
+from shoal.workflows import (
+    checks,
+    dag_roles,
+    expansion,
+    messages,
+    people,
+    phases,
+    questions,
+    routing,
+)
 from shoal.workflows.blackboard import (
     as_mapping,
     contract_problem,
@@ -315,6 +324,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
             done |= {"partial": True, "gaps": gaps}
         if asked := questions.status(step.subtasks.values()):  # "n of m answered", counted
             done["questions"] = questions.summary(asked)
+        if (cited := checks.figures(step.subtasks.values())) is not None:  # computed in code
+            done["citations"] = cited
         if not any(s.quality for s in self.doc.steps):
             return done
         return done | {"evaluation_scores": quality_loop.task_scores(step)}

@@ -117,6 +117,12 @@ class TypeGate(_Strict):
     hint: str = Field(default="", max_length=2_000)  # what a retry is told to do differently
 
 
+class CheckKind(StrEnum):
+    """What Shoal's code checks in an answer, on a worker that has the task's sources."""
+
+    CITATIONS = "citations"  # each cited sentence against its passage or its SQL's rows
+
+
 class SubQuestions(_Strict):
     """The planner names the question's sub-questions, between `min` and `max` of them."""
 
@@ -135,6 +141,7 @@ class PlanType(_Strict):
     writes_result: bool = False  # its answer is the document's result file (the report)
     if_budget_short: IfFailed = IfFailed.FAIL  # gap: skipped when the budget cannot cover it
     phase: Phase = Phase.EXECUTING  # the task's phase while tasks of this type are left
+    check: CheckKind | None = None  # citations: every cited sentence checked in code
 
 
 class DefaultTask(_Strict):
@@ -191,6 +198,9 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
                                                   "result file is its text, so give it none"))
         if kind.gate is not None:
             found += _gate_problems((*at, "gate"), kind.gate, roles, parameters)
+        if kind.check is not None and not kind.writes_result:
+            found.append(((*at, "check"), "the check rewrites the result file: give the type "
+                                          "`writes_result: true`"))
     names: list[str] = []
     for j, task in enumerate(step.default_plan):
         if task.type not in step.types:

@@ -24,6 +24,7 @@ from shoal.api.errors import error_responses
 from shoal.api.schemas import (
     AttemptSpan,
     AttemptTimeline,
+    CitationCheck,
     MessagePage,
     MessageView,
     QuestionSummary,
@@ -58,6 +59,7 @@ from shoal.workflows import (
     Insert,
     checked_parameters,
     checked_skip,
+    checks,
     messages,
     phases,
     questions,
@@ -310,8 +312,17 @@ async def get_task(task_id: str, user: UserDep, services: ServicesDep) -> TaskDe
         queue_position=position, **_budget_view(row),
         sources=[{"name": s.name, "kind": s.kind, "size": s.size}
                  for s in task_from_row(row).meta.sources],
-        waves=_wave_summary(subs), questions=_questions(subs), **_where(row, subs, cps),
+        waves=_wave_summary(subs), questions=_questions(subs), citations=_citations(subs),
+        **_where(row, subs, cps),
     )
+
+
+def _citations(subs: list[sa.Row[Any]]) -> CitationCheck | None:
+    """The figures of Shoal's citation check, once it has run (None: it has not)."""
+    if not any(s.kind == StepKind.CHECK for s in subs):
+        return None
+    found = checks.figures(subtask_from_row(s) for s in subs if s.kind == StepKind.CHECK)
+    return CitationCheck.model_validate(found) if found and "cited" in found else None
 
 
 def _questions(subs: list[sa.Row[Any]]) -> QuestionSummary | None:
