@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +72,15 @@ def _broken(old: str, new: str) -> DocumentError:
     with pytest.raises(DocumentError) as caught:
         load_document(TRANSLATE.replace(old, new, 1), source="translate.yaml")
     return caught.value
+
+
+def refusal(text: str, at: str, source: str) -> tuple[Mapping[str, Any], int]:
+    """The details of the error loading `text` as `source` gives, and the line of the first
+    line of `text` holding `at` (where the error should point)."""
+    line = next(n for n, got in enumerate(text.splitlines(), start=1) if at in got)
+    with pytest.raises(DocumentError) as caught:
+        load_document(text, source=source)
+    return caught.value.details, line
 
 
 def _line_of(text: str) -> int:

@@ -32,9 +32,10 @@ class Run:
     """One task of the translate document, decided input by input."""
 
     def __init__(self, document: str = TRANSLATE, *, skip: frozenset[str] = frozenset(),
-                 start: Start | None = None, **parameters: object) -> None:
+                 start: Start | None = None, request: str = "Bonjour tout",
+                 **parameters: object) -> None:
         self.flow = DocumentWorkflow(load_document(document))
-        task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bonjour tout",
+        task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description=request,
                           status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
                           workflow="translate", meta=TaskMeta(parameters=parameters, skip=skip))
         self.state = TaskState(task=task, subtasks={}, attempts={})

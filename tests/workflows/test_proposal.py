@@ -18,7 +18,7 @@ from shoal.engine.model import Deadline, StepKind, TaskMeta
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
 from shoal.workflows import messages
-from shoal.workflows.document import DocumentError, load_document
+from tests.workflows.test_document import refusal
 from tests.workflows.test_interpreter import Run
 
 PROPOSAL = resources.files("shoal.workflows").joinpath("builtin/proposal.yaml").read_text()
@@ -293,11 +293,7 @@ def test_a_transition_the_document_does_not_allow_fails_the_task() -> None:
 ])
 def test_the_check_refuses_what_would_break_the_stages_or_the_asking(
         old: str, new: str, at: str, field: str, problem: str) -> None:
-    text = _broken(old, new)
-    line = next(n for n, got in enumerate(text.splitlines(), start=1) if at in got)
-    with pytest.raises(DocumentError) as caught:
-        load_document(text, source="proposal.yaml")
-    details = caught.value.details
+    details, line = refusal(_broken(old, new), at, "proposal.yaml")
     assert (details["field"], problem in details["problem"]) == (field, True), details
     assert details["line"] == line, details
 

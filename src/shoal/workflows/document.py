@@ -21,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from shoal.engine import dag
 from shoal.engine.options import McpServerSpec
 from shoal.errors import InvalidGraph, InvalidInput
-from shoal.workflows import plan_types
+from shoal.workflows import facts, plan_types
 from shoal.workflows import stages as stage_machine
 from shoal.workflows.event_names import EventName
+from shoal.workflows.facts import LearnField, RequiresFacts
 from shoal.workflows.plan_types import (
     DefaultTask,
     PlanType,
@@ -164,10 +165,12 @@ class Asks(_Strict):
     """An agent step's role may ask before it answers, at most `max` times a round: a person
     (no `role`: the task waits, `awaiting_input`, for an answer) or another role (`role`: a
     delegation, run as its own subtask). Each answer goes back to the step's role with the
-    round's whole conversation (`{conversation}`)."""
+    round's whole conversation (`{conversation}`). With `learn`, the engine keeps what is known
+    and asks only for what is missing (`facts`)."""
 
     role: Name | None = None  # whom it asks; None: the person who submitted the task
     max: Cap = 5
+    learn: LearnField
 
 
 class StepDoc(_Strict):
@@ -193,6 +196,9 @@ class StepDoc(_Strict):
     approve_plan: Switch = False  # expand with types: a person approves the plan first
     stage: Name | None = None  # the declared stage it belongs to (`stages`)
     asks: Asks | None = None  # agent: its role may ask a person or another role first
+    requires_facts: RequiresFacts | None = Field(
+        default=None, description="agent: its answer must state each fact an earlier step that "
+                                  "asks learned (sent back once with those it leaves out)")
     optional: bool = False  # a user may switch it off (`skip`)
     quality: bool = False  # its runs go through Shoal's quality loop (evaluate, review, fix)
     allows_insert: bool = False  # a user may insert a role of their own right after it
@@ -338,6 +344,8 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
                 found.append((("steps", i, field), f"'{path.split('.')[0]}' is not written by "
                                                    "a step this one comes after"))
     found += _route_problems(doc, index)
+    for i, step in enumerate(doc.steps):
+        found += facts.problems(step, i, doc.roles, {s.id: s for s in doc.steps}, before[step.id])
     if found:
         return found
     for i, loop in enumerate(doc.loops):

@@ -51,6 +51,7 @@ from shoal.workflows import (
     checks,
     dag_roles,
     expansion,
+    mentions,
     messages,
     people,
     phases,
@@ -65,7 +66,7 @@ from shoal.workflows.blackboard import (
     whole,
 )
 from shoal.workflows.board import MAX_ENTRY_CHARS
-from shoal.workflows.conversations import ASK, NO_ANSWER, ConversationRuns
+from shoal.workflows.conversations import NO_ANSWER, ConversationRuns
 from shoal.workflows.document import (
     BuiltinRole,
     DocStepKind,
@@ -150,12 +151,15 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
                                       result.output)
             output = replace(output, answers=True, parsed=decision.wire())
         elif (question := self._question(step, doc_step, sub, result.output)) is not None:
-            output = replace(output, answers=True, parsed={ASK: question})  # it asks first
+            output = replace(output, answers=True, parsed=question)  # it asks first
         elif contract is not None:
             checked = self._checked_answer(step, sub, result.output, contract, output)
             if checked is None:
                 return
             output = checked
+        if (told := self._told(step, doc_step, sub, output)) is None:
+            return  # sent back: it leaves out facts a conversation learned (`facts`)
+        output = told
         planning = sub.kind is StepKind.EXPAND
         if asked and decision is None and not planning:  # a person decides what it asked
             quality_loop.approval_request(step, sub, output)
@@ -342,11 +346,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
             return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
                                               guidance=guidance,
                                               planner=builtin is BuiltinRole.PLANNER)
-        text = sub.description
-        if sub.options.repair:
-            text += ("\n\nYour previous answer did not match the required JSON: "
-                     f"{sub.options.repair}\nAnswer again with only the JSON.")
-        return text
+        return sub.description + (mentions.sent_back(sub.options.repair)
+                                   if sub.options.repair else "")
 
     # ---- runs -----------------------------------------------------------------------------
 
@@ -518,7 +519,8 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
         name = doc_step.id + (f" {index}" if index is not None else "") + (
             f" (round {number})" if number > 1 else "")
         role = self.doc.roles[doc_step.role] if doc_step.role else None
-        prompt = self._prompt(step, doc_step, role, feedback, item)
+        prompt = self._prompt(step, doc_step, role, feedback, item) + self._to_state(step,
+                                                                                  doc_step)
         if doc_step.kind is DocStepKind.ROUTE:
             options = ", ".join(self._allowed(step, doc_step))
             prompt += ("\n\nAnswer with only this JSON, naming one of " + options + ':\n'
@@ -648,11 +650,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
             return replace(output, answers=True,
                            parsed=as_mapping(answers.extract_json(text)))
         if not sub.options.repair:
-            sub = step.set_subtask(
-                sub, status=transition(sub.status, SubtaskStatus.QUEUED),
-                current_attempt_id=None, options=replace(sub.options, repair=problem),
-                error=problem)
-            graph.emit_subtask(step, sub, repair=True)
+            self._send_back(step, sub, problem)
             return None
         why = f"Step '{sub.name}' answered twice without matching its contract: {problem}"
         if self._typed_failure(step, sub, why):  # a typed plan's run may degrade instead
