@@ -27,14 +27,11 @@ from shoal.demo.proposal_script import (
     TIMELINE_QUESTION,
 )
 from shoal.demo.samples import SAMPLE_ANSWERS, SAMPLES, sample_answer
-from shoal.engine.inputs import CheckpointDecision, Start
-from shoal.engine.model import TaskMeta, TaskRecord, TaskState
+from shoal.engine.inputs import CheckpointDecision
 from shoal.events import EventType
 from shoal.retrieval.literature import parse_arxiv
 from shoal.states import TaskStatus
-from shoal.workflows.document import load_document
-from shoal.workflows.interpreter import DocumentWorkflow
-from tests.workflows.test_interpreter import NOW, Run
+from tests.workflows.test_interpreter import Run
 
 PROPOSAL = resources.files("shoal.workflows").joinpath("builtin/proposal.yaml").read_text()
 SCHEMAS: dict[str, Any] = {name: role["output"] for name, role in
@@ -83,50 +80,7 @@ def answered(role: str, prompt: str, **kw: Any) -> Any:
     return value
 
 
-def interview_prompt(*turns: tuple[str, str], no_more: bool = False,
-                     request: str = REQUEST) -> str:
-    said = "\n".join(f"You asked the user: {q}\nThe user answered: {a}" for q, a in turns)
-    hint = ("You may ask no more questions: answer now with what you have, and say what is "
-            "still missing." if no_more else '(3 left):\n{"ask": "<your question>"}')
-    return (f"Proposal role: interviewer.\nRequest: {request}\n\nConversation so far:\n{said}\n\n"
-            f"Answer with only a JSON value that matches this JSON Schema: {{}}\n\n{hint}")
-
-
-# ---- the roles, one by one --------------------------------------------------------------------
-
-
-def test_the_interviewer_asks_two_questions_then_answers_the_profile() -> None:
-    first, second = SAMPLE_ANSWERS["proposal"]
-    assert answered("interviewer", interview_prompt()) == {"ask": PROGRAM_QUESTION}
-    assert answered("interviewer", interview_prompt((PROGRAM_QUESTION, first))) == {
-        "ask": TIMELINE_QUESTION}
-    profile = answered("interviewer", interview_prompt((PROGRAM_QUESTION, first),
-                                                       (TIMELINE_QUESTION, second)))
-    assert profile == {"academic_program": "MSc in Urban Planning",
-                       "field_of_study": "urban climate", "total_timeline": "6 months",
-                       "constraints": ["no travel budget", "only public data"], "missing": []}
-
-
-def test_the_interviewer_asks_nothing_a_full_request_says_and_never_asks_twice() -> None:
-    full = ("A proposal on urban heat: I am in a PhD program, I have 9 months, no budget for "
-            "sensors.")
-    profile = answered("interviewer", interview_prompt(request=full))
-    assert profile["academic_program"] == "I am in a PhD program"
-    assert (profile["total_timeline"], profile["constraints"]) == ("9 months",
-                                                                   ["no budget for sensors"])
-    unhelpful = interview_prompt((PROGRAM_QUESTION, "not sure"), (TIMELINE_QUESTION, "hmm"))
-    profile = answered("interviewer", unhelpful)  # asked both: it answers with what it has
-    assert profile["academic_program"] == "not stated"
-    assert profile["missing"] == ["academic_program", "total_timeline", "constraints"]
-
-
-def test_at_the_cap_the_interviewer_answers_and_lists_what_is_missing() -> None:
-    profile = answered("interviewer", interview_prompt(no_more=True))
-    assert "ask" not in profile
-    assert profile["field_of_study"] == "how street trees cool city neighbourhoods"
-    assert profile["missing"] == ["academic_program", "total_timeline", "constraints"]
-    assert (profile["academic_program"], profile["total_timeline"]) == ("not stated",
-                                                                        "not stated")
+# ---- the roles, one by one (the interviewer: tests/demo/test_interview_script.py) --------------
 
 
 def problem_prompt(*, reviewer: Mapping[str, Any] | None = None, feedback: str = "") -> str:
@@ -219,23 +173,19 @@ def test_sample_answers_repeat_the_last() -> None:
 
 
 class ProposalRun(Run):
-    """The proposal document on the sample request."""
+    """The proposal document on a request (the sample's by default)."""
 
-    def __init__(self, **parameters: object) -> None:
-        self.flow = DocumentWorkflow(load_document(PROPOSAL))
-        task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description=REQUEST,
-                          status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
-                          workflow="proposal", meta=TaskMeta(parameters=parameters))
-        self.state = TaskState(task=task, subtasks={}, attempts={})
-        self.events: list[tuple[EventType, dict[str, object]]] = []
-        self.decide(Start())
+    def __init__(self, request: str = REQUEST, **parameters: object) -> None:
+        super().__init__(PROPOSAL, request=request, **parameters)
 
 
-def run_with_demo(search: str | None) -> tuple[ProposalRun, list[tuple[str, str]], list[str]]:
+def run_with_demo(search: str | None, *, request: str = REQUEST,
+                  answers: Sequence[str] = SAMPLE_ANSWERS["proposal"]
+                  ) -> tuple[ProposalRun, list[tuple[str, str]], list[str]]:
     """Run the document to its end: the demo model answers each run (the reviewer's search
-    answers `search`, or no tool is offered when None), the sample answers each question.
-    The task, every (role, answer) and the questions asked."""
-    run = ProposalRun()
+    answers `search`, or no tool is offered when None), `answers` each question (the last one
+    again past its end). The task, every (role, answer) and the questions asked."""
+    run = ProposalRun(request)
     said: list[tuple[str, str]] = []
     questions: list[str] = []
     for _ in range(60):
@@ -243,7 +193,7 @@ def run_with_demo(search: str | None) -> tuple[ProposalRun, list[tuple[str, str]
             cp = [d for t, d in run.events if t is EventType.CHECKPOINT_READY][-1]
             questions.append(str(cp["question"]))
             run.decide(CheckpointDecision(uuid.UUID(str(cp["checkpoint_id"])), "answer", None,
-                                          answer=sample_answer("proposal", len(questions) - 1)))
+                                          answer=answers[min(len(questions), len(answers)) - 1]))
             continue
         queued = run.queued()
         if not queued:
@@ -268,8 +218,10 @@ def test_the_demo_runs_the_whole_proposal(search: str | None) -> None:
     assert questions == [PROGRAM_QUESTION, TIMELINE_QUESTION]  # a first one and a follow-up
     for role, text in said:
         value = None if role == "writer" else json.loads(text)
-        if role in SCHEMAS and not (isinstance(value, dict) and set(value) == {"ask"}):
+        if role in SCHEMAS and not (isinstance(value, dict) and "ask" in value):
             jsonschema.validate(value, SCHEMAS[role])
+    notices = [str(d["message"]) for t, d in run.events if t is EventType.NOTICE]
+    assert not [n for n in notices if "leaves out" in n]  # the proposal states every fact
     roles = [role for role, _ in said]
     assert roles.count("quality_controller") == 2  # exactly one refinement
     assert roles.count("literature_reviewer") == 2  # a search in each round

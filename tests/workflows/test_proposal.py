@@ -23,7 +23,12 @@ from tests.workflows.test_interpreter import Run
 
 PROPOSAL = resources.files("shoal.workflows").joinpath("builtin/proposal.yaml").read_text()
 PROFILE = {"academic_program": "MSc Urban Planning", "field_of_study": "urban heat",
-           "total_timeline": "6 months", "constraints": ["no travel budget"]}
+           "total_timeline": "6 months", "constraints": ["no travel budget"],
+           "known": {name: {"value": value, "from": "request"} for name, value in {  # reported
+               "academic_program": "MSc Urban Planning", "field_of_study": "urban heat",
+               "total_timeline": "6 months", "constraints": ["no travel budget"]}.items()}}
+WRITTEN = ("# A proposal\n\n## Profile\nMSc Urban Planning, in urban heat, over 6 months, with no "
+           "travel budget.")  # every fact the interview learned: the proposal must state them
 PAPERS = {"papers": [{"citation_key": "Oke1982", "title": "The energetic basis of the urban "
                       "heat island", "year": 1982, "url": "https://doi.org/10.1002/qj.49710845502"}],
           "searched": True}
@@ -79,9 +84,12 @@ def test_the_interviewer_asks_waits_without_a_worker_and_hears_the_whole_convers
     assert run.keys() == ["interview#1.1"]
     first = run.queued()[0]
     assert "Request: Bonjour tout" in first.description
-    assert '{"ask": "<your question>"}' in first.description
+    assert '{"ask": "<your question>", "about": ["<fact>"]' in first.description
     assert "(5 left)" in first.description
-    run.answer("interview#1.1", json.dumps({"ask": "Which program are you in?"}))
+    assert "Still to learn: academic_program, field_of_study, total_timeline, constraints, " \
+           "resources" in first.description
+    run.answer("interview#1.1", json.dumps({"ask": "Which program are you in?",
+                                            "about": ["academic_program"]}))
     assert run.state.task.status is TaskStatus.AWAITING_INPUT
     [asked] = [s for s in run.state.subtasks.values() if s.kind is StepKind.HUMAN]
     assert (asked.key, asked.status, asked.description) == (
@@ -92,10 +100,12 @@ def test_the_interviewer_asks_waits_without_a_worker_and_hears_the_whole_convers
     assert run.state.task.status is TaskStatus.IN_PROGRESS
     follow_up = run.queued()[0]
     assert follow_up.key == "interview#1.3"
-    assert "You asked the user: Which program are you in?" in follow_up.description
-    assert "The user answered: MSc Urban Planning" in follow_up.description
+    assert "You asked the user (about academic_program): Which program are you in?" in \
+        follow_up.description
+    assert "The user answered (answer 1): MSc Urban Planning" in follow_up.description
     assert "(4 left)" in follow_up.description
-    run.answer("interview#1.3", json.dumps({"ask": "How long do you have?"}))
+    run.answer("interview#1.3", json.dumps({"ask": "How long do you have?",
+                                            "about": ["total_timeline"]}))
     answer(run, "Six months")
     run.answer("interview#1.5", json.dumps(PROFILE))
     assert run.keys() == ["problem#1.1"]  # the steps after it waited for the whole conversation
@@ -104,7 +114,8 @@ def test_the_interviewer_asks_waits_without_a_worker_and_hears_the_whole_convers
 
 def test_at_the_cap_the_interviewer_is_told_to_answer_with_what_it_has() -> None:
     run = started(max_questions=1)
-    run.answer("interview#1.1", json.dumps({"ask": "Which program?"}))
+    run.answer("interview#1.1", json.dumps({"ask": "Which program?",
+                                            "about": ["academic_program"]}))
     answer(run, "MSc")
     last = run.queued()[0]
     assert "You may ask no more questions" in last.description
@@ -127,11 +138,12 @@ def test_an_unanswered_question_follows_the_deadline_policy() -> None:
     run = Run(PROPOSAL)
     run.state = replace(run.state, task=replace(run.state.task, meta=TaskMeta(
         checkpoint_deadline=Deadline(seconds=60, action="approve"))))
-    run.answer("interview#1.1", json.dumps({"ask": "Which program?"}))
+    run.answer("interview#1.1", json.dumps({"ask": "Which program?",
+                                            "about": ["academic_program"]}))
     cp = checkpoints(run)[-1]
     assert cp["deadline_at"] is not None
     run.decide(CheckpointExpired(uuid.UUID(str(cp["checkpoint_id"]))))
-    assert "The user answered: (no answer: the question's deadline passed)" in \
+    assert "The user answered (answer 1): (no answer: the question's deadline passed)" in \
         run.queued()[0].description
 
 
@@ -164,7 +176,7 @@ def test_every_stage_sees_every_earlier_output_and_the_stages_move_in_order() ->
                  "## data_plan", "Oke1982", "sensor logging"):
         assert part in quality.description
     run.answer("quality#1", qc(False))
-    run.answer("proposal#1", "# A proposal")
+    run.answer("proposal#1", WRITTEN)
     assert run.state.task.status is TaskStatus.COMPLETED
     stages = [d["stage"] for t, d in run.events if t is EventType.STAGE]
     assert stages == ["interviewing", "problem_formulation", "objectives", "methodology",
@@ -199,7 +211,7 @@ def test_refinement_carries_qc_feedback_and_stops_after_the_third_round() -> Non
     assert stages[-2:] == ["quality_control", "complete"]
     writer = run.queued()[0]
     assert "Narrow the question, round 4" in writer.description  # QC's open points
-    run.answer("proposal#1", "# Proposal")
+    run.answer("proposal#1", WRITTEN)
     assert run.state.task.status is TaskStatus.COMPLETED
 
 
@@ -214,13 +226,14 @@ def test_a_person_decides_at_the_cap_when_the_user_chose_so() -> None:
     assert [s.key for s in run.queued()] == ["proposal#1"]  # made, but nothing dispatches yet
     answer(run, None, action="approve")
     assert run.state.task.status is TaskStatus.IN_PROGRESS
-    run.answer("proposal#1", "# Proposal")
+    run.answer("proposal#1", WRITTEN)
     assert run.state.task.status is TaskStatus.COMPLETED
 
 
 def test_the_message_log_lists_every_hand_over_in_order() -> None:
     run = started()
-    run.answer("interview#1.1", json.dumps({"ask": "Which program?"}))
+    run.answer("interview#1.1", json.dumps({"ask": "Which program?",
+                                            "about": ["academic_program"]}))
     answer(run, "MSc")
     run.answer("interview#1.3", json.dumps(PROFILE))
     through_problem(run)

@@ -1,17 +1,12 @@
 """The demo model's script for the `proposal` workflow (`workflows/builtin/proposal.yaml`):
 every role, with the tools of `shoal mcp literature` where the client offers them.
 
-- the interviewer reads what the request (its "Request:" line) and the user's answers ("The
-  user answered: …") already say, with keyword rules: the program is known when a word like
-  MSc, PhD, Master, Bachelor, BSc, degree or program appears; the field when "field",
-  "study", "studying", "major" or "discipline" does, or the request is "… on <topic>"; the
-  timeline when a number (digits or one to twelve) comes with month, week or year; the
-  constraints when a part of the request (not its topic) or of an answer speaks of budget,
-  money, access, ethics, travel, data, "no …" or "only …". It asks one question at a time
-  for what is missing, each at most once: first the program and field (`PROGRAM_QUESTION`),
-  then the timeline and constraints (`TIMELINE_QUESTION`). When nothing is missing, both were
-  asked, or it may ask no more, it answers the profile: what it could not find is "not
-  stated" (constraints: none) and listed under `missing`;
+- the interviewer (`interview_script`) finds in the request and each answer the facts its
+  step learns (program, field, timeline, constraints, resources), reports them with the answer
+  each came from, and asks one question at a time for what is still missing and was not asked:
+  first the program and field (`PROGRAM_QUESTION` when both are missing), then the timeline,
+  constraints and resources (`TIMELINE_QUESTION`); with nothing left to ask it answers the
+  profile ("not stated" for what it does not know);
 - the problem formulator first delegates (`{"ask": "papers on <topic>"}`, the topic after "on"
   in the request up to a punctuation mark, else the profile's field); once the literature
   reviewer answered, it answers the problem citing the reviewer's papers and only those (none
@@ -42,32 +37,22 @@ from typing import Any
 
 from shoal.demo.fake.exchange import LABEL
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
+from shoal.demo.interview_script import DURATION, NOT_STATED, NUMBERS, interview
 from shoal.demo.research_script import line_after, offered_tool
 
 ROLE = re.compile(r"Proposal role:[ \t]*(interviewer|problem_formulator|literature_reviewer|"
                   r"objectives_writer|methodologist|data_planner|quality_controller|writer)\b")
 PROGRAM_QUESTION = "Which academic program are you in, and what is your field of study?"
-TIMELINE_QUESTION = ("How long do you have in total, and what constraints (budget, access, "
-                     "ethics) do you have?")
-NO_MORE = "You may ask no more questions"
+TIMELINE_QUESTION = ("How long do you have in total, what constraints (permits, ethics, access, "
+                     "travel) do you have, and what resources (budget, equipment, data) can you "
+                     "use?")
 REVISED = "Revised after quality control:"
 NARROW = "Narrow the research question to two districts and one measurable outcome."
 MINOR = "Minor: name the public datasets (source and year) the data plan relies on."
-NOT_STATED = "not stated"
 NO_SOURCES = "the literature services could not be reached; proceeding without sources"
 DEFAULT_WEEKS = 26  # when the timeline is not stated: about six months
 REVIEWER_ANSWERED = "The literature_reviewer agent answered:"
 
-_PROGRAM = re.compile(r"\b(MSc|M\.Sc|PhD|Ph\.D|DPhil|Master'?s?|Bachelor'?s?|BSc|B\.Sc|MBA|"
-                      r"degree|program(?:me)?|undergraduate|postgraduate|doctorate)\b", re.I)
-_FIELD = re.compile(r"\b(?:field(?: of study)?|stud(?:y|ying)|major(?:ing)?|discipline)\b"
-                    r"(?:\s*(?::|is|in))?\s*([^,;.\n]+)", re.I)
-_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
-_TIMELINE = re.compile(r"\b(\d+(?:\.\d+)?|" + "|".join(_NUMBERS) + r")\s*(months?|weeks?|years?)\b",
-                       re.I)
-_CONSTRAINT = re.compile(r"\b(budget|money|fund\w*|cost\w*|access\w*|ethic\w*|consent|travel\w*|"
-                         r"data|constraints?|limit\w*|no|only|without)\b", re.I)
 _STOP = frozenset({"a", "an", "the", "of", "in", "on", "and", "or", "for", "to", "how", "do",
                    "does", "what", "why", "which", "whether", "papers", "paper", "is", "are",
                    "with", "about", "into", "their", "its"})
@@ -80,7 +65,7 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
     """The answer of the proposal role `role` to its prompt `text`, after `done_steps` tool
     calls that returned `results`."""
     if role == "interviewer":
-        return Reply(text=json.dumps(_interview(text), ensure_ascii=False))
+        return Reply(text=json.dumps(interview(text), ensure_ascii=False))
     if role == "literature_reviewer":
         tool = offered_tool(offered, "search_papers")
         if tool is not None and done_steps == 0:
@@ -94,48 +79,6 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
               "methodologist": _methodology, "data_planner": _data_plan,
               "quality_controller": _quality}[role](text, parts)
     return Reply(text=json.dumps(answer, ensure_ascii=False))
-
-
-# ---- the interviewer -----------------------------------------------------------------------
-
-
-def _interview(text: str) -> dict[str, Any]:
-    request = line_after(text, "Request:")
-    answers = re.findall(r"^The user answered:[ \t]*(.*)$", text, flags=re.MULTILINE)
-    asked = set(re.findall(r"^You asked the user:[ \t]*(.*?)[ \t]*$", text, flags=re.MULTILINE))
-    profile = _profile(request, answers)
-    missing = profile["missing"]
-    if NO_MORE not in text:
-        if ({"academic_program", "field_of_study"} & set(missing)
-                and PROGRAM_QUESTION not in asked):
-            return {"ask": PROGRAM_QUESTION}
-        if {"total_timeline", "constraints"} & set(missing) and TIMELINE_QUESTION not in asked:
-            return {"ask": TIMELINE_QUESTION}
-    return profile
-
-
-def _profile(request: str, answers: Sequence[str]) -> dict[str, Any]:
-    """The profile the request and the answers give; what they do not say is `missing`."""
-    said = [request, *answers]
-    clauses = [c.strip() for s in said for c in re.split(r"[:;,\n]", s) if c.strip()]
-    program = next((c.rstrip(".") for c in clauses if _PROGRAM.search(c)), "")
-    topic = _topic(request)
-    field = next((m.group(1).strip().rstrip(".") for s in reversed(said)
-                  if (m := _FIELD.search(s)) and m.group(1).strip()), "") or topic
-    timeline = next((m.group(0) for s in reversed(said) if (m := _TIMELINE.search(s))), "")
-    constraints = [c.rstrip(".") for c in clauses
-                   if _CONSTRAINT.search(c) and not _PROGRAM.search(c) and not _FIELD.search(c)
-                   and not _TIMELINE.fullmatch(c.rstrip(".")) and not (topic and topic in c)]
-    if not constraints and any(re.search(r"\b(none|no constraints)\b", a, re.I)
-                               for a in answers):
-        constraints = ["none stated by the student"]
-    values = {"academic_program": program, "field_of_study": field,
-              "total_timeline": timeline}
-    missing = [name for name, value in values.items() if not value]
-    if not constraints:
-        missing.append("constraints")
-    return {**{name: value or NOT_STATED for name, value in values.items()},
-            "constraints": constraints, "missing": missing}
 
 
 # ---- the problem formulator and the literature reviewer ---------------------------------------
@@ -317,14 +260,17 @@ def _proposal(text: str) -> str:
     topic = _topic(request) or request.rstrip(".?!") or "the research idea"
     papers = [p for p in problem.get("preliminary_literature") or [] if isinstance(p, dict)]
     constraints = profile.get("constraints") or []
+    resources = profile.get("resources") or []
+    missing = _dict(profile.get("facts")).get("missing") or []
     lines = [f"# Research proposal: {topic}", "",
              "## Profile", "",
              f"- Academic program: {profile.get('academic_program', NOT_STATED)}",
              f"- Field of study: {profile.get('field_of_study', NOT_STATED)}",
              f"- Total timeline: {profile.get('total_timeline', NOT_STATED)}",
-             f"- Constraints: {'; '.join(map(str, constraints)) or 'none stated'}"]
-    if profile.get("missing"):
-        lines.append(f"- Still missing: {', '.join(map(str, profile['missing']))}")
+             f"- Constraints: {'; '.join(map(str, constraints)) or 'none stated'}",
+             f"- Resources: {'; '.join(map(str, resources)) or 'none stated'}"]
+    if missing:
+        lines.append(f"- Still missing: {', '.join(map(str, missing))}")
     lines += ["", "## Problem", "", str(problem.get("problem_statement", "")), "",
               f"**Main research question:** {problem.get('main_research_question', '')}", ""]
     lines += [f"- [{p.get('citation_key')}] {p.get('finding', '')}" for p in papers] or [
@@ -397,13 +343,14 @@ def _kind(profile: dict[str, Any]) -> str:
 
 def _weeks(timeline: str) -> int:
     """The timeline in weeks (a month is 52/12 weeks); `DEFAULT_WEEKS` when not stated."""
-    found = _TIMELINE.search(timeline)
+    found = DURATION.search(timeline)
     if found is None:
         return DEFAULT_WEEKS
     number = found.group(1).lower()
-    amount = float(_NUMBERS.get(number, 0) or number)
+    amount = {"a": 1.0, "an": 1.0, "half a": 0.5}.get(number) or float(
+        NUMBERS.get(number, 0) or number)
     unit = found.group(2).lower()
-    per = 1.0 if unit.startswith("week") else 52 / 12 if unit.startswith("month") else 52.0
+    per = {"week": 1.0, "mont": 52 / 12, "seme": 26.0}.get(unit[:4], 52.0)
     return max(1, round(amount * per))
 
 

@@ -1,20 +1,20 @@
 """What a step that asks must learn, in a workflow document, and where it must show again.
 
 ```yaml
-- id: interview
+- id: intake
   kind: agent
-  role: interviewer               # its output contract has a property for every fact
+  role: asker                      # its output contract has a property for every fact
   asks:
     max: 5
     learn:
-      field_of_study: {description: "the student's field of study"}
-      constraints: {description: "what limits the work (permits, ethics, access)", kind: list}
-      resources: {description: "the money and equipment at hand", kind: list, required: false}
-- id: proposal
+      destination: {description: where the trip goes}
+      needs: {description: "what the traveller needs (visas, vaccinations)", kind: list}
+      budget: {description: the money available, required: false}
+- id: plan
   kind: agent
-  role: writer
-  after: [interview]
-  requires_facts: {from: interview}   # its answer states every fact the interview learned
+  role: planner
+  after: [intake]
+  requires_facts: {from: intake}   # its answer states every fact the intake learned
 ```
 
 The conversation keeps a record of what its role learned, and from where (`learning`); the
