@@ -4,7 +4,9 @@ literature`). The interviewer asks; the test answers over REST, then the follow-
 client WebSocket; the problem formulator delegates the search to the literature reviewer, whose
 papers the proposal cites; quality control sends the work back once; every stage's contract
 holds; the message log lists every hand-over. The same through `shoal submit --follow`
-answering on its standard input, and across a kill -9 of the control plane while it waits."""
+answering on its standard input, and across a kill -9 of the control plane while it waits. And
+answers the demo script has never seen (a correction, a budget and a permit): nothing known is
+asked again, and the proposal states every fact told."""
 
 from __future__ import annotations
 
@@ -246,3 +248,41 @@ async def test_the_control_plane_killed_while_it_waits_for_an_answer(stack: Clus
             assert statuses.count("succeeded") == 1, (sub["key"], statuses)
         humans = [s for s in detail["subtasks"] if s["kind"] == "human"]
         assert len(humans) == 2
+
+
+async def test_the_students_answers_reach_the_proposal_and_nothing_known_is_asked_again(
+    stack: Cluster,
+) -> None:
+    """Answers the demo script has never seen: a correction and a budget and a permit in one
+    answer; the follow-up asks only for what is missing, and the proposal states every fact."""
+    url, server, worker, _ = await _start(stack)
+    procs = [server, worker]
+    request = "Help me write a research proposal on microplastics in rivers. I have 6 months."
+    async with signed_in(url, "alice") as client:
+        await wait_workers_online(client, {"p1"}, procs)
+        task_id = await submit(client, {"workflow": "proposal", "description": request})
+        asked: list[str] = []
+        for answer in ("I'm doing a Master's in Environmental Science; sorry, it's 3 years, "
+                       "not 6 months.",
+                       "I have a €5,000 budget and need a permit from the water authority to "
+                       "sample."):
+            question = await _question(client, task_id, procs, after=asked)
+            asked.append(question["checkpoint_id"])
+            assert "How long" not in question["question"], question  # the timeline was told
+            answered = await client.post(
+                f"/api/v1/checkpoints/{question['checkpoint_id']}/answer",
+                json={"answer": answer})
+            assert answered.status_code == 200, answered.text
+        detail = await _finished(client, task_id, procs)
+        assert detail["status"] == "completed", detail
+        state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
+        report = (await client.get(f"/api/v1/tasks/{task_id}/report",
+                                   headers={"Accept": "text/markdown"})).text
+    assert len(asked) == 2
+    profile = state["entries"]["interview"][-1]["value"]
+    assert profile["facts"]["known"]["total_timeline"] == {"value": "3 years", "from": 1}
+    assert profile["field_of_study"] == "Environmental Science"
+    for told in ("Master's in Environmental Science", "3 years", "€5,000 budget",
+                 "need a permit from the water authority to sample"):
+        assert told in report, told
+    assert "6 months" not in report

@@ -178,6 +178,25 @@ def test_a_later_answer_corrects_an_earlier_one_and_an_older_report_does_not_und
     assert run.questions() == ["What do you need there?", "Your budget?"]
 
 
+def test_a_step_that_asks_another_role_learns_from_its_answers_too() -> None:
+    text = TRIP.replace("  planner:\n", "  guide:\n    prompt: \"Answer: {item}\"\n  planner:\n") \
+        .replace('      max: "{max_questions}"\n', '      role: guide\n      max: 2\n')
+    run = Run(text, request="Plan a trip.")
+    run.answer("intake#1.1", json.dumps({"ask": "Where should a first trip go?",
+                                         "about": ["destination"]}))
+    [guide] = run.queued()
+    assert (guide.role, guide.description) == ("guide", "Answer: Where should a first trip go?")
+    run.answer("intake#1.2", "Lisbon, for a week.")
+    prompt = run.queued()[0].description
+    assert "The guide agent answered (answer 1): Lisbon, for a week." in prompt
+    assert "What you must learn from the guide agent" in prompt
+    run.answer("intake#1.3", json.dumps({"destination": "Lisbon", "known": known(
+        destination=("Lisbon", 1), duration=("a week", 1), needs=(["nothing"], 1))}))
+    assert run.keys() == ["plan#1"]
+    assert blackboard(run.flow.doc, run.state.subtasks.values())["intake"][-1]["value"][
+        "facts"]["known"]["duration"] == {"value": "a week", "from": 1}
+
+
 def finished_intake() -> Trip:
     run = Trip("Two weeks in Lisbon.", max_questions=1)
     run.turn("intake#1.1", ask="What do you need, and your budget?", about=["needs", "budget"],

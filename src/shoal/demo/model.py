@@ -14,8 +14,8 @@ answer from the conversation alone:
 - "Pipeline role: …" and "Supervisor role: …" get the scripts of the `pipeline` and
   `supervisor` workflows (a revision round; a router mistake the engine overrules),
   "Research role: …" the `research` workflow's (`research_script`), and "Proposal role: …"
-  the `proposal` workflow's (`proposal_script`: two questions to the user, a delegated
-  literature search, one refinement);
+  the `proposal` workflow's (`proposal_script`: an interviewer that asks only for the facts
+  still missing, `interview_script`; a delegated literature search; one refinement);
 - any other role gets one `write_file` call with real content chosen from the instructions
   ("Write todo.py: …"), then — for a test file — a `run_command` that compiles it, then a
   short summary starting with "[demo model]".
