@@ -79,6 +79,12 @@ async def _question(client: httpx.AsyncClient, task_id: str, procs: list[Proc],
     return dict(question)
 
 
+async def _answer(client: httpx.AsyncClient, question: dict[str, Any], text: str) -> None:
+    answered = await client.post(f"/api/v1/checkpoints/{question['checkpoint_id']}/answer",
+                                 json={"answer": text})
+    assert answered.status_code == 200, answered.text
+
+
 async def _finished(client: httpx.AsyncClient, task_id: str,
                     procs: list[Proc]) -> dict[str, Any]:
     return await wait_task(client, task_id, within=150, what="the proposal", procs=procs,
@@ -231,10 +237,7 @@ async def test_the_control_plane_killed_while_it_waits_for_an_answer(stack: Clus
         for text, question in ((FIRST, again), (SECOND, None)):
             question = question or await _question(client, task_id, procs,
                                                    after={first["checkpoint_id"]})
-            answered = await client.post(
-                f"/api/v1/checkpoints/{question['checkpoint_id']}/answer",
-                json={"answer": text})
-            assert answered.status_code == 200, answered.text
+            await _answer(client, question, text)
         detail = await _finished(client, task_id, procs)
         assert detail["status"] == "completed", detail
         # No step ran twice: each run once, each with one successful attempt.
@@ -269,10 +272,7 @@ async def test_the_students_answers_reach_the_proposal_and_nothing_known_is_aske
             question = await _question(client, task_id, procs, after=asked)
             asked.append(question["checkpoint_id"])
             assert "How long" not in question["question"], question  # the timeline was told
-            answered = await client.post(
-                f"/api/v1/checkpoints/{question['checkpoint_id']}/answer",
-                json={"answer": answer})
-            assert answered.status_code == 200, answered.text
+            await _answer(client, question, answer)
         detail = await _finished(client, task_id, procs)
         assert detail["status"] == "completed", detail
         state = (await client.get(f"/api/v1/tasks/{task_id}/state")).json()
