@@ -91,6 +91,12 @@ def test_each_cited_sentence_is_checked_against_what_it_cites() -> None:
     assert '[2] threads.txt, lines 1-3 \u2014 \u201csafe to call' in sources
     assert '[3] SQL: SELECT name, size' in sources
     assert "pauses.md" not in sources  # cited by nothing left
+    assert checked.passages[2] == {"label": "threads.txt, lines 1-3",
+                                   "text": PASSAGES["threads.txt, lines 1-3"].text,
+                                   "quote": "safe to call from many threads at once since "
+                                            "version 2.1"}
+    assert checked.passages[3]["rows"][0] == {"name": "libllvm15", "size": 118_000}
+    assert set(checked.passages) == {1, 2, 3}
     gaps = report.split("## Gaps", 1)[1].split("##", 1)[0]
     assert "1 of 2 parts of the question answered." in gaps
     assert "- Who maintains it? Not answered: searched Owners: maintainers team" in gaps

@@ -64,7 +64,7 @@ from starlette.applications import Starlette
 
 from shoal.demo import proposal_script, research_script
 from shoal.demo.extraction import extraction_answer
-from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, recorded_requests
+from shoal.demo.fake.exchange import DEMO_MODEL, LABEL, NOTICE, recorded_requests
 from shoal.demo.fake.server import create_fake_app, running_fake_server, serve_fake_server
 from shoal.demo.fake.wire import Conversation, Fault, FaultKind, Reply, ToolCall, ToolSpec
 from shoal.demo.files import (
@@ -168,7 +168,7 @@ def _pipeline_reply(role: str, text: str) -> Reply:
                           "open question.", delay=RESEARCH_DELAY)
     if role == "writer":
         feedback = text.split("(empty on a first draft):", 1)[-1].strip()
-        report = f"# {request}\n\n{LABEL} A report drawn from the research."
+        report = f"# {request}\n\n{NOTICE}\n\n{LABEL} A report drawn from the research."
         if feedback:
             said = _json_field(feedback, "feedback") or feedback[:200]
             report = f"{report}\n\n{REVISED} {said}"
@@ -210,7 +210,7 @@ def _supervisor_reply(role: str, text: str, turn: _Turn, offered: Sequence[ToolS
     if role == "research":
         return Reply(text=f"{LABEL} Findings on '{request}': two facts and their sources.")
     ran = _line_after(text, "Specialists, in the order they ran:")
-    return Reply(text=f"# {request}\n\n{LABEL} Done by: {ran}.")
+    return Reply(text=f"# {request}\n\n{NOTICE}\n\n{LABEL} Done by: {ran}.")
 
 
 _SPECIALIST_TOOLS = {"googlemap": "search_places", "calendar": "add_calendar_event",

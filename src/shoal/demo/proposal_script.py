@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from shoal.demo.fake.exchange import LABEL
+from shoal.demo.fake.exchange import LABEL, NOTICE
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
 from shoal.demo.interview_script import DURATION, NOT_STATED, NUMBERS, interview
 from shoal.demo.research_script import line_after, offered_tool
@@ -262,7 +262,7 @@ def _proposal(text: str) -> str:
     constraints = profile.get("constraints") or []
     resources = profile.get("resources") or []
     missing = _dict(profile.get("facts")).get("missing") or []
-    lines = [f"# Research proposal: {topic}", "",
+    lines = [f"# Research proposal: {topic}", "", NOTICE, "",
              "## Profile", "",
              f"- Academic program: {profile.get('academic_program', NOT_STATED)}",
              f"- Field of study: {profile.get('field_of_study', NOT_STATED)}",

@@ -79,7 +79,9 @@ class Checked:
     verdicts: list[Verdict]
     citations: int  # citation markers in cited sentences
     resolved: int  # …that named a source that resolves
-    passages: dict[int, dict[str, Any]] = field(default_factory=dict)  # number → what it cites
+    # what each source of the checked report (by its number there) cites: a passage's label,
+    # text and quote, or the SQL and its rows
+    passages: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Verdict]:
@@ -112,8 +114,10 @@ def check_report(markdown: str, *, resolve: Resolve, rerun: Rerun, quote_in: Quo
             continue
         kept += [judge.line(line) for line in lines]
     checked = Checked(report="", verdicts=judge.verdicts, citations=judge.citations,
-                      resolved=judge.resolved, passages=judge.passages)
-    checked.report = _rewrite(kept, sources, checked, parts)
+                      resolved=judge.resolved)
+    checked.report, order = _rewrite(kept, sources, checked, parts)
+    checked.passages = {new: judge.passages[old] for old, new in order.items()
+                        if old in judge.passages}
     return checked
 
 
@@ -247,7 +251,9 @@ def _sections(body: str) -> list[tuple[str, list[str]]]:
 
 
 def _rewrite(lines: list[str], sources: list[Source], checked: Checked,
-             parts: Mapping[str, Any] | None) -> str:
+             parts: Mapping[str, Any] | None) -> tuple[str, dict[int, int]]:
+    """The report without what failed, renumbered, with its Gaps and Citation check; and the
+    numbers it renumbered (old → new)."""
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
     order: dict[int, int] = {}
     for match in _MARKER.finditer(text):
@@ -266,7 +272,7 @@ def _rewrite(lines: list[str], sources: list[Source], checked: Checked,
         out += _gaps(parts)
     out += _check_section(checked)
     out += ["## Sources", "", *(listed or ["None cited."]), ""]
-    return "\n".join(out)
+    return "\n".join(out), order
 
 
 def _source_line(number: int, source: Source) -> str:

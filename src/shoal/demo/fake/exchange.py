@@ -19,6 +19,10 @@ from shoal.demo.fake.wire import Conversation, Reply, fit_calls
 
 DEMO_MODEL = "shoal-demo"
 LABEL = "[demo model]"
+NOTICE = ("> Written by Shoal's built-in demo model, which answers from what its tools returned "
+          "and its script, not a real model. To connect one (Claude Code, an API key, Ollama, "
+          "any OpenAI-compatible server), see the README's \"AI tools on a worker\".")
+"""The first lines of every result the demo model writes (a report, a summary)."""
 
 
 @dataclass(frozen=True, slots=True)
