@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shoal.engine import dag, graph
@@ -28,15 +28,17 @@ from shoal.engine.planning import Plan
 from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
-from shoal.states import SubtaskStatus, transition
-from shoal.workflows import checks, expansion, people, questions
+from shoal.states import TERMINAL_TASK, SubtaskStatus, transition
+from shoal.workflows import checks, expansion, people, questions, reserve
 from shoal.workflows.board import Board
 from shoal.workflows.document import Role, StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
+from shoal.workflows.reserve import SHORT
 
 MAX_INPUT_CHARS = 16_000  # of one dependency's answer in a task's prompt (a report, say)
 MAX_INPUTS_CHARS = 48_000  # of all of them
 MAX_JUDGED_CHARS = 8_000  # of the answer a judge reads
+MAX_ASKED_CHARS = 3_000  # of what its task was asked, that a judge reads
 GAP = "[gap]"  # how a gap's answer begins
 INPUTS_HEADING = "# What the tasks this one depends on found"
 
@@ -60,6 +62,7 @@ class GatedRuns(Board):
         if not (doc_step.types and self._switch(step.task, doc_step.approve_plan)):
             if expansion.add_planned(step, self.doc, doc_step, planner, answer,
                                      self._planned_prompt(step, doc_step)):
+                self._hold_first(step, doc_step, planner)
                 self._move_on(step)
             return
         try:
@@ -98,6 +101,7 @@ class GatedRuns(Board):
             expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
                                (planner.id,), prompt, kinds=kinds, questions=questions,
                                serves=serves)
+        self._hold_first(step, doc_step, planner)
         self._move_on(step)
 
     def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
@@ -170,7 +174,8 @@ class GatedRuns(Board):
         role = self.doc.roles[gate.judge]
         answer = _answer_text(target)
         item = (f"{target.name} (a {target.options.plan_type} task)\n\nWhat it was asked:\n"
-                f"{target.description[:3000]}\n\nIts answer:\n{answer[:MAX_JUDGED_CHARS]}")
+                f"{target.description[:MAX_ASKED_CHARS]}\n\nIts answer:\n"
+                f"{answer[:MAX_JUDGED_CHARS]}")
         self._serving(step, target, StepKind.JUDGE, gate.judge,
                       self._prompt(step, self._plan_step(target), role, "", item),
                       name=f"Gate: {target.name}", servers=role.mcp_specs(),
@@ -233,6 +238,8 @@ class GatedRuns(Board):
             graph.fail_task(step, f"{said}.")
         elif (used := self._count(step, target, StepKind.CORRECT)) < self._cap(
                 step.task, gate.retries):
+            if self._retry_short(step, target, said):
+                return
             self._note(step, target, f"{said}; retrying ({used + 1} of "
                                      f"{self._cap(step.task, gate.retries)}).")
             self._retry(step, target, gate, output, f"{said}.")
@@ -300,8 +307,10 @@ class GatedRuns(Board):
 
     def _gap(self, step: Step, target: SubtaskRecord, why: str) -> None:
         """`target` is skipped: completed with a gap for an answer; what depends on it goes on."""
+        spent = target.output.usage if target.output is not None else {}
         sub = step.set_subtask(target, status=transition(target.status, SubtaskStatus.COMPLETED),
-                               output=StepOutput(text=f"{GAP} {target.name}: {why}."),
+                               output=StepOutput(text=f"{GAP} {target.name}: {why}.",
+                                                 usage=spent),
                                options=evolve(target.options, gap=why), progress=100,
                                completed_at=step.ctx.now, current_attempt_id=None)
         graph.emit_subtask(step, sub)
@@ -347,10 +356,11 @@ class GatedRuns(Board):
         """Queue the runs of `sub`'s plan that may start now, each told what the tasks it
         depends on found: in waves, every run of the lowest wave not yet completed. First, if
         the task's budget cannot cover the runs not started yet, skip those whose type allows
-        it (`_afford`)."""
+        it (`_afford`); with a reserve, such runs start one at a time until one has completed
+        (`reserve.may_start`)."""
         subs = step.subtasks
         runs = [s for s in self._round(step, sub) if "." in s.key]
-        if step.task.meta.budget is not None and self._afford(step, runs):
+        if step.task.meta.budget is not None and self._afford(step, doc_step, runs):
             runs = [subs[s.id] for s in runs]
         if self._schedule(step.task, doc_step) is Schedule.WAVES:
             waiting = [s.options.wave or 0 for s in runs if s.status is not SubtaskStatus.COMPLETED]
@@ -359,45 +369,36 @@ class GatedRuns(Board):
             wave = min(waiting)
             ready = [s for s in runs if s.status is SubtaskStatus.PENDING
                      and (s.options.wave or 0) <= wave]
-            if ready:
-                total = 1 + max(s.options.wave or 0 for s in runs)
-                step.emit(EventType.NOTICE, level="info", wave=wave + 1, waves=total,
-                          message=f"Wave {wave + 1} of {total} starts: "
-                                  + ", ".join(s.name for s in ready) + ".")
         else:
             ready = [s for s in runs if s.status is SubtaskStatus.PENDING]
+        ready = [s for s in ready
+                 if all(subs[d].status is SubtaskStatus.COMPLETED for d in s.dependencies)]
+        if ready and self._reserving(step, doc_step):
+            ready = reserve.may_start(self._estimate(step, runs), ready)
+        if ready and self._schedule(step.task, doc_step) is Schedule.WAVES:
+            total = 1 + max(s.options.wave or 0 for s in runs)
+            step.emit(EventType.NOTICE, level="info", wave=wave + 1, waves=total,
+                      message=f"Wave {wave + 1} of {total} starts: "
+                              + ", ".join(s.name for s in ready) + ".")
         for other in ready:
-            if all(subs[d].status is SubtaskStatus.COMPLETED for d in other.dependencies):
-                kind = self._type_of(other)  # after the retrievals: told what they answered
-                parts = questions.told(subs.values()) if kind and not kind.serves else ""
-                queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
-                                          description=other.description + self._inputs(
-                                              step, other) + parts)
-                graph.emit_subtask(step, queued)
+            kind = self._type_of(other)  # after the retrievals: told what they answered
+            parts = questions.told(subs.values()) if kind and not kind.serves else ""
+            queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
+                                      description=other.description + self._inputs(
+                                          step, other) + parts)
+            graph.emit_subtask(step, queued)
 
-    def _afford(self, step: Step, runs: list[SubtaskRecord]) -> bool:
+    def _afford(self, step: Step, doc_step: StepDoc, runs: list[SubtaskRecord]) -> bool:
         """Skip, as gaps, the runs not started yet whose type allows it (`if_budget_short`),
         lowest priority first (the later in the plan among equals), while the budget left
-        cannot cover the runs not started at what each completed run has cost so far (the
-        planner's and the gates' spending included, so the estimate errs high). True if any
-        was skipped."""
-        budget = step.task.meta.budget
-        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED and not s.options.gap)
-        waiting = [s for s in runs if s.status is SubtaskStatus.PENDING]
-        if budget is None or not done or not waiting:
-            return False
-        tokens, cost = graph.spending(step.task, step.attempts.values())
-
-        def short(left: int) -> bool:
-            return any(limit is not None and spent + spent / done * left > limit
-                       for spent, limit in ((tokens, budget.tokens), (cost, budget.cost_usd)))
-        skippable = sorted((s for s in waiting if (kind := self._type_of(s)) is not None
-                            and kind.if_budget_short is IfFailed.GAP),
-                           key=lambda s: (s.priority, -int(s.key.rpartition(".")[2])))
-        skipped: list[SubtaskRecord] = []
-        while skippable and short(len(waiting) - len(skipped)):
-            skipped.append(skippable.pop(0))
-        why = "skipped: the task's budget cannot cover it with the rest of the plan"
+        cannot cover the rest of the plan: with a reserve, as `reserve` estimates it; else
+        the runs not started at what each completed run has cost so far (the planner's and
+        the gates' spending included, so the estimate errs high). True if any was skipped."""
+        if self._reserving(step, doc_step):
+            skipped = reserve.to_skip(step, self._estimate(step, runs))
+        else:
+            skipped = self._at_average(step, runs)
+        why = f"skipped: {SHORT} it with the rest of the plan"
         for run in skipped:
             gap = step.set_subtask(run, status=transition(run.status, SubtaskStatus.COMPLETED),
                                    output=StepOutput(text=f"{GAP} {run.name}: {why}."),
@@ -409,6 +410,77 @@ class GatedRuns(Board):
                 f"The budget left cannot cover the rest of the plan: skipped "
                 f"{', '.join(s.name for s in skipped)}; the result will say what is missing."))
         return bool(skipped)
+
+    def _at_average(self, step: Step, runs: list[SubtaskRecord]) -> list[SubtaskRecord]:
+        budget = step.task.meta.budget
+        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED and not s.options.gap)
+        waiting = [s for s in runs if s.status is SubtaskStatus.PENDING]
+        if budget is None or not done or not waiting:
+            return []
+        tokens, cost = graph.spending(step.task, step.attempts.values())
+
+        def short(left: int) -> bool:
+            return any(limit is not None and spent + spent / done * left > limit
+                       for spent, limit in ((tokens, budget.tokens), (cost, budget.cost_usd)))
+        skippable = sorted((s for s in waiting if (kind := self._type_of(s)) is not None
+                            and kind.if_budget_short is IfFailed.GAP),
+                           key=lambda s: (s.priority, -int(s.key.rpartition(".")[2])))
+        skipped: list[SubtaskRecord] = []
+        while skippable and short(len(waiting) - len(skipped)):
+            skipped.append(skippable.pop(0))
+        return skipped
+
+    # ---- the budget's reserve (`reserve`) -------------------------------------------------
+
+    def _reserving(self, step: Step, doc_step: StepDoc) -> bool:
+        """Whether the task's budget keeps a reserve for the plan of `doc_step`."""
+        return step.task.meta.budget is not None and any(
+            k.reserved for k in doc_step.types.values())
+
+    def _estimate(self, step: Step, runs: list[SubtaskRecord]) -> reserve.Estimate:
+        reading = reserve.Reading(answer=lambda s: min(len(_answer_text(s)), MAX_INPUT_CHARS),
+                                  given=_given_chars, judged=self._judged_chars)
+        return reserve.Estimate(step, sorted(runs, key=_plan_index), self._type_of, reading)
+
+    def _judged_chars(self, kind: PlanType, prompt: int, answer: int) -> int:
+        assert kind.gate is not None  # asked only of a type with a gate
+        judge = self.doc.roles[kind.gate.judge]
+        contract = len(json.dumps(judge.output, indent=1)) if judge.output else 0
+        return (len(judge.prompt) + contract + min(prompt, MAX_ASKED_CHARS)
+                + min(answer, MAX_JUDGED_CHARS) + 200)
+
+    def _hold_first(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord) -> None:
+        """The plan was made: with a reserve, skip what the budget cannot cover already, and
+        let only one run that may be skipped start until one has completed."""
+        if not self._reserving(step, doc_step) or step.task.status in TERMINAL_TASK:
+            return
+        runs = [s for s in self._round(step, planner) if "." in s.key]
+        if self._afford(step, doc_step, runs):
+            runs = [step.subtasks[s.id] for s in runs]
+        queued = [s for s in runs if s.status is SubtaskStatus.QUEUED]
+        allowed = {s.id for s in reserve.may_start(self._estimate(step, runs), queued)}
+        for run in queued:
+            if run.id not in allowed:
+                graph.emit_subtask(step, step.set_subtask(run, status=SubtaskStatus.PENDING))
+
+    def _retry_short(self, step: Step, target: SubtaskRecord, said: str) -> bool:
+        """With a reserve, a retry the budget cannot cover does not run: a run that may be
+        skipped becomes a gap, a reserved one keeps its answer (True: decided)."""
+        doc_step = self._plan_step(target)
+        if not self._reserving(step, doc_step):
+            return False
+        est = self._estimate(step, [s for s in self._round(step, target) if "." in s.key])
+        if not (est.skippable(target) or est.reserved(target)) or reserve.retry_fits(
+                step, est, target):
+            return False
+        if est.skippable(target):
+            self._gap(step, target, f"{said.rstrip('.')}, and its retry was skipped: {SHORT} "
+                                    "it with the rest of the plan")
+        else:
+            self._note(step, target, f"{said}; not retried: {SHORT} a retry with the rest of "
+                                     "the plan, so its answer is kept.")
+            self._accept(step, target)
+        return True
 
     def _inputs(self, step: Step, run: SubtaskRecord) -> str:
         """What the planned tasks `run` depends on found, each in a `<result>` element (a gap
@@ -457,3 +529,15 @@ def _field(value: Mapping[str, Any], path: str) -> Any:
     for part in path.split("."):
         found = found.get(part) if isinstance(found, Mapping) else None
     return found
+
+
+def _given_chars(answers: Sequence[int]) -> int:
+    """What answers of these lengths add to a prompt, as `_inputs` writes them."""
+    if not answers:
+        return 0
+    shown = min(sum(min(a, MAX_INPUT_CHARS) for a in answers), MAX_INPUTS_CHARS)
+    return len(INPUTS_HEADING) + shown + 80 * len(answers)
+
+
+def _plan_index(sub: SubtaskRecord) -> int:
+    return int(sub.key.rpartition(".")[2])

@@ -8,7 +8,10 @@ scheduled (`waves` or `eager`) and the plan used when the planner gives none (`d
   role: planner
   schedule: "{schedule}"          # waves: wave N+1 starts once every gate of wave N decided
   types:
-    write_report: {role: writer, writes_result: true}   # its answer is the report file
+    write_report:
+      role: writer
+      writes_result: true         # its answer is the report file
+      reserved: true              # with a budget, what it will cost is kept back for it
     retrieval_rag:
       role: rag                   # who runs a task of this type
       description: search the documents for passages that answer a question
@@ -37,8 +40,11 @@ way), or rejects it. A gate's judge is a role whose answer's contract holds the 
 a field path); below
 `min_score` the gate's `on_fail` acts: `retry` runs the task again with the judge's answer and
 the `hint` (at most `retries` times, then `then`: `gap`, `keep` or `fail`), `warn` keeps the
-answer with a notice, `fail` fails the task. The checks that need the whole document (roles that
-exist, parameters of the right type) are `problems`, which `document.problems` calls.
+answer with a notice, `fail` fails the task. With a budget, the runs of `reserved` types are
+budgeted first: what they will cost is kept back, estimated from what they will read, and runs of
+`if_budget_short: gap` types are skipped to keep it (`reserve`). The checks that need the whole
+document (roles that exist, parameters of the right type) are `problems`, which
+`document.problems` calls.
 """
 
 from __future__ import annotations
@@ -140,6 +146,7 @@ class PlanType(_Strict):
     if_failed: IfFailed = IfFailed.FAIL
     writes_result: bool = False  # its answer is the document's result file (the report)
     if_budget_short: IfFailed = IfFailed.FAIL  # gap: skipped when the budget cannot cover it
+    reserved: bool = False  # the budget keeps back what its runs will cost (`reserve`)
     phase: Phase = Phase.EXECUTING  # the task's phase while tasks of this type are left
     check: CheckKind | None = None  # citations: every cited sentence checked in code
 
@@ -201,6 +208,7 @@ def problems(step: Any, i: int, roles: Mapping[str, Any],
         if kind.check is not None and not kind.writes_result:
             found.append(((*at, "check"), "the check rewrites the result file: give the type "
                                           "`writes_result: true`"))
+    found += _reserve_problems(step, where)
     names: list[str] = []
     for j, task in enumerate(step.default_plan):
         if task.type not in step.types:
@@ -225,6 +233,24 @@ def _question_problems(step: Any, where: Path) -> list[tuple[Path, str]]:
         return [((*where, "questions"), "no type `serves` the sub-questions: mark the types "
                                         "whose tasks answer them")]
     return []
+
+
+def _reserve_problems(step: Any, where: Path) -> list[tuple[Path, str]]:
+    """A reserved type is never skipped for the budget, and keeps its reserve by skipping
+    others: some type of the step must say `if_budget_short: gap`."""
+    found: list[tuple[Path, str]] = []
+    skippable = [n for n, k in step.types.items() if k.if_budget_short is IfFailed.GAP]
+    for name, kind in step.types.items():
+        if not kind.reserved:
+            continue
+        at: Path = (*where, "types", name, "reserved")
+        if kind.if_budget_short is IfFailed.GAP:
+            found.append((at, "a reserved type is not skipped for the budget: give it "
+                              "`reserved` or `if_budget_short: gap`, not both"))
+        elif not skippable:
+            found.append((at, "nothing can be skipped to keep the reserve: give the types "
+                              "that may be left out `if_budget_short: gap`"))
+    return found
 
 
 def _gate_problems(at: Path, gate: TypeGate, roles: Mapping[str, Any],
