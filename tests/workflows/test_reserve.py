@@ -1,7 +1,9 @@
 """The budget's reserve, run by the engine with no I/O: what the result's runs will cost is
 estimated from what they will read and kept back; runs that may be skipped start one at a time
 until one has cost something, then as many as the budget covers beside the reserve, the rest
-skipped (lowest priority first); a retry the budget cannot cover is not run."""
+skipped (lowest priority first); a retry the budget cannot cover is not run; the report is
+marked partial; and when the budget runs out before the report is written, Shoal writes it from
+what the completed runs found."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from typing import Any
 import pytest
 
 from shoal.engine import graph
-from shoal.engine.inputs import Dispatched, Finished
-from shoal.engine.model import AttemptRecord, Budget, SubtaskRecord, evolve
+from shoal.engine.inputs import Dispatched, Finished, UsageReported
+from shoal.engine.model import AttemptRecord, Budget, SubtaskRecord, WrittenFile, evolve
 from shoal.engine.step import Context, Step
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -55,9 +57,11 @@ GOOD = json.dumps({"score": 0.9})
 
 
 class Budgeted(Run):
-    """A task of the digest document with a token budget."""
+    """A task of the digest document with a token budget, keeping the files the engine
+    writes."""
 
     def __init__(self, tokens: int, document: str = DIGEST) -> None:
+        self.files: list[WrittenFile] = []
         super().__init__(document)
         self.state = replace(self.state, task=evolve(self.state.task, meta=evolve(
             self.state.task.meta, budget=Budget(tokens=tokens))))
@@ -66,6 +70,7 @@ class Budgeted(Run):
         decision = graph.decide(self.flow, self.state, inp, Context(now=NOW))  # type: ignore[arg-type]
         self.state = decision.state
         self.events += [(e.type, dict(e.data)) for e in decision.events]
+        self.files += decision.files
 
     def spend(self, name: str, text: str, tokens: int, *, judge: bool = False) -> None:
         """Run the queued run `name` (or its gate's judge) and finish it with `text`, having
@@ -161,10 +166,10 @@ def test_without_a_reserved_type_every_lookup_starts_at_once() -> None:
         "Find A", "Find B", "Find C"}
 
 
-def test_lookups_the_reserve_leaves_no_room_for_are_skipped_and_the_writer_is_told() -> None:
+def test_lookups_the_reserve_leaves_no_room_for_are_skipped_and_the_report_says_so() -> None:
     """Find A cost 1,375 tokens with its gate; with 4,000 allowed, 1,925 spent, and the
     report's reserve, one more lookup fits: Find B runs, Find C (the later of equals) is
-    skipped, and the writer is told."""
+    skipped. The report is marked partial, and its Gaps section names Find C."""
     run = Budgeted(4_000)
     run.spend("plan", PLAN, 500)
     run.found("Find A", findings("A is 3"))
@@ -175,10 +180,27 @@ def test_lookups_the_reserve_leaves_no_room_for_are_skipped_and_the_writer_is_to
     run.found("Find B", findings("B is 5"))
     write = run.named("Write")
     assert '<gap task="Find C">' in write.description
-    run.spend("Write", "# The digest\n\nA is 3 [1]. B is 5 [2].\n", 300)
+    run.spend("Write", "# The digest\n\nA is 3 [1]. B is 5 [2].\n\n## Gaps\n\n- None.\n", 300)
     assert run.state.task.status is TaskStatus.COMPLETED
     done = [d for t, d in run.events if t is EventType.TASK_COMPLETE][-1]
     assert (done["partial"], done["gaps"]) == (True, ["Find C"])
+    [report] = run.files
+    assert (report.path, report.subtask_id) == ("report.md", write.id)
+    assert report.text.startswith("Partial report: the task's budget could not cover every "
+                                  "task of its plan. Skipped: Find C.")
+    gaps = report.text.split("## Gaps", 1)[1]
+    assert "- Find C: skipped: the task's budget cannot cover it" in gaps
+    assert "A is 3 [1]. B is 5 [2]." in report.text  # the writer's report, kept whole
+
+
+def test_a_report_that_skipped_nothing_is_not_rewritten() -> None:
+    run = Budgeted(100_000)
+    run.spend("plan", PLAN, 500)
+    for name in ("Find A", "Find B", "Find C"):
+        run.found(name, findings(f"{name} found"))
+    run.spend("Write", "# The digest", 300)
+    assert run.state.task.status is TaskStatus.COMPLETED
+    assert run.files == []
 
 
 def test_a_retry_the_budget_cannot_cover_is_not_run_the_lookup_is_a_gap() -> None:
@@ -206,6 +228,43 @@ def test_a_report_the_budget_cannot_revise_keeps_its_answer_rather_than_failing(
     assert run.state.task.status is TaskStatus.COMPLETED
     assert any("not retried: the task's budget cannot cover a retry" in n
                for n in run.notices())
+
+
+def test_when_the_budget_runs_out_before_the_report_shoal_writes_it_from_the_findings() -> None:
+    """The writer's spending passes the budget: the task ends `budget_exceeded`, and the
+    report file is Shoal's own: the question, each finding with its numbered citation, the
+    Gaps (skipped, and not finished), the Sources."""
+    run = Budgeted(4_000)
+    run.spend("plan", PLAN, 500)
+    run.found("Find A", findings("A is 3", "A grew"))
+    run.found("Find B", findings("B is 5"))
+    write = run.named("Write")
+    att = run.dispatch(write)
+    run.decide(UsageReported(att.id, {"input_tokens": 2_000}))
+    assert run.state.task.status is TaskStatus.BUDGET_EXCEEDED
+    [report] = run.files
+    assert (report.path, report.subtask_id) == ("report.md", write.id)
+    text = report.text
+    assert text.startswith("Partial report: the task's budget ran out (5300 tokens of 4000) ")
+    assert "Shoal wrote this one from what was done, without a model. Skipped: Find C. " \
+           "Not finished: Write." in text.split("\n", 1)[0]
+    assert f"# {run.state.task.description}" in text
+    assert "### Find A\n\n- A is 3 [1]\n- A grew [2]" in text
+    assert "### Find B\n\n- B is 5 [1]" in text  # the same citation, the same number
+    gaps = text.split("## Gaps", 1)[1].split("## Sources", 1)[0]
+    assert "- Find C: skipped: the task's budget cannot cover it" in gaps
+    assert "- Write" not in gaps  # it is the report
+    sources = text.split("## Sources", 1)[1]
+    assert "[1] doc.md, lines 1-3\n[2] doc.md, lines 2-4" in sources
+    assert any("written from what was done, by Shoal" in n for n in run.notices())
+
+
+def test_a_plan_without_a_reserve_writes_nothing_when_its_budget_runs_out() -> None:
+    run = Budgeted(2_000, DIGEST.replace(", reserved: true", ""))
+    run.spend("plan", PLAN, 500)
+    run.spend("Find A", findings("A is 3"), 2_000)
+    assert run.state.task.status is TaskStatus.BUDGET_EXCEEDED
+    assert run.files == []
 
 
 @pytest.mark.parametrize(("change", "problem"), [

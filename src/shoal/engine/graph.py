@@ -89,9 +89,9 @@ def decide(flow: Workflow, state: TaskState, inp: EngineInput, ctx: Context) -> 
         case Declined():
             _declined(step, inp)
         case UsageReported():
-            _usage_reported(step, inp)
+            _usage_reported(flow, step, inp)
         case BudgetCheck():
-            check_budget(step)
+            check_budget(flow, step)
         case CancelRequested():
             cancel(step, inp.reason)
         case CheckpointDecision() | CheckpointExpired() | Unplaceable():
@@ -169,7 +169,7 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
         if not flow.attempt_failed(step, sub, error):
             _retry_or_fail(flow, step, sub, error, backoff=True)
     if any(spent) and step.task.meta.budget is not None:
-        check_budget(step)
+        check_budget(flow, step)
 
 
 def _expired(flow: Workflow, step: Step, inp: Expired) -> None:
@@ -291,13 +291,13 @@ def close_checkpoints(step: Step, why: str) -> None:
 # ---- budgets --------------------------------------------------------------------------------
 
 
-def _usage_reported(step: Step, inp: UsageReported) -> None:
+def _usage_reported(flow: Workflow, step: Step, inp: UsageReported) -> None:
     """A live attempt's spending so far: kept on the attempt, counted against the budget."""
     att = step.attempts.get(inp.attempt_id)
     if att is None or step.task.status in TERMINAL_TASK:
         return  # it ended meanwhile: its result carries what it spent
     step.set_attempt(att, usage=dict(inp.usage))
-    check_budget(step)
+    check_budget(flow, step)
 
 
 def spending(task: TaskRecord, live: Iterable[AttemptRecord]) -> tuple[int, float]:
@@ -310,8 +310,9 @@ def spending(task: TaskRecord, live: Iterable[AttemptRecord]) -> tuple[int, floa
     return tokens, cost
 
 
-def check_budget(step: Step) -> None:
-    """End the task `budget_exceeded` once it has spent what its budget allows."""
+def check_budget(flow: Workflow, step: Step) -> None:
+    """End the task `budget_exceeded` once it has spent what its budget allows; its workflow
+    then writes what it can from what is done (`Workflow.budget_ran_out`)."""
     budget, task = step.task.meta.budget, step.task
     if budget is None or task.status in TERMINAL_TASK or task.status is TaskStatus.QUEUED:
         return
@@ -331,6 +332,7 @@ def check_budget(step: Step) -> None:
                "finished is kept.")
     step.emit(EventType.NOTICE, level="warning", limit=which.value, message=message)
     _end(step, TaskStatus.BUDGET_EXCEEDED, message, "the task's budget ran out")
+    flow.budget_ran_out(step, used)
 
 
 # ---- task endings ---------------------------------------------------------------------------

@@ -342,6 +342,18 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A file the engine itself writes for a subtask (a partial result written from what was
+    done): stored by the runtime as a version of that subtask's file, `id` standing for the
+    attempt that would have produced it."""
+
+    id: uuid.UUID
+    subtask_id: uuid.UUID
+    path: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One try of a subtask on one worker."""
 

@@ -2,7 +2,8 @@
 
 `Step` is mutable so the engine's functions can record changes one by one; `Step.finish()`
 freezes them into a `Decision`: the new state plus exactly what changed (rows to write, events
-to append, attempts to cancel). `Context` is all a decision may know about the world.
+to append, attempts to cancel, files the engine wrote). `Context` is all a decision may know
+about the world.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shoal.engine.model import (
     StepKind,
     SubtaskRecord,
     TaskState,
+    WrittenFile,
     evolve,
 )
 from shoal.engine.quality import PENDING_REVIEW
@@ -57,6 +59,7 @@ class Decision:
     new_checkpoints: list[uuid.UUID] = field(default_factory=list)
     changed_checkpoints: dict[uuid.UUID, CheckpointRecord] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
+    files: list[WrittenFile] = field(default_factory=list)  # written by the engine itself
 
 
 class Step:
@@ -199,6 +202,10 @@ class Step:
 
     def record(self, table: str, **values: Any) -> None:
         self.d.records.append(Record(table, values))
+
+    def write_file(self, sub: SubtaskRecord, path: str, text: str) -> None:
+        """Write `text` as a new version of `sub`'s file `path` (the runtime stores it)."""
+        self.d.files.append(WrittenFile(self.ctx.new_id(), sub.id, path, text))
 
     def audit(self, user_id: uuid.UUID | None, action: str, object_type: str,
               object_id: uuid.UUID, **details: Any) -> None:

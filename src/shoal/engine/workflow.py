@@ -55,6 +55,11 @@ class Workflow(Protocol):
     def handle(self, step: Step, inp: Decided) -> None:
         """A checkpoint decision or expiry, or a step no connected worker can take."""
 
+    def budget_ran_out(self, step: Step, why: str) -> None:
+        """The task's budget ran out (`why`: what was spent of which limit, "9,120 tokens of
+        9,000") and it has just ended `budget_exceeded`: write what can be written from what
+        is done (a partial result), or nothing."""
+
     def completion(self, step: Step) -> Mapping[str, Any]:
         """What the `task_complete` event says besides the status and usage."""
 

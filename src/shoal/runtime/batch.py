@@ -7,17 +7,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection as SyncConnection
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from shoal.artifacts.store import ArtifactStore
 from shoal.engine.model import AttemptRecord, TaskRecord, TaskState
 from shoal.engine.step import Decision
 from shoal.events import Event, NewEvent, compact
 from shoal.runtime.fleet import Connection
+from shoal.store import files as file_rows
 from shoal.store import pg_batch
 from shoal.store.db import Database
 from shoal.store.events import append_events_sync
@@ -46,13 +48,14 @@ class TaskWork:
         m.new_checkpoints.extend(d.new_checkpoints)
         m.changed_checkpoints.update(d.changed_checkpoints)
         m.records.extend(d.records)
+        m.files.extend(d.files)
 
     @property
     def dirty(self) -> bool:
         """Whether anything needs writing."""
         m = self.merged
         return bool(m.task_changed or m.new_subtasks or m.changed_subtasks or m.changed_attempts
-                    or m.changed_checkpoints or m.records)
+                    or m.changed_checkpoints or m.records or m.files)
 
 
 SqlStep = Callable[[SyncConnection], None]
@@ -84,6 +87,24 @@ class Batch:
         """Fold a decision into its task's work and keep its events in order."""
         work.apply(d)
         self.events.extend(d.events)
+
+    async def store_files(self, artifacts: ArtifactStore) -> None:
+        """Store the files the engine wrote in this batch's decisions, each a new version of
+        its subtask's file, and add their artifact rows to the batch's writes."""
+        rows: list[dict[str, Any]] = []
+        # A microsecond after the files of the results this batch took in: the version the
+        # engine wrote from one (a report marked partial) is the newest.
+        after = self.now + timedelta(microseconds=1)
+        for task_id, work in self.works.items():
+            for written in work.merged.files:
+                data = written.text.encode("utf-8")
+                entry = {"path": written.path, "size": len(data),
+                         "sha256": await artifacts.put(data)}
+                rows += file_rows.manifest_rows(task_id=task_id, subtask_id=written.subtask_id,
+                                                attempt_id=written.id, entries=[entry],
+                                                now=after)
+        if rows:
+            self.rows.append((file_rows.artifacts, rows))
 
     async def commit(self, db: Database) -> tuple[dict[uuid.UUID, TaskState], list[Event]]:
         """Write everything in one transaction — on PostgreSQL one self-committing statement,

@@ -360,6 +360,7 @@ class Runtime:
                 for job in batch:
                     await self._handle(rd, b, job, ctx)
             self._scheduler.schedule(b, ctx)
+            await b.store_files(self.artifacts)
             states, stored = await b.commit(self.db)
         except Exception as exc:  # the transaction rolled back: nothing of it happened
             await self._rollback(batch, b, exc, retry_alone=retry_alone, races=races)

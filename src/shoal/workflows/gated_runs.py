@@ -29,7 +29,7 @@ from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import TERMINAL_TASK, SubtaskStatus, transition
-from shoal.workflows import checks, expansion, people, questions, reserve
+from shoal.workflows import checks, expansion, partial_report, people, questions, reserve
 from shoal.workflows.board import Board
 from shoal.workflows.document import Role, StepDoc
 from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
@@ -430,7 +430,7 @@ class GatedRuns(Board):
             skipped.append(skippable.pop(0))
         return skipped
 
-    # ---- the budget's reserve (`reserve`) -------------------------------------------------
+    # ---- the budget's reserve (`reserve`) and a partial result (`partial_report`) -----------
 
     def _reserving(self, step: Step, doc_step: StepDoc) -> bool:
         """Whether the task's budget keeps a reserve for the plan of `doc_step`."""
@@ -481,6 +481,29 @@ class GatedRuns(Board):
                                      "the plan, so its answer is kept.")
             self._accept(step, target)
         return True
+
+    def budget_ran_out(self, step: Step, why: str) -> None:
+        """The budget ran out (`why`): a plan with a reserve gets its result written from
+        what is done (`partial_report.when_out`)."""
+        for runs in self._reserved_plans(step):
+            partial_report.when_out(step, runs, self._type_of, self.doc.result_filename, why)
+
+    def _mark_partial(self, step: Step) -> None:
+        """The task is about to complete: a plan with a reserve that skipped runs for the
+        budget gets its result marked partial (`partial_report.when_done`)."""
+        for runs in self._reserved_plans(step):
+            partial_report.when_done(step, runs, self._type_of, self.doc.result_filename)
+
+    def _reserved_plans(self, step: Step) -> list[list[SubtaskRecord]]:
+        """The runs of the latest plan of each expand step that has reserved types."""
+        found = []
+        for doc_step in self.doc.steps:
+            if not any(k.reserved for k in doc_step.types.values()):
+                continue
+            rounds = [r for r in self._rounds(step, doc_step.id) if any("." in s.key for s in r)]
+            if rounds:
+                found.append(sorted((s for s in rounds[-1] if "." in s.key), key=_plan_index))
+        return found
 
     def _inputs(self, step: Step, run: SubtaskRecord) -> str:
         """What the planned tasks `run` depends on found, each in a `<result>` element (a gap

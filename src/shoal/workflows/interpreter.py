@@ -359,6 +359,7 @@ class DocumentWorkflow(RouteRuns, GatedRuns, StagedRuns, ConversationRuns):
         if (step.task.status is TaskStatus.IN_PROGRESS and not step.checkpoints
                 and all(s.status in TERMINAL_SUBTASK for s in step.subtasks.values())
                 and not any(self._ready(step, s) for s in self.doc.steps)):
+            self._mark_partial(step)  # a plan that skipped runs for its budget says so
             graph.complete_task(self, step)
 
     def _failed(self, step: Step, sub: SubtaskRecord, why: str) -> None:

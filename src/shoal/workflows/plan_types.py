@@ -42,7 +42,8 @@ a field path); below
 the `hint` (at most `retries` times, then `then`: `gap`, `keep` or `fail`), `warn` keeps the
 answer with a notice, `fail` fails the task. With a budget, the runs of `reserved` types are
 budgeted first: what they will cost is kept back, estimated from what they will read, and runs of
-`if_budget_short: gap` types are skipped to keep it (`reserve`). The checks that need the whole
+`if_budget_short: gap` types are skipped to keep it (`reserve`); if the budget runs out anyway,
+the result is written from what is done (`partial_report`). The checks that need the whole
 document (roles that exist, parameters of the right type) are `problems`, which
 `document.problems` calls.
 """
