@@ -351,15 +351,16 @@ def test_a_pdf_without_text_says_so(tmp_path: Path) -> None:
 
 
 def test_html_text_is_what_a_reader_sees(tmp_path: Path) -> None:
-    """Scripts, styles and comments are dropped; blocks get lines, inline text stays joined."""
+    """Scripts, styles and comments are dropped; headings, paragraphs, list items and table
+    rows get lines of their own (Markdown's), inline text stays joined. More in `test_html`."""
     page = (b"<?xml version='1.0' encoding='utf-8'?>\n<html><head><title>The Page</title>"
             b"<style>p { color: red }</style><script>alert('no')</script></head><body>"
             b"<!-- hidden comment --><h1>Heading</h1><p>Hello <b>bold</b> world</p>"
             b"<ul><li>one</li><li>two</li></ul><p>line<br>break</p>"
             b"<table><tr><td>a</td><td>b</td></tr></table></body></html>")
     text = extract_text(_write(tmp_path, "p.html", page), SourceKind.html, max_chars=10_000)
-    assert text.splitlines() == ["The Page", "", "Heading", "", "Hello bold world", "", "one",
-                                 "", "two", "", "line", "break", "", "a b"]
+    assert text.splitlines() == ["# Heading", "", "Hello bold world", "", "- one", "- two", "",
+                                 "line", "break", "", "| a | b |", "| --- | --- |"]
 
 
 def test_deeply_nested_html_reads_in_one_pass(tmp_path: Path) -> None:

@@ -32,10 +32,9 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from bs4 import BeautifulSoup, CData, Tag
-from bs4.element import NavigableString, PageElement
 from pypdf import PageObject, PasswordType, PdfReader
 
+from shoal.artifacts.html import page_text
 from shoal.artifacts.parquet import read_parquet_summary
 from shoal.artifacts.paths import check_relative_path
 from shoal.errors import InvalidInput, UnsafePath, UnsupportedMedia
@@ -373,8 +372,9 @@ def extract_text(path: Path, kind: SourceKind, *, max_chars: int) -> str:
     """The text a model reads of a file that passed `validate`, at most `max_chars` characters
     (a cut ends with a marker saying so), storable (no NUL, no lone surrogate).
 
-    Markdown and text as they are; HTML's visible text (no scripts or styles; a line per
-    block); each PDF page's text after a `[page N]` line; a CSV's header, first
+    Markdown and text as they are; HTML's main content without its navigation and boilerplate
+    (`shoal.artifacts.html`: headings as Markdown headings, a line per paragraph, list item and
+    table row); each PDF page's text after a `[page N]` line; a CSV's header, first
     `CSV_PREVIEW_ROWS` rows and row count; each SQLite table's columns and row count; a Parquet
     file's row count and columns from its footer (its values are for the data tools).
     Raises only `OSError`, on I/O errors.
@@ -400,52 +400,16 @@ def _plain_text(path: Path, max_chars: int) -> str:
         data.removeprefix(codecs.BOM_UTF8))
 
 
-_DROPPED = frozenset({"script", "style", "noscript", "template", "title", "svg", "iframe",
-                      "object"})
-_BLOCKS = frozenset({"address", "article", "aside", "blockquote", "caption", "dd", "details",
-                     "div", "dl", "dt", "figcaption", "figure", "footer", "form", "h1", "h2",
-                     "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p",
-                     "pre", "section", "summary", "table", "tr", "ul"})
-_CELLS = frozenset({"td", "th"})
-
-
 def _html_text(path: Path, _max_chars: int) -> str:
     with path.open("rb") as file:
         data = file.read(HTML_MAX_BYTES + 1)
     markup = data[:HTML_MAX_BYTES].decode("utf-8", errors="replace").removeprefix("\ufeff")
     # An XML declaration, or markup like a bare URL or file name, makes bs4 warn; the page
     # reads the same without the one and with a trailing newline.
-    markup = re.sub(r"^\s*<\?xml[^>]*>", "", markup) + "\n"
-    soup = BeautifulSoup(markup, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    lines = (" ".join(line.split()) for line in "".join(_visible_text(soup)).splitlines())
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    if title and not text.startswith(title):
-        text = f"{title}\n\n{text}"
+    text = page_text(re.sub(r"^\s*<\?xml[^>]*>", "", markup) + "\n")
     if len(data) > HTML_MAX_BYTES:
         text += f"\n[… only the first {HTML_MAX_BYTES:,} bytes of the page were read]"
     return text
-
-
-def _visible_text(soup: Tag) -> Iterator[str]:
-    """The strings a reader sees, a newline around each block and a space before each table
-    cell, in one pass with a stack: editing the tree instead costs its depth per edit, and
-    a page of nested tags makes that quadratic."""
-    stack: list[PageElement | str] = [soup]
-    while stack:
-        node = stack.pop()
-        if type(node) is str:  # the newline pushed below, to come after a block's content
-            yield node
-        elif isinstance(node, Tag) and node.name not in _DROPPED:
-            if node.name == "br" or node.name in _BLOCKS:
-                yield "\n"
-            elif node.name in _CELLS:
-                yield " "
-            if node.name in _BLOCKS:
-                stack.append("\n")
-            stack.extend(reversed(node.contents))
-        elif type(node) in (NavigableString, CData):  # not comments, doctypes, declarations
-            yield str(node)
 
 
 def _pdf_text(path: Path, max_chars: int) -> str:

@@ -2,9 +2,10 @@
 
 `build_graph(index, extractor)` extracts entities and relations (`shoal.retrieval.extraction`)
 from each passage of one source's index (`shoal.retrieval.index`) and keeps the graph beside that
-index, as networkx node-link JSON named by the source's content hash and the extractor
-(`<sha256>.graph.v<FORMAT>.<mode>-<digest>.json`), so every later task over the same file reuses
-it; a model's unusable answers are left out and counted in the graph's `GraphInfo`.
+index, as networkx node-link JSON named by the source's content hash, the index's format (its
+edges name the index's passages by number) and the extractor
+(`<sha256>.graph.v<FORMAT>.i<index FORMAT>.<mode>-<digest>.json`), so every later task over the
+same file reuses it; a model's unusable answers are left out and counted in the graph's `GraphInfo`.
 
 `knowledge_graph(indexes, extractor)` merges the sources' graphs into one whose edges carry their
 cited passages, by the model when one is given and by the heuristic otherwise — or when the model
@@ -42,6 +43,7 @@ from shoal.retrieval.extraction import (
     display_name,
     entity_key,
 )
+from shoal.retrieval.index import FORMAT as INDEX_FORMAT
 from shoal.retrieval.index import Index
 
 FORMAT = 1
@@ -86,7 +88,7 @@ class SourceGraph:
 def graph_path(index_dir: Path, sha256: str, extractor: Extractor) -> Path:
     """Where the graph of the source with this content hash, by `extractor`, is kept."""
     digest = hashlib.sha256(extractor.key.encode()).hexdigest()[:16]
-    return index_dir / f"{sha256}.graph.v{FORMAT}.{extractor.mode}-{digest}.json"
+    return index_dir / f"{sha256}.graph.v{FORMAT}.i{INDEX_FORMAT}.{extractor.mode}-{digest}.json"
 
 
 async def build_graph(index: Index, extractor: Extractor) -> SourceGraph:

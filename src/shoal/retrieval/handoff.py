@@ -5,7 +5,7 @@ the server adopts what the control plane handed it there (`adopt`); after, it pu
 indexes of the task's sources there (`publish`), and the worker sends them back as a cache of
 the task (`worker.workspace`), for the next worker over the same file.
 
-A file is named by its source's content hash (`<sha256>.v1.sqlite`, `<sha256>.graph….json`),
+A file is named by its source's content hash (`<sha256>.v2.sqlite`, `<sha256>.graph….json`),
 so a file can only stand for the content it was made from. These functions block: call them in
 a thread.
 """

@@ -39,8 +39,9 @@ from shoal.errors import NotFound, ToolError
 from shoal.retrieval.chunks import Chunk, Citation, split_passages
 from shoal.retrieval.embeddings import Embedder, Vectors
 
-FORMAT = 1
-"""The index file's format: a file of another format is not read (a new one is built)."""
+FORMAT = 2
+"""The index file's format, and of the text and passages in it: a file of another format is
+not read (a new one is built). 2: HTML pages are read as their main content."""
 
 MAX_TEXT_CHARS = 2_000_000
 """How much of a source's text is indexed (the `source_text_chars` setting's default)."""
