@@ -19,6 +19,7 @@ from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
+from tests.artifacts.real_files import write_docx, write_xlsx
 from tests.runtime.harness import echo_worker, login, wait_for_status
 
 LIMIT = 256 * 1024  # bytes an upload may hold, in these tests
@@ -113,6 +114,27 @@ async def test_sources_reach_the_workspace_and_the_report(
     assert len(listed) == 3
     in_use = await client.delete(f"/api/v1/uploads/{uploads[0]['upload_id']}")
     assert in_use.status_code == 409
+
+
+async def test_a_word_document_and_a_workbook_upload_with_their_kinds(
+    server: RunningServer, client: httpx.AsyncClient, tmp_path: Path,
+) -> None:
+    """A .docx and a .xlsx (built from this machine's licence text and package list) are
+    sources of kinds docx and xlsx, with their text; the same .docx cut short is a 422 that
+    leaves nothing behind."""
+    write_docx(tmp_path / "licence.docx")
+    write_xlsx(tmp_path / "packages.xlsx")
+    document, book = ((tmp_path / n).read_bytes() for n in ("licence.docx", "packages.xlsx"))
+    resp = await _upload(client, ("licence.docx", document), ("packages.xlsx", book))
+    assert resp.status_code == 201, resp.text
+    assert [(u["name"], u["kind"]) for u in resp.json()["uploads"]] == [
+        ("licence.docx", "docx"), ("packages.xlsx", "xlsx")]
+    assert all(u["text_chars"] > 1000 for u in resp.json()["uploads"])
+    before = await _state(server)
+    cut = await _upload(client, ("cut.docx", document[: len(document) // 2]))
+    assert cut.status_code == 422, cut.text
+    assert "Word document" in cut.json()["message"]
+    await _nothing_left(server, before)
 
 
 def _zip(members: dict[str, bytes]) -> bytes:

@@ -225,13 +225,15 @@ def test_utf16_text_is_told_to_become_utf8() -> None:
         sniff("hello".encode("utf-16"), "hello.txt")
 
 
-def test_an_office_document_is_unsupported_not_a_zip() -> None:
-    """A `.docx` is a zip inside, but it is refused (415), not unpacked."""
+def test_an_office_document_shoal_cannot_read_is_unsupported_not_a_zip() -> None:
+    """A `.pptx` is a zip inside, but it is refused (415), not unpacked; a `.docx` is read
+    (`test_office`)."""
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("word/document.xml", "<w:document/>")
-    with pytest.raises(UnsupportedMedia, match="Word document"):
-        sniff(archive.getvalue(), "letter.docx")
+        zf.writestr("ppt/presentation.xml", "<p:presentation/>")
+    with pytest.raises(UnsupportedMedia, match="PowerPoint presentation"):
+        sniff(archive.getvalue(), "slides.pptx")
+    assert sniff(archive.getvalue(), "letter.docx") is SourceKind.docx
 
 
 def test_an_empty_file_is_invalid_not_unsupported() -> None:

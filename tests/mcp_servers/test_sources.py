@@ -22,6 +22,7 @@ from shoal.retrieval import index as indexes
 from shoal.retrieval.embeddings import NO_EMBEDDING_MODEL
 from shoal.retrieval.extraction import EXTRACTOR_ROLE, NO_CHAT_MODEL
 from shoal.tools.mcp_config import launch
+from tests.artifacts.real_files import write_docx, write_xlsx
 from tests.retrieval.samples import BUILT_FACT, FERRY_FACT, write_data, write_documents
 
 pytestmark = pytest.mark.timeout(90)
@@ -278,3 +279,30 @@ def _passage_count(index_dir: Path, folder: Path) -> int:
         total += index.chunk_count()
         index.close()
     return total
+
+
+async def test_a_word_document_is_searched_and_a_workbook_queried(tmp_path: Path) -> None:
+    """A .docx is a document search_passages cites under its headings; each sheet of a .xlsx
+    is a table for query_data, named `<file>.<sheet>` (files built from this machine's
+    licence text and package list)."""
+    root = tmp_path / "attempt"
+    (root / "sources").mkdir(parents=True)
+    write_docx(root / "sources" / "licence.docx")
+    rows = write_xlsx(root / "sources" / "packages.xlsx")
+    async with connected(root) as sources:
+        listed = await call(sources, "list_sources")
+        found = await call(sources, "search_passages", query="patent litigation terminate", k=1)
+        schema = await call(sources, "data_schema")
+        counted = await call(sources, "query_data",
+                             sql="SELECT count(*) AS n FROM packages.packages")
+    by_name = {s["name"]: s for s in listed["sources"]}
+    assert (by_name["licence.docx"]["kind"], by_name["licence.docx"]["read_with"]) == (
+        "docx", "search_passages")
+    assert (by_name["packages.xlsx"]["read_with"], by_name["packages.xlsx"]["schema"]) == (
+        "query_data", "packages")
+    best = found["passages"][0]
+    assert (best["document"], best["heading"]) == ("licence.docx", "3. Grant of Patent License.")
+    assert "patent litigation" in best["text"]
+    assert {t["table"] for t in schema["tables"]} == {"packages.packages", "packages.sheet_2024",
+                                                       "packages.sections"}
+    assert counted["rows"] == [[len(rows)]]

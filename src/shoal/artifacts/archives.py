@@ -3,8 +3,9 @@
 A `.zip` upload sniffs as `Archive.zip` (see `shoal.artifacts.sources`): it is a container,
 not a source. `expand_zip` unpacks it flat into a folder, checking every member's path and
 name (as `checked_name` would), refusing links, encryption, unusual compression and nested
-zips, and accounting for archive bombs: the declared sizes, overlapping members and the real
-bytes that come out are all counted against the limits. The files it returns then go through
+zips, and accounting for archive bombs: the declared sizes, overlapping members
+(`shoal.artifacts.compression`) and the real bytes that come out are all counted against the
+limits. The files it returns then go through
 `sniff_file`, `validate` and `extract_text` one by one. Refusals are `InvalidInput` (422).
 """
 
@@ -19,14 +20,14 @@ from contextlib import suppress
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from shoal.artifacts.paths import check_relative_path
-from shoal.artifacts.sources import label, name_problem
+from shoal.artifacts.compression import RATIO_GRACE_BYTES, bomb, check_declared, packed_size
+from shoal.artifacts.paths import check_relative_path, label
+from shoal.artifacts.sources import name_problem
 from shoal.errors import InvalidInput, UnsafePath
 from shoal.limits import shown
 
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
                NotImplementedError, struct.error)
-_RATIO_GRACE_BYTES = 1 << 20
 _JUNK = ("__MACOSX/", ".DS_Store")
 
 
@@ -89,11 +90,6 @@ def _members(archive: zipfile.ZipFile, size: int, *, max_members: int, max_total
     if len(entries) > max_members:
         raise InvalidInput(f"The zip holds {len(entries):,} files; at most {max_members:,} "
                            "are allowed. Upload fewer files at a time.")
-    declared = sum(info.file_size for info in entries)
-    if declared > max_total_bytes:
-        raise _bomb(f"its files declare {declared:,} bytes unpacked, over the limit of "
-                    f"{max_total_bytes:,}")
-    spans = _spans(archive.infolist(), size)
     members: list[tuple[str, zipfile.ZipInfo, int]] = []
     seen: set[str] = set()
     for info in entries:
@@ -101,23 +97,10 @@ def _members(archive: zipfile.ZipFile, size: int, *, max_members: int, max_total
         if name in seen:
             raise InvalidInput(f"The zip holds two files named {label(name)} (folders are "
                                "flattened). Rename one and upload it again.")
-        if info.compress_size > spans[id(info)]:
-            raise _bomb(f"its member {label(info.filename)} overlaps the next one")
-        packed = max(info.compress_size, 1)
-        if info.file_size > max(_RATIO_GRACE_BYTES, max_ratio * packed):
-            raise _bomb(f"its member {label(info.filename)} declares {info.file_size:,} bytes "
-                        f"from {info.compress_size:,} compressed (limit {max_ratio:g}:1)")
-        members.append((name, info, packed))
+        members.append((name, info, packed_size(info)))
         seen.add(name)
+    check_declared(archive, entries, size, max_total_bytes=max_total_bytes, max_ratio=max_ratio)
     return members
-
-
-def _spans(infos: list[zipfile.ZipInfo], size: int) -> dict[int, int]:
-    """Each member's room from its header to the next header (or the end of the file): its
-    compressed data cannot be longer, unless members overlap as in some archive bombs."""
-    ordered = sorted(infos, key=lambda info: info.header_offset)
-    ends = [info.header_offset for info in ordered[1:]] + [size]
-    return {id(info): end - info.header_offset for info, end in zip(ordered, ends, strict=True)}
 
 
 def _member_name(info: zipfile.ZipInfo) -> str:
@@ -156,19 +139,14 @@ def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, out: IO[bytes], *, 
                     raise _nested(info.filename)
                 written += len(chunk)
                 if written > room or written > info.file_size or (
-                        written > _RATIO_GRACE_BYTES and written > ratio_limit):
-                    raise _bomb(f"its member {label(info.filename)} unpacks past what its "
+                        written > RATIO_GRACE_BYTES and written > ratio_limit):
+                    raise bomb(f"its member {label(info.filename)} unpacks past what its "
                                 "header declares or the limits allow")
                 out.write(chunk)
     except _ZIP_ERRORS as exc:
         raise InvalidInput(f"The zip member {label(info.filename)} cannot be unpacked ({exc}); "
                            "the zip may be damaged. Create it again and upload it.") from None
     return written
-
-
-def _bomb(reason: str) -> InvalidInput:
-    return InvalidInput(f"The zip is refused as an archive bomb: {reason}. Upload the files "
-                        "themselves, or a smaller zip.")
 
 
 def _nested(raw: str) -> InvalidInput:

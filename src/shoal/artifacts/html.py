@@ -189,9 +189,14 @@ def _segments(item: etree._Element) -> Iterator[str | etree._Element]:
 
 
 def _table(element: etree._Element) -> str:
-    rows = [[_inline(cell).replace("\n", " ").replace("|", "\\|") for cell in row.iter("cell")]
-            for row in element.iter("row")]
-    rows = [row for row in rows if any(row)]
+    return markdown_table([[_inline(cell).replace("\n", " ") for cell in row.iter("cell")]
+                           for row in element.iter("row")])
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """`rows` of cell texts as a Markdown table, the first row its header (empty rows left
+    out, short rows padded, `|` escaped); empty when no row has text."""
+    rows = [[cell.replace("|", "\\|") for cell in row] for row in rows if any(row)]
     if not rows:
         return ""
     width = max(len(row) for row in rows)

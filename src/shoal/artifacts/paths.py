@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from shoal.errors import UnsafePath
-from shoal.limits import text_problem
+from shoal.limits import shown, text_problem
 
 MAX_PATH_LENGTH = 512
 MAX_PART_LENGTH = 255
@@ -39,6 +39,11 @@ def check_relative_path(path: str) -> str:
     if any(len(p) > MAX_PART_LENGTH for p in parts):
         raise UnsafePath("A part of the file path is too long.", details={"path": path})
     return "/".join(parts)
+
+
+def label(name: str) -> str:
+    """`name` quoted for a message: short, and with NULs and lone surrogates escaped."""
+    return repr(shown(name if len(name) <= 80 else name[:80] + "…"))
 
 
 def resolve_inside(root: Path, path: str) -> Path:

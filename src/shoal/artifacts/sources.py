@@ -1,13 +1,14 @@
 """What a user's uploaded file is, whether it really is that, and the text a model reads of it.
 
-A source is one file a user uploads with a task: a document (Markdown, plain text, HTML, PDF)
-or data (CSV, Parquet, SQLite). The upload route runs these synchronous functions in
+A source is one file a user uploads with a task: a document (Markdown, plain text, HTML, PDF,
+Word) or data (CSV, Parquet, SQLite, Excel). The upload route runs these synchronous functions in
 `asyncio.to_thread`, in this order:
 
 1. `checked_name(name)`: the client's file name, refused or normalised (NFC).
 2. `sniff_file(path, name)` (or `sniff(head, name, tail=…)`): the kind, from the content first;
    the name only separates what content cannot (Markdown, text and CSV are all UTF-8 text).
-   A `.zip` is `Archive.zip`, a container and not a source: `expand_zip` (in
+   A `.docx` or `.xlsx` is a zip inside, told apart by its name (and checked by `validate`);
+   any other `.zip` is `Archive.zip`, a container and not a source: `expand_zip` (in
    `shoal.artifacts.archives`) unpacks it into files that go through these same steps, so
    `validate` and `extract_text` never see a zip.
 3. `validate(path, kind)`: deeper checks that the whole file is what its kind says.
@@ -35,8 +36,9 @@ from urllib.parse import quote
 from pypdf import PageObject, PasswordType, PdfReader
 
 from shoal.artifacts.html import page_text
+from shoal.artifacts.office import docx_text, plural, validate_docx, validate_xlsx, xlsx_text
 from shoal.artifacts.parquet import read_parquet_summary
-from shoal.artifacts.paths import check_relative_path
+from shoal.artifacts.paths import check_relative_path, label
 from shoal.errors import InvalidInput, UnsafePath, UnsupportedMedia
 from shoal.limits import shown, storable_text, text_problem
 
@@ -67,6 +69,8 @@ class SourceKind(StrEnum):
     csv = "csv"
     parquet = "parquet"
     sqlite = "sqlite"
+    docx = "docx"
+    xlsx = "xlsx"
 
 
 class Archive(StrEnum):
@@ -75,8 +79,8 @@ class Archive(StrEnum):
     zip = "zip"
 
 
-_READS = ("Shoal reads Markdown, plain text, CSV and HTML (in UTF-8), PDF, Parquet and SQLite "
-          "files, or a .zip of them.")
+_READS = ("Shoal reads Markdown, plain text, CSV and HTML (in UTF-8), PDF, Word (.docx), Excel "
+          "(.xlsx), Parquet and SQLite files, or a .zip of them.")
 _EXTENSIONS: dict[str, SourceKind | Archive] = {
     ".md": SourceKind.markdown, ".markdown": SourceKind.markdown, ".mdown": SourceKind.markdown,
     ".mkd": SourceKind.markdown, ".txt": SourceKind.text, ".text": SourceKind.text,
@@ -84,16 +88,18 @@ _EXTENSIONS: dict[str, SourceKind | Archive] = {
     ".pdf": SourceKind.pdf, ".csv": SourceKind.csv, ".tsv": SourceKind.csv,
     ".parquet": SourceKind.parquet, ".pq": SourceKind.parquet, ".sqlite": SourceKind.sqlite,
     ".sqlite3": SourceKind.sqlite, ".db": SourceKind.sqlite, ".zip": Archive.zip,
+    ".docx": SourceKind.docx, ".xlsx": SourceKind.xlsx,
 }
 _ARTICLES = {SourceKind.markdown: "a Markdown file", SourceKind.text: "a text file",
              SourceKind.html: "an HTML page", SourceKind.pdf: "a PDF",
              SourceKind.csv: "a CSV file", SourceKind.parquet: "a Parquet file",
-             SourceKind.sqlite: "a SQLite database", Archive.zip: "a zip archive"}
+             SourceKind.sqlite: "a SQLite database", SourceKind.docx: "a Word document",
+             SourceKind.xlsx: "an Excel workbook", Archive.zip: "a zip archive"}
 _MAGIC: tuple[tuple[bytes, SourceKind | Archive], ...] = (
     (b"%PDF-", SourceKind.pdf), (b"SQLite format 3\x00", SourceKind.sqlite),
     (b"PAR1", SourceKind.parquet), (b"PK\x03\x04", Archive.zip), (b"PK\x05\x06", Archive.zip),
 )
-_ZIP_FORMATS = {".docx": "a Word document", ".xlsx": "an Excel workbook",
+_ZIP_FORMATS = {".docm": "a Word document with macros", ".xlsm": "an Excel workbook with macros",
                 ".pptx": "a PowerPoint presentation", ".odt": "an OpenDocument text",
                 ".ods": "an OpenDocument spreadsheet", ".epub": "an EPUB book",
                 ".jar": "a Java archive", ".apk": "an Android package"}
@@ -109,6 +115,8 @@ _FOREIGN: tuple[tuple[bytes, str], ...] = (  # only to name what was refused
     (b"PARE", "an encrypted Parquet file"), (b"RIFF", "a media file (WAV, AVI or WebP)"),
     (b"ID3", "an MP3 file"), (b"OggS", "an Ogg media file"),
 )
+_OLE = b"\xd0\xcf\x11\xe0"  # an OLE container: old Office files, and encrypted new ones
+_ZIPPED_KINDS = frozenset({SourceKind.docx, SourceKind.xlsx})
 _HTML_START = re.compile(r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*"
                          r"<(?:!doctype\s+html|html|head|body)[\s>/]", re.IGNORECASE | re.DOTALL)
 # Bidirectional overrides and isolates make `photo\u202egpj.exe` display as `photoexe.jpg`.
@@ -158,11 +166,6 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def label(name: str) -> str:
-    """`name` quoted for a message: short, and with NULs and lone surrogates escaped."""
-    return repr(shown(name if len(name) <= 80 else name[:80] + "…"))
-
-
 # --- kinds ----------------------------------------------------------------------------------
 
 
@@ -189,6 +192,11 @@ def sniff(head: bytes, name: str, *, tail: bytes = b"") -> SourceKind | Archive:
         raise InvalidInput(f"{label(name)} is empty. Upload a file with content.")
     claimed = _EXTENSIONS.get(PurePosixPath(name).suffix.lower())
     found = next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
+    if claimed in _ZIPPED_KINDS and head.startswith(_OLE):
+        raise InvalidInput(f"{label(name)} is {_ARTICLES[claimed]} protected by a password (or "
+                           "an older .doc/.xls file renamed). Open it, remove the password or "
+                           f"save it as {PurePosixPath(name).suffix.lower()}, and upload it "
+                           "again.")
     if found is not None:
         return _binary_kind(found, claimed, name, tail)
     if claimed is not None and claimed not in _TEXT_KINDS:
@@ -208,9 +216,11 @@ _TEXT_KINDS = frozenset({SourceKind.markdown, SourceKind.text, SourceKind.html, 
 def _binary_kind(found: SourceKind | Archive, claimed: SourceKind | Archive | None, name: str,
                  tail: bytes) -> SourceKind | Archive:
     suffix = PurePosixPath(name).suffix.lower()
+    if found is Archive.zip and claimed in _ZIPPED_KINDS:
+        return claimed  # `validate` checks the zip is that document and no bomb
     if found is Archive.zip and suffix in _ZIP_FORMATS:
         raise UnsupportedMedia(f"{label(name)} is {_ZIP_FORMATS[suffix]}, which Shoal cannot "
-                               f"read; save it as PDF or CSV. {_READS}",
+                               f"read; save it as PDF, .docx or .xlsx. {_READS}",
                                details={"name": shown(name)})
     if claimed is not None and claimed is not found:
         raise InvalidInput(f"{label(name)} is named like {_ARTICLES[claimed]}, but its content "
@@ -264,7 +274,9 @@ def validate(path: Path, kind: SourceKind) -> None:
 
     Text kinds must be UTF-8 without NULs; a CSV's first rows must parse; a PDF must open
     (not password-protected) and have pages; a SQLite database must open read-only and pass
-    `PRAGMA quick_check`; a Parquet file needs both magics and a readable footer.
+    `PRAGMA quick_check`; a Parquet file needs both magics and a readable footer; a Word
+    document or Excel workbook must be one, unencrypted, no archive bomb, and open
+    (`shoal.artifacts.office`).
     Raises `InvalidInput` (422) saying what is wrong; I/O errors (`OSError`) pass through.
     """
     if path.stat().st_size == 0:
@@ -374,7 +386,8 @@ def extract_text(path: Path, kind: SourceKind, *, max_chars: int) -> str:
 
     Markdown and text as they are; HTML's main content without its navigation and boilerplate
     (`shoal.artifacts.html`: headings as Markdown headings, a line per paragraph, list item and
-    table row); each PDF page's text after a `[page N]` line; a CSV's header, first
+    table row); each PDF page's text after a `[page N]` line; a Word document's body the same
+    way as HTML's; each Excel sheet's size, columns and first rows; a CSV's header, first
     `CSV_PREVIEW_ROWS` rows and row count; each SQLite table's columns and row count; a Parquet
     file's row count and columns from its footer (its values are for the data tools).
     Raises only `OSError`, on I/O errors.
@@ -447,11 +460,11 @@ def _csv_text(path: Path, max_chars: int) -> str:
     total = len(rows) + more
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(preview)
-    counted = ("at least " if stopped else "") + _plural(total, "row")
-    lines = [f"CSV file: {counted} after the header, {_plural(len(header), 'column')} "
+    counted = ("at least " if stopped else "") + plural(total, "row")
+    lines = [f"CSV file: {counted} after the header, {plural(len(header), 'column')} "
              f"(delimiter {dialect.delimiter!r}).",
              f"Columns: {', '.join(header)}",
-             f"The header and the first {_plural(len(rows), 'row')}, as CSV:",
+             f"The header and the first {plural(len(rows), 'row')}, as CSV:",
              out.getvalue().rstrip("\n")]
     if stopped:
         lines.append(f"[rows past {total:,} could not be read: {stopped}]")
@@ -474,8 +487,8 @@ def _sqlite_text(path: Path, max_chars: int) -> str:
                              "('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                              "ORDER BY type, name").fetchall()
         tables = sum(kind == "table" for kind, _ in objects)
-        lines = [f"SQLite database: {_plural(tables, 'table')}, "
-                 f"{_plural(len(objects) - tables, 'view')}."]
+        lines = [f"SQLite database: {plural(tables, 'table')}, "
+                 f"{plural(len(objects) - tables, 'view')}."]
         size = 0
         for kind, name in objects:
             lines.append(_sqlite_object(db, kind, name))
@@ -496,29 +509,26 @@ def _sqlite_object(db: sqlite3.Connection, kind: str, name: str) -> str:
         (rows,) = db.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
     except sqlite3.Error as exc:  # a virtual table whose module is missing, say
         return f"{kind.capitalize()} {name}: could not be read ({exc})"
-    return f"Table {name} ({_plural(rows, 'row')}): {described}"
+    return f"Table {name} ({plural(rows, 'row')}): {described}"
 
 
 def _parquet_text(path: Path, _max_chars: int) -> str:
     summary = read_parquet_summary(path)
     writer = f", written by {summary.created_by}" if summary.created_by else ""
-    return "\n".join([f"Parquet file: {_plural(summary.rows, 'row')} in "
-                      f"{_plural(summary.row_groups, 'row group')}, "
-                      f"{_plural(len(summary.columns), 'column')}{writer}.", "Columns:",
+    return "\n".join([f"Parquet file: {plural(summary.rows, 'row')} in "
+                      f"{plural(summary.row_groups, 'row group')}, "
+                      f"{plural(len(summary.columns), 'column')}{writer}.", "Columns:",
                       *(f"- {column}" for column in summary.columns)])
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
 _VALIDATORS: dict[SourceKind, Callable[[Path], None]] = {
     SourceKind.markdown: _check_utf8, SourceKind.text: _check_utf8,
     SourceKind.html: _check_utf8, SourceKind.csv: _validate_csv, SourceKind.pdf: _validate_pdf,
     SourceKind.sqlite: _validate_sqlite, SourceKind.parquet: _validate_parquet,
+    SourceKind.docx: validate_docx, SourceKind.xlsx: validate_xlsx,
 }
 _EXTRACTORS: dict[SourceKind, Callable[[Path, int], str]] = {
     SourceKind.markdown: _plain_text, SourceKind.text: _plain_text, SourceKind.html: _html_text,
     SourceKind.pdf: _pdf_text, SourceKind.csv: _csv_text, SourceKind.sqlite: _sqlite_text,
-    SourceKind.parquet: _parquet_text,
+    SourceKind.parquet: _parquet_text, SourceKind.docx: docx_text, SourceKind.xlsx: xlsx_text,
 }

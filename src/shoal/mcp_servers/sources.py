@@ -2,7 +2,7 @@
 its documents, and query its data with SQL.
 
 Works over `sources/` in the attempt's workspace (`SHOAL_WORKSPACE`), where a task's files
-arrive (a large one as its text, `<name>.txt`). Documents (Markdown, text, HTML, PDF) are
+arrive (a large one as its text, `<name>.txt`). Documents (Markdown, text, HTML, PDF, Word) are
 searched with `search_passages`, which indexes each on first use (`shoal.retrieval.index`)
 under `SHOAL_INDEX_DIR`, else `<workspace>/.index`; an index is named by the file's content,
 so a folder shared between attempts makes every later task over the same file reuse it, and
@@ -10,7 +10,7 @@ one made on another worker travels through the control plane (`shoal.retrieval.h
 adopted from the workspace's `.index/`, and what this server used is put there to go back).
 `graph_neighbors` walks a graph of the documents' entities and relations (`shoal.retrieval.graph`),
 extracted on first use and kept in the same folder beside each index. Data files (CSV, Parquet,
-SQLite) are tables for `query_data` (`shoal.retrieval.sql`).
+SQLite, Excel) are tables for `query_data` (`shoal.retrieval.sql`).
 
 Embeddings come from the worker's settings (`SHOAL_EMBEDDING_MODEL`, `SHOAL_EMBEDDING_PROVIDER`
 and that provider's base URL and key, from this process's environment): without them search is
@@ -61,16 +61,17 @@ server = MCPServer("sources", instructions=(
     "or heading, character range): cite those. graph_neighbors names the entities related to "
     "the ones you give (within 1 to 3 hops) and the passages each relation came from. "
     "list_sources says what there is; data_schema and query_data answer questions about data "
-    "files (CSV, Parquet, SQLite) with one read-only SQL SELECT."))
+    "files (CSV, Parquet, SQLite, Excel) with one read-only SQL SELECT."))
 
 MAX_K = 20
 _DOCUMENT_KINDS = frozenset({SourceKind.markdown, SourceKind.text, SourceKind.html,
-                             SourceKind.pdf})
+                             SourceKind.pdf, SourceKind.docx})
 # A `<name>.txt` beside no `<name>` is the text of a source too large to send (the
 # dispatcher's rule): it is cited as `<name>`.
 _SOURCE_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".text", ".html", ".htm",
                               ".xhtml", ".pdf", ".csv", ".tsv", ".parquet", ".pq", ".sqlite",
-                              ".sqlite3", ".db"})
+                              ".sqlite3", ".db", ".docx", ".xlsx"})
+_SCHEMA_KINDS = frozenset({SourceKind.sqlite, SourceKind.xlsx})  # a table per table or sheet
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -228,7 +229,7 @@ def _passages(result: SearchResult) -> list[dict[str, Any]]:
 
 @server.tool(annotations=_READ_ONLY)
 async def search_passages(query: str, k: int = 5) -> str:
-    """Passages of the task's documents (Markdown, text, HTML, PDF under sources/) that best
+    """Passages of the task's documents (Markdown, text, HTML, PDF, Word under sources/) that best
     answer `query`, best first, at most `k` (1 to 20). Each has its citation: document, page
     (PDF) or nearest heading, the character range [start, end) in the document's text, and the
     passage text. `mode` says how they were found: "hybrid" (words and meaning, fused) or
@@ -237,9 +238,9 @@ async def search_passages(query: str, k: int = 5) -> str:
         return json.dumps({"error": "query is empty: ask with the words of the question."})
     documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
     if not documents:
-        return json.dumps({"error": "The task has no documents to search (Markdown, text, HTML "
-                                    "or PDF under sources/). Call list_sources to see what "
-                                    "there is; data files answer query_data."})
+        return json.dumps({"error": "The task has no documents to search (Markdown, text, "
+                                    "HTML, PDF or Word under sources/). Call list_sources to "
+                                    "see what there is; data files answer query_data."})
     embedder, problem = _embedder()
     try:
         corpus, notes = await _corpus(documents, embedder)
@@ -312,8 +313,8 @@ async def graph_neighbors(entities: list[str], depth: int = 1) -> str:
     documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
     if not documents:
         return json.dumps({"error": "The task has no documents to draw a graph from (Markdown, "
-                                    "text, HTML or PDF under sources/). Call list_sources to "
-                                    "see what there is."})
+                                    "text, HTML, PDF or Word under sources/). Call "
+                                    "list_sources to see what there is."})
     extractor, problem = _extractor()
     try:
         graph = await _graph(documents, extractor)
@@ -341,8 +342,7 @@ async def list_sources() -> str:
             entry["read_with"] = "search_passages"
         elif source.kind in DATA_KINDS:
             entry["read_with"] = "query_data"
-            entry["table" if source.kind is not SourceKind.sqlite else "schema"] = tables[
-                source.name]
+            entry["schema" if source.kind in _SCHEMA_KINDS else "table"] = tables[source.name]
         else:
             entry["problem"] = source.problem
         listed.append(entry)
@@ -374,9 +374,10 @@ def _schema(catalog: DataCatalog) -> dict[str, Any]:
 
 @server.tool(annotations=_READ_ONLY)
 async def data_schema() -> str:
-    """The tables query_data can read: one per CSV or Parquet file (named after the file), and
-    `<file>.<table>` for each table of a SQLite file; each with its source, row count and
-    columns (name and type). Returns JSON."""
+    """The tables query_data can read: one per CSV or Parquet file (named after the file),
+    `<file>.<table>` for each table of a SQLite file and `<file>.<sheet>` for each sheet of an
+    Excel workbook; each with its source, row count and columns (name and type). Returns
+    JSON."""
     return json.dumps(_schema(await _catalog()), ensure_ascii=False)
 
 

@@ -1,12 +1,15 @@
-"""Read-only SQL over a task's data sources (CSV, Parquet, SQLite files), in DuckDB.
+"""Read-only SQL over a task's data sources (CSV, Parquet, SQLite, Excel files), in DuckDB.
 
 `open_catalog(files)` makes one in-memory DuckDB database where each data file is a table named
 after the file (`sales.csv` → `sales`): a CSV or Parquet file is a view that reads it, and each
 table of a SQLite database (read with Python's `sqlite3`, read-only, since DuckDB's SQLite
 extension is not bundled) is copied into a schema named after the file (`shop.db` →
-`shop.orders`). Then the database is closed to the world: file access is allowed only to those
-files (`allowed_paths`), external access is disabled (`enable_external_access = false`), no
-extension is installed or loaded, nothing spills to disk, and `lock_configuration` keeps it so.
+`shop.orders`); each worksheet of an Excel workbook (read by openpyxl:
+`shoal.artifacts.office`, its header row found or its columns named A, B, …) is copied likewise
+(`sales.xlsx`'s sheet "2024" → `sales.sheet_2024`). Then the database is closed to the world:
+file access is allowed only to those files (`allowed_paths`), external access is disabled
+(`enable_external_access = false`), no extension is installed or loaded, nothing spills to disk,
+and `lock_configuration` keeps it so.
 
 `query_data(catalog, sql)` runs one statement if `check_statement` lets it: exactly one
 `SELECT` (or `WITH … SELECT`, `FROM …`, `VALUES`, `DESCRIBE`), found with DuckDB's own parser
@@ -38,10 +41,12 @@ from urllib.parse import quote
 
 import duckdb
 
+from shoal.artifacts.office import read_workbook
 from shoal.artifacts.sources import SourceKind
-from shoal.errors import InvalidInput, ToolError
+from shoal.errors import InvalidInput, ShoalError, ToolError
 
-DATA_KINDS = frozenset({SourceKind.csv, SourceKind.parquet, SourceKind.sqlite})
+DATA_KINDS = frozenset({SourceKind.csv, SourceKind.parquet, SourceKind.sqlite,
+                        SourceKind.xlsx})
 """The kinds of source `query_data` reads."""
 
 ROW_LIMIT = 200
@@ -50,8 +55,8 @@ ROW_LIMIT = 200
 SECONDS = 10.0
 """How long a query may run before it is interrupted."""
 
-MAX_SQLITE_ROWS = 1_000_000
-"""The most rows copied from one SQLite table."""
+MAX_COPIED_ROWS = 1_000_000
+"""The most rows copied from one SQLite table or worksheet."""
 
 MAX_CELL_CHARS = 1000
 """Longer text values are cut in results, so that a row stays readable."""
@@ -86,7 +91,7 @@ class Column:
 @dataclass(frozen=True, slots=True)
 class Table:
     """A table the agent can query: its name as written in SQL, the file it comes from, its
-    columns and row count; `note` says what was left out (rows past `MAX_SQLITE_ROWS`)."""
+    columns and row count; `note` says what was left out (rows past `MAX_COPIED_ROWS`)."""
 
     name: str
     source: str
@@ -168,10 +173,12 @@ def _open(files: list[DataFile]) -> DataCatalog:
         try:
             if file.kind is SourceKind.sqlite:
                 tables.extend(_copy_sqlite(db, name, file))
+            elif file.kind is SourceKind.xlsx:
+                tables.extend(_copy_workbook(db, name, file))
             else:
                 tables.append(_file_view(db, name, file))
                 readable.append(str(file.path.resolve()))
-        except (duckdb.Error, sqlite3.Error, OSError) as exc:
+        except (duckdb.Error, sqlite3.Error, OSError, ShoalError) as exc:
             problems.append(f"{file.name}: {_first_line(exc)}")
     # Order matters: each setting below may no longer be changed once external access is off.
     db.execute("SET temp_directory = ''")
@@ -211,12 +218,33 @@ def _copy_sqlite(db: duckdb.DuckDBPyConnection, schema: str, file: DataFile) -> 
             table = _unique(re.sub(r"\W+", "_", original).strip("_").lower() or "t", taken)
             cursor = source.execute(f"SELECT * FROM {_ident(original)}")
             columns = [d[0] for d in cursor.description]
-            rows = cursor.fetchmany(MAX_SQLITE_ROWS + 1)
-            note = (f"only the first {MAX_SQLITE_ROWS:,} rows were read"
-                    if len(rows) > MAX_SQLITE_ROWS else "")
-            _insert_columns(db, f"{schema}.{table}", columns, rows[:MAX_SQLITE_ROWS])
+            rows = cursor.fetchmany(MAX_COPIED_ROWS + 1)
+            note = (f"only the first {MAX_COPIED_ROWS:,} rows were read"
+                    if len(rows) > MAX_COPIED_ROWS else "")
+            _insert_columns(db, f"{schema}.{table}", columns, rows[:MAX_COPIED_ROWS])
             tables.append(_described(db, f"{schema}.{table}",
                                      f"{file.name} ({original})", note))
+    return tables
+
+
+def _copy_workbook(db: duckdb.DuckDBPyConnection, schema: str, file: DataFile) -> list[Table]:
+    """Copy each worksheet of an Excel workbook into `schema`, typed by its values; a sheet's
+    source names the sheet and the rows it came from (`sales.xlsx (sheet "2024", rows 2-9)`)."""
+    try:
+        sheets = read_workbook(file.path, max_rows=MAX_COPIED_ROWS)
+    except Exception as exc:  # openpyxl on a file that changed since it was validated
+        raise InvalidInput(f"the workbook cannot be read ({_first_line(exc)})") from None
+    db.execute(f"CREATE SCHEMA {_ident(schema)}")
+    taken: set[str] = set()
+    tables: list[Table] = []
+    for sheet in sheets:
+        table = re.sub(r"\W+", "_", sheet.name).strip("_").lower() or "sheet"
+        table = _unique(f"sheet_{table}" if table[0].isdigit() else table, taken)
+        note = (f"only the first {MAX_COPIED_ROWS:,} of its {sheet.total:,} rows were read"
+                if sheet.total > len(sheet.rows) else "")
+        _insert_columns(db, f"{schema}.{table}", list(sheet.columns), list(sheet.rows))
+        tables.append(_described(db, f"{schema}.{table}",
+                                 f'{file.name} (sheet "{sheet.name}", {sheet.span()})', note))
     return tables
 
 
@@ -237,9 +265,17 @@ def _insert_columns(db: duckdb.DuckDBPyConnection, name: str, columns: list[str]
 
 
 def _typed_column(values: list[Any]) -> tuple[str, list[Any]]:
-    """The DuckDB type for a SQLite column's values (SQLite lets one column hold several
-    types: such a column becomes text), and the values converted to it."""
+    """The DuckDB type for a column's values from SQLite or a worksheet (either lets one column
+    hold several types: such a column becomes text), and the values converted to it."""
     kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {bool}:
+        return "BOOLEAN", values
+    if kinds and kinds <= {dt.datetime}:
+        return "TIMESTAMP", values
+    if kinds and kinds <= {dt.date}:
+        return "DATE", values
+    if kinds and kinds <= {dt.time}:
+        return "TIME", values
     if kinds <= {int} and all(v is None or -(2**63) <= v < 2**63 for v in values):
         return "BIGINT", values
     if kinds <= {int, float}:
