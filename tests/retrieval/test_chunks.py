@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from shoal.artifacts.sources import SourceKind, extract_text
 from shoal.retrieval.chunks import (
+    LONGEST_CHARS,
     MAX_CHARS,
     MIN_CHARS,
     OVERLAP_CHARS,
@@ -18,6 +20,7 @@ from shoal.retrieval.chunks import (
     sections,
     split_passages,
 )
+from tests.retrieval.real_texts import real_texts
 from tests.retrieval.samples import (
     AUTOMATED_FACT,
     BUILT_FACT,
@@ -79,18 +82,41 @@ def test_a_long_section_is_cut_within_bounds_with_overlap() -> None:
         assert text[after.citation.start:before.citation.end] in before.text
 
 
-def test_passages_end_at_sentences_not_inside_words() -> None:
+def test_passages_of_prose_end_at_sentences() -> None:
     """A passage of prose ends at the end of a sentence."""
     text = "\n\n".join(filler(n, 5) for n in range(30))
     assert all(c.text.endswith(".") for c in split_passages(text, document="notes.txt"))
 
 
-def test_a_text_without_any_break_is_still_cut_to_size() -> None:
-    """A line of 3000 characters with no space is cut into passages of at most 1200."""
-    text = "x" * 3000
-    chunks = split_passages(text, document="blob.txt")
-    assert [len(c.text) for c in chunks] == [1200, 1200, 600]
-    assert "".join(c.text for c in chunks) == text
+def test_a_sentence_longer_than_a_passage_is_kept_whole() -> None:
+    """A sentence of 2,000 characters is one passage of its own, not cut at 1,200; the
+    sentences around it are passages of their own."""
+    long = "The closure " + ", and ".join(f"argument {n} is read" for n in range(120)) + "."
+    assert MAX_CHARS < len(long) < LONGEST_CHARS
+    text = f"{filler(1, 3)} {long} {filler(2, 6)}"
+    chunks = split_passages(text, document="long.txt")
+    assert long in [c.text for c in chunks]
+
+
+def test_only_a_piece_without_any_sentence_end_past_the_longest_is_cut() -> None:
+    """10,000 characters without a space are cut at `LONGEST_CHARS` (they hold no word);
+    lines of a table without punctuation are cut at a line break, never inside a word."""
+    blob = split_passages("x" * 10_000, document="blob.txt")
+    assert [len(c.text) for c in blob] == [LONGEST_CHARS, LONGEST_CHARS, 400]
+    table = "\n".join(f"row {n} value {n * 7} unit kg" for n in range(400))
+    for chunk in split_passages(table, document="table.txt"):
+        assert len(chunk.text) <= LONGEST_CHARS
+        assert chunk.text.startswith("row ")
+        assert chunk.text.split()[-1] == "kg"
+
+
+def test_a_short_end_of_a_section_joins_the_passage_before_it() -> None:
+    """A section's last sentence, after a full passage, is no passage of its own."""
+    text = f"{filler(3, 12)} The end."
+    chunks = split_passages(text, document="notes.txt", min_chars=400, max_chars=600,
+                            overlap=100)
+    assert chunks[-1].text.endswith(" The end.")
+    assert all(len(c.text) > 100 for c in chunks)
 
 
 def test_headings_with_nothing_under_them_make_no_passage() -> None:
@@ -110,14 +136,66 @@ _TEXT = st.lists(st.sampled_from(["word", "Longer words here.", " ", "\n", "\n\n
 @settings(max_examples=200, deadline=None)
 @given(_TEXT)
 def test_any_text_gives_exact_bounded_passages_covering_it(text: str) -> None:
-    """For any text: ranges slice exactly, stay within `MAX_CHARS`, and every non-space
+    """For any text: ranges slice exactly, stay within `LONGEST_CHARS`, and every non-space
     character of the body of every section is in some passage."""
     chunks = split_passages(text, document="any")
     covered = set()
     for chunk in chunks:
         assert text[chunk.citation.start:chunk.citation.end] == chunk.text
-        assert 0 < len(chunk.text) <= MAX_CHARS
+        assert 0 < len(chunk.text) <= LONGEST_CHARS
         covered.update(range(chunk.citation.start, chunk.citation.end))
     for section in sections(text):
         for at in range(section.body, section.end):
             assert text[at].isspace() or at in covered
+
+
+_ITEM_LINE = re.compile(r"[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|\||>|#{1,6}[ \t]|```|\[page \d+\])")
+_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
+
+
+def _in_code(text: str, at: int) -> bool:
+    return text.count("```", 0, at) % 2 == 1
+
+
+def _ends_at_a_boundary(text: str, end: int) -> bool:
+    """`end` closes a sentence, paragraph, list item, table row, heading or line of code."""
+    rest = text[end:]
+    if not rest.strip():
+        return True
+    gap = rest[:len(rest) - len(rest.lstrip())]
+    line = text[text.rfind("\n", 0, end) + 1:end]
+    return bool(_SENTENCE_END.search(text[:end]) or "\n\n" in gap or ("\n" in gap and (
+        _ITEM_LINE.match(rest.lstrip(" \t\n")) or _ITEM_LINE.match(line) or _in_code(text, end))))
+
+
+def _starts_at_a_boundary(text: str, start: int) -> bool:
+    """`start` opens a sentence, paragraph, list item, table row, heading or line of code."""
+    before = text[:start]
+    if not before.strip():
+        return True
+    gap = before[len(before.rstrip()):]
+    previous = before.rstrip()
+    previous_line = previous[previous.rfind("\n") + 1:]
+    return bool(_SENTENCE_END.search(previous) or "\n\n" in gap or ("\n" in gap and (
+        _ITEM_LINE.match(text, start) or _ITEM_LINE.match(previous_line)
+        or _in_code(text, start))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(sorted(real_texts())), min_chars=st.integers(100, 1000),
+       extra=st.integers(0, 1000), overlap_share=st.floats(0, 0.9))
+def test_passages_of_real_texts_start_and_end_at_boundaries(
+        name: str, min_chars: int, extra: int, overlap_share: float) -> None:
+    """Over real licences, manual pages, a Word document and a PDF, at any passage size, every
+    passage starts and ends at a sentence, paragraph, item, row or section boundary, and none
+    ends inside a word."""
+    text = real_texts()[name]
+    chunks = split_passages(text, document=name, min_chars=min_chars,
+                            max_chars=min_chars + extra, overlap=int(min_chars * overlap_share))
+    assert chunks
+    for chunk in chunks:
+        start, end = chunk.citation.start, chunk.citation.end
+        assert end == len(text) or not (text[end - 1].isalnum() and text[end].isalnum())
+        assert _ends_at_a_boundary(text, end), (name, chunk.text[-80:], text[end:end + 40])
+        assert _starts_at_a_boundary(text, start), (name, text[start - 40:start],
+                                                    chunk.text[:80])

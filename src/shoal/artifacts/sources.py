@@ -398,12 +398,17 @@ def extract_text(path: Path, kind: SourceKind, *, max_chars: int) -> str:
 
 
 def _truncated(text: str, max_chars: int) -> str:
+    """`text`, or its start and a marker in `max_chars` in all, cut after a line or at least
+    a word: never inside one (unless the one word is longer than the room)."""
     if len(text) <= max_chars:
         return text
     marker = f"\n[… cut at {max_chars:,} characters]"
-    if len(marker) >= max_chars:
+    room = max_chars - len(marker)
+    if room <= 0:
         return text[:max_chars]
-    return text[: max_chars - len(marker)] + marker
+    line = text.rfind("\n", 0, room + 1)
+    cut = line if line * 2 >= room else max(text.rfind(" ", 0, room + 1), 0) or room
+    return text[:cut].rstrip() + marker
 
 
 def _plain_text(path: Path, max_chars: int) -> str:

@@ -228,7 +228,7 @@ def _informative(words: list[str], passages: list[dict[str, Any]]) -> list[str]:
     texts = [str(p.get("text", "")).lower() for p in passages]
     if len(texts) < 3:
         return words
-    rare = [w for w in words if sum(w in t for t in texts) * 2 <= len(texts)]
+    rare = [w for w in words if sum(w in t for t in texts) * 3 <= len(texts) * 2]
     return rare or words
 
 

@@ -1,7 +1,7 @@
 """Retrieval over a task's sources, on the worker side: the executors behind `shoal mcp sources`.
 
-- `chunks`: a source's text cut into passages, each with its citation (document, page or
-  heading, character range);
+- `chunks`: a source's text cut into passages of whole sentences (`sentences`: where they end,
+  and `shorten` for any snippet), each with its citation;
 - `index`: one SQLite file per source content hash (chunks, an FTS5 table for BM25, embeddings
   per model), built once and reused by every later task over the same file;
 - `embeddings`: the configured provider's embeddings endpoint (OpenAI-compatible or Ollama);

@@ -3,9 +3,12 @@
 `split_passages(text, document=…)` cuts the text an extractor gave
 (`shoal.artifacts.sources.extract_text`) into passages of `MIN_CHARS` to `MAX_CHARS`
 characters. Pages (the extractor's `[page N]` lines) and Markdown headings start new sections,
-and no passage crosses a section; within one, a passage ends at the strongest boundary it can
-(a paragraph, else a sentence, else a line, else a space), and the next one repeats up to
-`OVERLAP_CHARS` of its end, in whole sentences, so that a fact cut in two is whole in one.
+and no passage crosses a section; within one, a passage is whole sentences (or list items,
+table rows, lines of code: `shoal.retrieval.sentences`) and ends at the strongest boundary it
+can, the end of a paragraph, else of a sentence; the next one repeats up to `OVERLAP_CHARS` of
+its end, in whole sentences, so that a fact cut in two is whole in one. A sentence longer than
+`MAX_CHARS` stays whole, in a longer passage; only a piece of text over `LONGEST_CHARS` without
+a sentence end (a table, a data dump) is cut, at a line break or a space, never inside a word.
 
 Each passage's `Citation` names its document, its page (the PDF page it is on) or its heading
 (the nearest Markdown heading above it), and its character range `[start, end)` in the text:
@@ -18,12 +21,18 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
+from shoal.retrieval.sentences import sentence_spans, stripped
+
 MIN_CHARS = 800
 """A passage ends at a weaker boundary rather than be shorter than this (a section's last one
 may be shorter)."""
 
 MAX_CHARS = 1200
-"""No passage is longer than this."""
+"""No passage is longer than this, unless one sentence is, or the end of its section is
+within a quarter of `MIN_CHARS` after it."""
+
+LONGEST_CHARS = 4 * MAX_CHARS
+"""No passage is longer than this: a longer piece without a sentence end is cut."""
 
 OVERLAP_CHARS = 200
 """At most this much of a passage's end begins the next one."""
@@ -32,9 +41,6 @@ _PAGE = re.compile(r"^\[page (\d+)\][ \t]*$", re.MULTILINE)
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
-# A sentence ends with . ! ? (and the quotes or brackets closing on it) before white space; a
-# line with a newline.
-_BREAK = re.compile(r"[.!?][\"')\]]*(?P<space>\s+)|[ \t]*\n\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +70,18 @@ class Chunk:
 
 
 class _Strength(IntEnum):
-    """How good a place to end a passage is: the end of a paragraph is the best."""
+    """How good a place to end a passage is: the end of a paragraph is the best; a cut inside
+    an over-long piece (at a line break or a space) the worst."""
 
-    space = 0
-    line = 1
-    sentence = 2
-    paragraph = 3
+    cut = 0
+    sentence = 1
+    paragraph = 2
 
 
 @dataclass(frozen=True, slots=True)
 class _Unit:
-    """A span that is never cut (a sentence or a line), and how strong the boundary after it is."""
+    """A span that is never cut (a sentence or an item), and how strong the boundary after
+    it is."""
 
     start: int
     end: int
@@ -99,8 +106,9 @@ def split_passages(text: str, *, document: str, min_chars: int = MIN_CHARS,
     if not 0 < min_chars <= max_chars or not 0 <= overlap < min_chars:
         raise ValueError("need 0 < min_chars <= max_chars and 0 <= overlap < min_chars")
     chunks: list[Chunk] = []
+    fenced = _fenced_ranges(text)
     for section in sections(text):
-        units = _units(text, section.start, section.end, max_chars)
+        units = _units(text, section.start, section.end, fenced)
         for start, end in _pack(units, min_chars=min_chars, max_chars=max_chars,
                                 overlap=overlap):
             chunks.append(Chunk(text[start:end], Citation(
@@ -150,16 +158,16 @@ def _fenced_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _units(text: str, start: int, end: int, max_chars: int) -> list[_Unit]:
-    """The sentences and lines of `text[start:end]`, white space at their edges left out, each
-    at most `max_chars` long (a longer one is cut at spaces, or anywhere as a last resort)."""
+def _units(text: str, start: int, end: int, fenced: list[tuple[int, int]]) -> list[_Unit]:
+    """The sentences and items of `text[start:end]`, paragraph by paragraph, white space at
+    their edges left out, each with the strength of the boundary after it."""
     units: list[_Unit] = []
     for p_start, p_end in _spans(text, start, end, _PARAGRAPH):
-        pieces = _spans_with_breaks(text, p_start, p_end)
-        for index, (u_start, u_end, strength) in enumerate(pieces):
-            last = index == len(pieces) - 1
-            units.extend(_cut_long(text, u_start, u_end, _Strength.paragraph if last
-                                   else strength, max_chars))
+        pieces = sentence_spans(text, p_start, p_end, fenced=fenced, longest=LONGEST_CHARS)
+        for index, (u_start, u_end, whole) in enumerate(pieces):
+            strength = (_Strength.paragraph if index == len(pieces) - 1
+                        else _Strength.sentence if whole else _Strength.cut)
+            units.append(_Unit(u_start, u_end, strength))
     return units
 
 
@@ -171,50 +179,14 @@ def _spans(text: str, start: int, end: int, separator: re.Pattern[str]) -> list[
         spans.append((at, match.start()))
         at = match.end()
     spans.append((at, end))
-    return [_stripped(text, a, b) for a, b in spans if text[a:b].strip()]
-
-
-def _spans_with_breaks(text: str, start: int, end: int) -> list[tuple[int, int, _Strength]]:
-    """The sentences and lines of one paragraph, with the strength of the break after each."""
-    spans: list[tuple[int, int, _Strength]] = []
-    at = start
-    for match in _BREAK.finditer(text, start, end):
-        sentence = match.group("space") is not None
-        stop = match.start("space") if sentence else match.start()
-        if text[at:stop].strip():
-            strength = _Strength.sentence if sentence else _Strength.line
-            spans.append((*_stripped(text, at, stop), strength))
-        at = match.end()
-    if text[at:end].strip():
-        spans.append((*_stripped(text, at, end), _Strength.paragraph))
-    return spans
-
-
-def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
-def _cut_long(text: str, start: int, end: int, strength: _Strength,
-              max_chars: int) -> list[_Unit]:
-    units: list[_Unit] = []
-    while end - start > max_chars:
-        cut = text.rfind(" ", start + 1, start + max_chars + 1)
-        cut = cut if cut > start else start + max_chars
-        piece_start, piece_end = _stripped(text, start, cut)
-        units.append(_Unit(piece_start, piece_end, _Strength.space))
-        start, _ = _stripped(text, cut, end)
-    units.append(_Unit(start, end, strength))
-    return units
+    return [stripped(text, a, b) for a, b in spans if text[a:b].strip()]
 
 
 def _pack(units: list[_Unit], *, min_chars: int, max_chars: int,
           overlap: int) -> list[tuple[int, int]]:
     """Greedy passages over `units`: as long as `max_chars` allows, then back to the strongest
-    boundary that keeps at least `min_chars`; the next starts up to `overlap` earlier."""
+    boundary that keeps at least `min_chars`; the next starts up to `overlap` earlier. What
+    is left of the section after a passage, if under a quarter of `min_chars`, joins it."""
     ranges: list[tuple[int, int]] = []
     first = 0
     while first < len(units):
@@ -222,7 +194,9 @@ def _pack(units: list[_Unit], *, min_chars: int, max_chars: int,
         while (last + 1 < len(units)
                and units[last + 1].end - units[first].start <= max_chars):
             last += 1
-        if last + 1 < len(units):
+        if last + 1 < len(units) and units[-1].end - units[last].end <= min_chars // 4:
+            last = len(units) - 1  # a short remainder ends this passage, not one of its own
+        elif last + 1 < len(units):
             last = _best_end(units, first, last, min_chars)
         ranges.append((units[first].start, units[last].end))
         if last + 1 >= len(units):

@@ -41,7 +41,8 @@ from shoal.retrieval.embeddings import Embedder, Vectors
 
 FORMAT = 2
 """The index file's format, and of the text and passages in it: a file of another format is
-not read (a new one is built). 2: HTML pages are read as their main content."""
+not read (a new one is built). 2: HTML pages are read as their main content, and passages
+are whole sentences."""
 
 MAX_TEXT_CHARS = 2_000_000
 """How much of a source's text is indexed (the `source_text_chars` setting's default)."""

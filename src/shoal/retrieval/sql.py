@@ -44,6 +44,7 @@ import duckdb
 from shoal.artifacts.office import read_workbook
 from shoal.artifacts.sources import SourceKind
 from shoal.errors import InvalidInput, ShoalError, ToolError
+from shoal.retrieval.sentences import shorten
 
 DATA_KINDS = frozenset({SourceKind.csv, SourceKind.parquet, SourceKind.sqlite,
                         SourceKind.xlsx})
@@ -59,7 +60,8 @@ MAX_COPIED_ROWS = 1_000_000
 """The most rows copied from one SQLite table or worksheet."""
 
 MAX_CELL_CHARS = 1000
-"""Longer text values are cut in results, so that a row stays readable."""
+"""Longer text values are shortened in results (at a sentence or word, with `…`), so that a
+row stays readable."""
 
 _TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
 _SYSTEM_SCHEMAS = frozenset({"information_schema", "pg_catalog"})
@@ -429,7 +431,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, str):
-        return value if len(value) <= MAX_CELL_CHARS else value[:MAX_CELL_CHARS] + "…"
+        return shorten(value, MAX_CELL_CHARS)
     if isinstance(value, decimal.Decimal):
         return float(value) if value.is_finite() else str(value)
     if isinstance(value, dt.date | dt.time):  # datetime is a date
