@@ -26,14 +26,14 @@ import asyncio
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from shoal.artifacts.sources import Archive, SourceKind, sniff_file
+from shoal.artifacts.sources import SourceKind
 from shoal.config import Settings
 from shoal.errors import ShoalError
 from shoal.mcp_servers import workspace
@@ -42,6 +42,7 @@ from shoal.retrieval import index as indexes
 from shoal.retrieval.corpus import Corpus
 from shoal.retrieval.embeddings import Embedder, embedder_from_settings
 from shoal.retrieval.extraction import ChatExtractor, extractor_from_settings
+from shoal.retrieval.folder import DOCUMENT_KINDS, SourceFile, source_files
 from shoal.retrieval.graph import (
     MAX_DEPTH,
     KnowledgeGraph,
@@ -64,33 +65,8 @@ server = MCPServer("sources", instructions=(
     "files (CSV, Parquet, SQLite, Excel) with one read-only SQL SELECT."))
 
 MAX_K = 20
-_DOCUMENT_KINDS = frozenset({SourceKind.markdown, SourceKind.text, SourceKind.html,
-                             SourceKind.pdf, SourceKind.docx})
-# A `<name>.txt` beside no `<name>` is the text of a source too large to send (the
-# dispatcher's rule): it is cited as `<name>`.
-_SOURCE_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".text", ".html", ".htm",
-                              ".xhtml", ".pdf", ".csv", ".tsv", ".parquet", ".pq", ".sqlite",
-                              ".sqlite3", ".db", ".docx", ".xlsx"})
 _SCHEMA_KINDS = frozenset({SourceKind.sqlite, SourceKind.xlsx})  # a table per table or sheet
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-
-
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """One file under `sources/`: the name it is cited by, its path, kind, size and
-    modification time; a file that cannot be read has no kind and says why."""
-
-    name: str
-    path: Path
-    kind: SourceKind | None
-    size: int
-    modified: int
-    problem: str = ""
-
-    @property
-    def key(self) -> tuple[str, int, int]:
-        """Names this version of the file."""
-        return str(self.path), self.size, self.modified
 
 
 @dataclass
@@ -117,32 +93,9 @@ def _the_shelf() -> _Shelf:
     return _shelf
 
 
-def _sources() -> list[_Source]:
+def _sources() -> list[SourceFile]:
     """The files under `sources/`, sniffed (this blocks: call it in a thread)."""
-    folder = workspace() / "sources"
-    if not folder.is_dir():
-        return []
-    names = {p.name for p in folder.iterdir()}
-    found: list[_Source] = []
-    for path in sorted(folder.iterdir()):
-        if not path.is_file() or path.name.startswith("."):
-            continue
-        name = path.name
-        stem = PurePath(name[:-4]) if name.endswith(".txt") else None
-        if stem is not None and stem.suffix.lower() in _SOURCE_SUFFIXES and stem.name not in names:
-            name = stem.name
-        stat = path.stat()
-        try:
-            kind = sniff_file(path, path.name)
-        except (ShoalError, OSError) as exc:
-            found.append(_Source(name, path, None, stat.st_size, stat.st_mtime_ns, str(exc)))
-            continue
-        if isinstance(kind, Archive):
-            found.append(_Source(name, path, None, stat.st_size, stat.st_mtime_ns,
-                                 "a zip archive, not a source"))
-            continue
-        found.append(_Source(name, path, kind, stat.st_size, stat.st_mtime_ns))
-    return found
+    return source_files(workspace() / "sources")
 
 
 def _index_dir() -> Path:
@@ -170,7 +123,7 @@ def _extractor() -> tuple[ChatExtractor | None, str]:
         return None, f"The chat model settings are not usable ({str(exc).splitlines()[0]})."
 
 
-async def _indexed(documents: list[_Source]) -> list[indexes.Index]:
+async def _indexed(documents: list[SourceFile]) -> list[indexes.Index]:
     """The documents' indexes, each built where it is not yet — nor handed to this task by the
     control plane (`handoff.adopt`) — (call it holding the lock)."""
     shelf = _the_shelf()
@@ -193,7 +146,7 @@ async def _handed_on(opened: list[indexes.Index]) -> None:
                             {index.sha256 for index in opened})
 
 
-async def _corpus(documents: list[_Source],
+async def _corpus(documents: list[SourceFile],
                   embedder: Embedder | None) -> tuple[Corpus, list[str]]:
     """The documents as one corpus: each indexed where it is not yet (with its embeddings where
     an embedding model is configured), the corpus kept while the documents stay the same;
@@ -236,7 +189,7 @@ async def search_passages(query: str, k: int = 5) -> str:
     "bm25" (words alone; `note` says why). Returns JSON."""
     if not query.strip():
         return json.dumps({"error": "query is empty: ask with the words of the question."})
-    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
+    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in DOCUMENT_KINDS]
     if not documents:
         return json.dumps({"error": "The task has no documents to search (Markdown, text, "
                                     "HTML, PDF or Word under sources/). Call list_sources to "
@@ -252,7 +205,7 @@ async def search_passages(query: str, k: int = 5) -> str:
                        "passages": _passages(result)}, ensure_ascii=False)
 
 
-async def _graph(documents: list[_Source], extractor: ChatExtractor | None) -> KnowledgeGraph:
+async def _graph(documents: list[SourceFile], extractor: ChatExtractor | None) -> KnowledgeGraph:
     """The documents' knowledge graph, each source's extracted where it is missing; kept while
     the documents and the extractor stay the same (a heuristic stand-in for a model that could
     not answer is not kept: the model is asked again next call)."""
@@ -310,7 +263,7 @@ async def graph_neighbors(entities: list[str], depth: int = 1) -> str:
     if not names:
         return json.dumps({"error": "entities is empty: name at least one, as the documents "
                                     "write it (e.g. a person, place or organisation)."})
-    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in _DOCUMENT_KINDS]
+    documents = [s for s in await asyncio.to_thread(_sources) if s.kind in DOCUMENT_KINDS]
     if not documents:
         return json.dumps({"error": "The task has no documents to draw a graph from (Markdown, "
                                     "text, HTML, PDF or Word under sources/). Call "
@@ -338,7 +291,7 @@ async def list_sources() -> str:
     for source in found:
         entry: dict[str, Any] = {"name": source.name, "file": f"sources/{source.path.name}",
                                  "kind": source.kind, "bytes": source.size}
-        if source.kind in _DOCUMENT_KINDS:
+        if source.kind in DOCUMENT_KINDS:
             entry["read_with"] = "search_passages"
         elif source.kind in DATA_KINDS:
             entry["read_with"] = "query_data"

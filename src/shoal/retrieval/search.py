@@ -51,7 +51,7 @@ class SearchMode(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Passage:
+class Hit:
     """One passage found, its score, and its rank in each ranking (None: not in it)."""
 
     chunk: Chunk
@@ -67,7 +67,7 @@ class SearchResult:
 
     query: str
     mode: SearchMode
-    passages: tuple[Passage, ...]
+    passages: tuple[Hit, ...]
     note: str = ""
 
 
@@ -97,7 +97,7 @@ async def search_passages(corpus: Corpus, query: str, *, k: int = 5,
         scored = _fused(lexical, semantic)[:k]
         mode = SearchMode.hybrid
     chunks = await asyncio.to_thread(corpus.chunks, [key for key, *_ in scored])
-    passages = tuple(Passage(chunks[key], score, bm25_rank, vector_rank)
+    passages = tuple(Hit(chunks[key], score, bm25_rank, vector_rank)
                      for key, score, bm25_rank, vector_rank in scored if key in chunks)
     return SearchResult(query, mode, passages, note)
 
