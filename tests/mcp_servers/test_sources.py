@@ -5,7 +5,9 @@ The worker's data folder (`SHOAL_DATA_DIR`, where its index folder is) is each t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -78,8 +80,13 @@ async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path,
     best = found["passages"][0]
     assert FERRY_FACT in best["text"]
     assert (best["document"], best["heading"], best["page"]) == ("guide.md", "Timetable", None)
-    text = (workspace / "sources/guide.md").read_text(encoding="utf-8")
-    assert text[best["start"]:best["end"]] == best["text"]
+    lines = (workspace / "sources/guide.md").read_text(encoding="utf-8").splitlines()
+    first, last = best["lines"]
+    assert best["text"] in "\n".join(lines[first - 1:last])  # the lines of the user's file
+    assert best["citation"] == f'guide.md, "Timetable", lines {first}\u2013{last}'
+    sha = hashlib.sha256((workspace / "sources/guide.md").read_bytes()).hexdigest()
+    assert re.fullmatch(rf"{sha[:8]}:\d+", best["id"])
+    assert "start" not in best  # offsets into extracted text are no citation
     assert {t["table"] for t in schema["tables"]} == {"sales", "targets", "shop.orders",
                                                        "shop.customers"}
     assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "written_by": "you",
@@ -147,7 +154,7 @@ async def test_search_with_the_fake_embeddings_is_hybrid_and_indexes_once(
     assert BUILT_FACT in first["passages"][0]["text"]
     assert (first["passages"][0]["document"], first["passages"][0]["page"]) == (
         "history.pdf", 2)
-    assert first["passages"][0]["citation"].startswith("history.pdf, page 2, characters ")
+    assert first["passages"][0]["citation"] == "history.pdf, page 2"
     assert sum(embedded) > 2  # every passage of both documents, and the question
     assert second["mode"] == "hybrid"
     assert asked == [1]  # the question alone
@@ -222,12 +229,12 @@ async def test_graph_neighbors_without_a_chat_model_is_heuristic_and_cited(
         found = await call(sources, "graph_neighbors", entities=["gull  ISLAND", "Atlantis"])
     assert (found["mode"], found["note"], found["depth"]) == ("heuristic", NO_CHAT_MODEL, 1)
     assert found["entities"] == ["Gull Island"]
-    assert found["edges"] == [{"subject": "Gull Island", "relation": "co_occurs",
-                               "object": "Pier 3", "hop": 1, "passages": [1]}]
     (passage,) = found["passages"]
-    text = (workspace / "sources/guide.md").read_text(encoding="utf-8")
+    assert found["edges"] == [{"subject": "Gull Island", "relation": "co_occurs",
+                               "object": "Pier 3", "hop": 1, "passages": [passage["id"]]}]
+    lines = (workspace / "sources/guide.md").read_text(encoding="utf-8").splitlines()
     assert (passage["document"], passage["heading"]) == ("guide.md", "Timetable")
-    assert text[passage["start"]:passage["end"]] == passage["text"]
+    assert passage["text"] in "\n".join(lines[passage["lines"][0] - 1:passage["lines"][1]])
     assert FERRY_FACT in passage["text"]
     assert found["not_found"][0]["note"].startswith('No entity named "Atlantis"')
     assert len(list((data_dir / "index").glob("*.graph.v1.*.heuristic-*.json"))) == 2

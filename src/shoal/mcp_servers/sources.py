@@ -39,6 +39,7 @@ from shoal.errors import ShoalError
 from shoal.mcp_servers import workspace
 from shoal.retrieval import handoff
 from shoal.retrieval import index as indexes
+from shoal.retrieval.chunks import Chunk
 from shoal.retrieval.corpus import Corpus
 from shoal.retrieval.embeddings import Embedder, embedder_from_settings
 from shoal.retrieval.extraction import ChatExtractor, extractor_from_settings
@@ -58,8 +59,9 @@ from shoal.retrieval.sql_writer import write_sql
 
 server = MCPServer("sources", instructions=(
     "Read the task's own sources (the user's files under sources/). search_passages finds "
-    "passages of the documents that answer a question, each with its citation (document, page "
-    "or heading, character range): cite those. graph_neighbors names the entities related to "
+    "passages of the documents that answer a question, each with its id and citation (a PDF's "
+    "page, else the heading and lines it is under): cite those, quoting the passage's words "
+    "exactly. graph_neighbors names the entities related to "
     "the ones you give (within 1 to 3 hops) and the passages each relation came from. "
     "list_sources says what there is; data_schema and query_data answer questions about data "
     "files (CSV, Parquet, SQLite, Excel) with one read-only SQL SELECT."))
@@ -173,20 +175,28 @@ async def _embedded(opened: list[indexes.Index], embedder: Embedder) -> list[str
     return []
 
 
+def _passage(chunk: Chunk) -> dict[str, Any]:
+    """A passage as the tools answer it: its id, its citation as a person reads it (and its
+    parts), and its whole text."""
+    where = chunk.citation
+    return {"id": chunk.id, "citation": where.label(), "document": where.document,
+            "page": where.page, "heading": where.heading,
+            "lines": [where.first_line, where.last_line], "text": chunk.text}
+
+
 def _passages(result: SearchResult) -> list[dict[str, Any]]:
-    return [{"document": p.chunk.citation.document, "page": p.chunk.citation.page,
-             "heading": p.chunk.citation.heading, "start": p.chunk.citation.start,
-             "end": p.chunk.citation.end, "citation": p.chunk.citation.label(),
-             "score": round(p.score, 6), "text": p.chunk.text} for p in result.passages]
+    return [{**_passage(hit.chunk), "score": round(hit.score, 6)} for hit in result.passages]
 
 
 @server.tool(annotations=_READ_ONLY)
 async def search_passages(query: str, k: int = 5) -> str:
-    """Passages of the task's documents (Markdown, text, HTML, PDF, Word under sources/) that best
-    answer `query`, best first, at most `k` (1 to 20). Each has its citation: document, page
-    (PDF) or nearest heading, the character range [start, end) in the document's text, and the
-    passage text. `mode` says how they were found: "hybrid" (words and meaning, fused) or
-    "bm25" (words alone; `note` says why). Returns JSON."""
+    """Passages of the task's documents (Markdown, text, HTML, PDF, Word under sources/) that
+    best answer `query`, best first, at most `k` (1 to 20). Each has its id (`3fa9c1d2:14`),
+    its citation as a person reads it (`report.pdf, page 3`; `guide.html, "Thread Safety",
+    lines 40-52`: the page of a PDF, else the nearest heading and the lines), those parts,
+    and its whole text: cite by id or citation, and quote its words exactly. `mode` says how
+    they were found: "hybrid" (words and meaning, fused) or "bm25" (words alone; `note` says
+    why). Returns JSON."""
     if not query.strip():
         return json.dumps({"error": "query is empty: ask with the words of the question."})
     documents = [s for s in await asyncio.to_thread(_sources) if s.kind in DOCUMENT_KINDS]
@@ -223,24 +233,17 @@ async def _graph(documents: list[SourceFile], extractor: ChatExtractor | None) -
 
 
 def _neighborhood(found: Neighborhood) -> dict[str, Any]:
-    """The edges found, each citing its passages by number, and those passages once each."""
-    numbers: dict[tuple[str, int], int] = {}
-    passages: list[dict[str, Any]] = []
+    """The edges found, each citing its passages by id, and those passages once each."""
+    passages: dict[str, dict[str, Any]] = {}
     edges: list[dict[str, Any]] = []
     for edge in found.edges:
-        cited: list[int] = []
         for chunk in edge.passages:
-            where = chunk.citation
-            if (where.document, where.start) not in numbers:
-                numbers[where.document, where.start] = len(passages) + 1
-                passages.append({"id": len(passages) + 1, "document": where.document,
-                                 "page": where.page, "heading": where.heading,
-                                 "start": where.start, "end": where.end,
-                                 "citation": where.label(), "text": chunk.text})
-            cited.append(numbers[where.document, where.start])
+            passages.setdefault(chunk.id, _passage(chunk))
+        cited = list(dict.fromkeys(chunk.id for chunk in edge.passages))
         edges.append({"subject": edge.subject, "relation": edge.relation,
                       "object": edge.object, "hop": edge.hop, "passages": cited})
-    return {"entities": list(found.entities), "edges": edges, "passages": passages,
+    return {"entities": list(found.entities), "edges": edges,
+            "passages": list(passages.values()),
             "edges_found": found.found, "truncated": found.found > len(found.edges),
             "not_found": [{"name": m.name, "suggestions": list(m.suggestions),
                            "note": m.note()} for m in found.missing]}
@@ -251,8 +254,8 @@ async def graph_neighbors(entities: list[str], depth: int = 1) -> str:
     """The relations around `entities` (names as the documents write them; case and spacing do
     not matter) in a knowledge graph of the task's documents: every edge (subject, relation,
     object) within `depth` hops (1 to 3; 1: the relations of the named entities themselves),
-    nearest and best attested first, each citing by number the passages it came from
-    (document, page or heading, character range [start, end), text). `not_found` lists names
+    nearest and best attested first, each citing by id the passages it came from (listed once
+    each, with their citation and text, as search_passages gives them). `not_found` lists names
     no entity has, with close matches. `mode` says how the graph was extracted: "model" (the
     chat model) or "heuristic" (capitalised names related by sharing a sentence; `note` says
     why). Returns JSON."""

@@ -1,7 +1,11 @@
 """Retrieval over a task's sources, on the worker side: the executors behind `shoal mcp sources`.
 
 - `chunks`: a source's text cut into passages of whole sentences (`sentences`: where they end,
-  and `shorten` for any snippet), each with its citation;
+  and `shorten` for any snippet), each with its citation in the user's terms (a PDF's page, or
+  the heading and lines);
+- `passages`: a citation (an id or a label) resolved back to its passage, and `quote_in`, for
+  code that checks what a report cites;
+- `folder`: the files of a task's `sources/` folder and the names they are cited by;
 - `index`: one SQLite file per source content hash (chunks, an FTS5 table for BM25, embeddings
   per model), built once and reused by every later task over the same file;
 - `embeddings`: the configured provider's embeddings endpoint (OpenAI-compatible or Ollama);

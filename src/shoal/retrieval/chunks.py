@@ -10,18 +10,30 @@ its end, in whole sentences, so that a fact cut in two is whole in one. A senten
 `MAX_CHARS` stays whole, in a longer passage; only a piece of text over `LONGEST_CHARS` without
 a sentence end (a table, a data dump) is cut, at a line break or a space, never inside a word.
 
-Each passage's `Citation` names its document, its page (the PDF page it is on) or its heading
-(the nearest Markdown heading above it), and its character range `[start, end)` in the text:
-`text[start:end]` is the passage, exactly.
+Each passage's `Citation` names the place in the user's own terms, and its `label()` says it
+as a person would:
+
+- a PDF's page (the extractor's `[page N]` marker above it), and the nearest heading if there
+  is one: `report.pdf, page 3` or `report.pdf, page 3, "Results"`;
+- any other document's nearest heading above it (a Markdown heading, which HTML and Word
+  headings become) and its lines: `guide.html, "Thread Safety", lines 40\u201352`,
+  `notes.txt, line 7`. Lines count from 1 in the text Shoal extracted; for Markdown and plain
+  text that text is the file itself, so they are the lines of the user's own file; for HTML
+  and Word, the lines of the extracted text (a paragraph, list item or table row to a line).
+
+Offsets stay in the citation (`text[start:end]` is the passage, exactly) for code, not for
+people. Indexing gives each passage an id, its content hash's start and its number
+(`shoal.retrieval.index`).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from shoal.retrieval.sentences import sentence_spans, stripped
+from shoal.retrieval.sentences import sentence_spans, shorten, stripped
 
 MIN_CHARS = 800
 """A passage ends at a weaker boundary rather than be shorter than this (a section's last one
@@ -41,32 +53,51 @@ _PAGE = re.compile(r"^\[page (\d+)\][ \t]*$", re.MULTILINE)
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
+_HEADING_CHARS = 60  # a longer heading is shortened in a label
+DASH = "\u2013"
+"""The en dash of a range in a label (`lines 40\u201352`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Citation:
-    """Where a passage is: its document, page or heading, and character range in the text."""
+    """Where a passage is: its document, page, nearest heading, first and last line (from 1)
+    and character range in the extracted text."""
 
     document: str
     page: int | None
     heading: str | None
     start: int
     end: int
+    first_line: int = 0
+    last_line: int = 0
 
     def label(self) -> str:
-        """How a person reads it: `report.pdf, page 3, characters 1200-2240`."""
-        where = (f"page {self.page}" if self.page is not None
-                 else f'"{self.heading}"' if self.heading else "")
-        parts = [self.document, where, f"characters {self.start}-{self.end}"]
-        return ", ".join(p for p in parts if p)
+        """How a person reads it: `report.pdf, page 3` (and its heading, if any), or
+        `guide.html, "Thread Safety", lines 40\u201352`."""
+        parts = [self.document]
+        if self.page is not None:
+            parts.append(f"page {self.page}")
+        if self.heading:
+            parts.append(f'"{shorten(self.heading.replace(chr(34), chr(39)), _HEADING_CHARS)}"')
+        if self.page is None and self.first_line:
+            parts.append(self.lines())
+        return ", ".join(parts)
+
+    def lines(self) -> str:
+        """Its lines as a person says them: `line 7`, `lines 40\u201352`."""
+        if self.first_line == self.last_line:
+            return f"line {self.first_line}"
+        return f"lines {self.first_line}{DASH}{self.last_line}"
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One passage of a source's text and its citation."""
+    """One passage of a source's text, its citation, and its id once indexed
+    (`<content hash start>:<number>`, `shoal.retrieval.index`; empty before)."""
 
     text: str
     citation: Citation
+    id: str = ""
 
 
 class _Strength(IntEnum):
@@ -107,12 +138,15 @@ def split_passages(text: str, *, document: str, min_chars: int = MIN_CHARS,
         raise ValueError("need 0 < min_chars <= max_chars and 0 <= overlap < min_chars")
     chunks: list[Chunk] = []
     fenced = _fenced_ranges(text)
+    newlines = [m.start() for m in re.finditer("\n", text)]
     for section in sections(text):
         units = _units(text, section.start, section.end, fenced)
         for start, end in _pack(units, min_chars=min_chars, max_chars=max_chars,
                                 overlap=overlap):
+            first = bisect.bisect_left(newlines, start) + 1
+            last = bisect.bisect_left(newlines, end - 1) + 1
             chunks.append(Chunk(text[start:end], Citation(
-                document, section.page, section.heading, start, end)))
+                document, section.page, section.heading, start, end, first, last)))
     return chunks
 
 

@@ -4,7 +4,9 @@ The caller says where index files live (`index_dir`); the file is `<sha256>.v<FO
 and holds:
 
 - `chunks`: the passages of the source's text (`shoal.retrieval.chunks`) with their page,
-  heading and character range;
+  heading, lines and character range, numbered from 1 in the text's order: passage `n` of the
+  source whose content hash starts `3fa9c1d2` has the id `3fa9c1d2:n` (`passage_id`), the same
+  on every worker that indexes the same file (the index's format fixes how it is cut);
 - `chunks_fts`: an FTS5 table over them (Porter stemming), for BM25;
 - `vectors`: an embedding per chunk per model (`<api>:<model>`), L2-normalised float32 blobs,
   added by `embed` when an embedding model is configured.
@@ -29,7 +31,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -41,8 +43,11 @@ from shoal.retrieval.embeddings import Embedder, Vectors
 
 FORMAT = 2
 """The index file's format, and of the text and passages in it: a file of another format is
-not read (a new one is built). 2: HTML pages are read as their main content, and passages
-are whole sentences."""
+not read (a new one is built). 2: HTML pages are read as their main content, passages are
+whole sentences, and each has its lines."""
+
+ID_HEX = 8
+"""How many hex digits of the content hash begin a passage's id."""
 
 MAX_TEXT_CHARS = 2_000_000
 """How much of a source's text is indexed (the `source_text_chars` setting's default)."""
@@ -53,7 +58,8 @@ TOKENIZE = "porter unicode61 remove_diacritics 2"
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE chunks (id INTEGER PRIMARY KEY, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-                     page INTEGER, heading TEXT, text TEXT NOT NULL);
+                     page INTEGER, heading TEXT, first_line INTEGER NOT NULL,
+                     last_line INTEGER NOT NULL, text TEXT NOT NULL);
 CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id',
                                            tokenize='{TOKENIZE}');
 CREATE TABLE vectors (model TEXT NOT NULL, chunk_id INTEGER NOT NULL, vector BLOB NOT NULL);
@@ -126,15 +132,26 @@ class Index:
         return loaded
 
     def chunks(self, ids: Sequence[int]) -> dict[int, Chunk]:
-        """The passages with these ids, cited as from this index's document."""
+        """The passages with these numbers, cited as from this index's document."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
+        return {int(row[0]): self._chunk(row) for row in self._rows(f"WHERE id IN ({marks})",
+                                                                      list(ids))}
+
+    def all_chunks(self) -> list[Chunk]:
+        """Every passage, in the text's order."""
+        return [self._chunk(row) for row in self._rows("ORDER BY id", [])]
+
+    def _rows(self, where: str, args: list[int]) -> list[tuple[Any, ...]]:
         with self._lock:
-            rows = self._db.execute(f'SELECT id, start, "end", page, heading, text FROM chunks '
-                                    f"WHERE id IN ({marks})", list(ids)).fetchall()
-        return {int(i): Chunk(text, Citation(self.document, page, heading, start, end))
-                for i, start, end, page, heading, text in rows}
+            return self._db.execute('SELECT id, start, "end", page, heading, first_line, '
+                                    f"last_line, text FROM chunks {where}", args).fetchall()
+
+    def _chunk(self, row: tuple[Any, ...]) -> Chunk:
+        number, start, end, page, heading, first, last, text = row
+        return Chunk(text, Citation(self.document, page, heading, start, end, first, last),
+                     passage_id(self.sha256, int(number)))
 
     def add_vectors(self, model: str, ids: Sequence[int], vectors: Vectors) -> None:
         """Store `model`'s vectors of the chunks `ids` (in one transaction)."""
@@ -151,6 +168,11 @@ class Index:
                 self._db.execute("ROLLBACK")
                 raise
         self._vectors.pop(model, None)
+
+
+def passage_id(sha256: str, number: int) -> str:
+    """The id of passage `number` of the source with content hash `sha256`: `3fa9c1d2:14`."""
+    return f"{sha256[:ID_HEX]}:{number}"
 
 
 def content_hash(path: Path) -> str:
@@ -222,10 +244,11 @@ def _write(target: Path, sha256: str, chunks: list[Chunk]) -> None:
             db.executescript(_SCHEMA)
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("format", str(FORMAT)), ("sha256", sha256), ("chunks", str(len(chunks)))])
-            db.executemany('INSERT INTO chunks (id, start, "end", page, heading, text) VALUES '
-                           "(?, ?, ?, ?, ?, ?)",
+            db.executemany('INSERT INTO chunks (id, start, "end", page, heading, first_line, '
+                           "last_line, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            [(n, c.citation.start, c.citation.end, c.citation.page,
-                             c.citation.heading, c.text) for n, c in enumerate(chunks, 1)])
+                             c.citation.heading, c.citation.first_line, c.citation.last_line,
+                             c.text) for n, c in enumerate(chunks, 1)])
             db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
             db.commit()
         os.replace(scratch, target)
