@@ -24,7 +24,7 @@ from shoal.retrieval import index as indexes
 from shoal.retrieval.embeddings import NO_EMBEDDING_MODEL
 from shoal.retrieval.extraction import EXTRACTOR_ROLE, NO_CHAT_MODEL
 from shoal.tools.mcp_config import launch
-from tests.artifacts.real_files import write_docx, write_xlsx
+from tests.artifacts.real_files import write_docx, write_packages_csv, write_xlsx
 from tests.retrieval.samples import BUILT_FACT, FERRY_FACT, write_data, write_documents
 
 pytestmark = pytest.mark.timeout(90)
@@ -89,10 +89,13 @@ async def test_every_tool_answers_over_stdio_without_embeddings(workspace: Path,
     assert "start" not in best  # offsets into extracted text are no citation
     assert {t["table"] for t in schema["tables"]} == {"sales", "targets", "shop.orders",
                                                        "shop.customers"}
-    assert rows == {"sql": "SELECT count(*) AS orders FROM shop.orders", "written_by": "you",
-                    "columns": ["orders"],
+    sql = "SELECT count(*) AS orders FROM shop.orders"
+    assert rows == {"sql": sql, "written_by": "you", "columns": ["orders"],
                     "rows": [[3]], "row_count": 1, "truncated": False,
-                    "seconds": rows["seconds"]}
+                    "seconds": rows["seconds"], "returned": 1, "ordered": False,
+                    "tables": [{"table": "shop.orders", "rows": 3, "source": "shop.db (orders)"}],
+                    "about": "1 row of the 3 in shop.orders, in no particular order.",
+                    "citation": f"SQL: {sql} \u2014 row 1 of 1"}
     assert len(list((data_dir / "index").glob("*.sqlite"))) == 2
 
 
@@ -313,3 +316,28 @@ async def test_a_word_document_is_searched_and_a_workbook_queried(tmp_path: Path
     assert {t["table"] for t in schema["tables"]} == {"packages.packages", "packages.sheet_2024",
                                                        "packages.sections"}
     assert counted["rows"] == [[len(rows)]]
+
+
+async def test_query_data_says_the_tables_size_and_that_unordered_rows_are_no_ranking(
+        tmp_path: Path) -> None:
+    """Over a CSV of this machine's installed packages, `SELECT * … LIMIT 5` answers 5 of N
+    rows with a warning that they are in no particular order and the ORDER BY to rank them;
+    with ORDER BY, no warning; data_schema gives every table's size."""
+    root = tmp_path / "attempt"
+    (root / "sources").mkdir(parents=True)
+    rows = write_packages_csv(root / "sources" / "packages.csv")
+    async with connected(root) as sources:
+        schema = await call(sources, "data_schema")
+        first = await call(sources, "query_data", sql='SELECT * FROM "packages" LIMIT 5')
+        ranked = await call(sources, "query_data", sql="SELECT package FROM packages ORDER BY "
+                                                       "installed_kib DESC LIMIT 5")
+    assert [(t["table"], t["rows"]) for t in schema["tables"]] == [("packages", len(rows))]
+    assert (first["returned"], first["ordered"]) == (5, False)
+    assert first["about"] == (f"5 rows of the {len(rows):,} in packages (LIMIT 5), in no "
+                              "particular order.")
+    assert "do not present them as the largest" in first["warning"]
+    assert 'ORDER BY a column DESC (largest first) or ASC (smallest first), e.g. one of ' \
+           '"installed_kib"' in first["warning"]
+    assert first["citation"].endswith("\u2014 rows 1\u20135 of 5")
+    assert ranked["ordered"]
+    assert "warning" not in ranked

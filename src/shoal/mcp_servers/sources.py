@@ -39,6 +39,7 @@ from shoal.errors import ShoalError
 from shoal.mcp_servers import workspace
 from shoal.retrieval import handoff
 from shoal.retrieval import index as indexes
+from shoal.retrieval.answers import described
 from shoal.retrieval.chunks import Chunk
 from shoal.retrieval.corpus import Corpus
 from shoal.retrieval.embeddings import Embedder, embedder_from_settings
@@ -325,7 +326,8 @@ def _schema(catalog: DataCatalog) -> dict[str, Any]:
     return {"tables": tables, "unreadable": list(catalog.problems),
             "how": "query_data(sql) runs one read-only SELECT (or WITH … SELECT) over these "
                    "tables, in DuckDB's SQL dialect; query_data(question) has the worker's "
-                   "chat model write it."}
+                   "chat model write it. `rows` is each table's size: a LIMIT without "
+                   "ORDER BY picks rows arbitrarily, so rank with ORDER BY."}
 
 
 @server.tool(annotations=_READ_ONLY)
@@ -341,7 +343,11 @@ async def data_schema() -> str:
 async def query_data(sql: str = "", question: str = "") -> str:
     """Run one read-only SQL statement (a SELECT, or WITH … SELECT, in DuckDB's dialect) over
     the task's data tables (see data_schema) and return the SQL that ran, the columns and up
-    to 200 rows (`truncated` says if there were more). Give `sql`, or a `question` for the
+    to 200 rows (`truncated` says if there were more), the tables read with their sizes,
+    `about` (how many rows of how many, ordered or not), the `citation` of the rows (`SQL: … —
+    rows 1-5 of 5`: cite that) and, for rows without an ORDER BY, a `warning`: they are in no
+    particular order, so never call them the largest, most, least, first or top; rank with
+    ORDER BY (the warning says which). Give `sql`, or a `question` for the
     worker's chat model to write the SQL from the tables' schema (`written_by` says so).
     Anything else (writes, ATTACH, COPY, PRAGMA, SET, files, several statements) is refused
     with the reason; a query is stopped after 10 seconds. Returns JSON."""
@@ -368,5 +374,6 @@ async def query_data(sql: str = "", question: str = "") -> str:
     return json.dumps({"sql": result.sql, "written_by": written_by,
                        "columns": list(result.columns),
                        "rows": [list(r) for r in result.rows], "row_count": len(result.rows),
-                       "truncated": result.truncated, "seconds": result.seconds},
+                       "truncated": result.truncated, "seconds": result.seconds,
+                       **described(result, question=question)},
                       ensure_ascii=False, default=str)

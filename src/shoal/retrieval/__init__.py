@@ -12,7 +12,9 @@
 - `corpus`: a task's indexes searched as one collection (one BM25 table, one vector matrix);
 - `search`: hybrid search, BM25 and exact vector similarity fused by reciprocal rank, or BM25
   alone when there are no embeddings (the result says which ran);
-- `sql`: one read-only SQL statement over the data sources (CSV, Parquet, SQLite) in DuckDB.
+- `sql`: one read-only SQL statement over the data sources (CSV, Parquet, SQLite, Excel) in
+  DuckDB; `answers`: what its rows mean (sizes, order, a warning), their citation, and the SQL
+  run again for a check.
 
 Nothing here imports the control plane (an import-linter contract says so).
 """

@@ -15,7 +15,8 @@ and `lock_configuration` keeps it so.
 `SELECT` (or `WITH … SELECT`, `FROM …`, `VALUES`, `DESCRIBE`), found with DuckDB's own parser
 (`extract_statements`, and `json_serialize_sql` for the tree), reading only the catalog's tables,
 its own CTEs and `range`/`generate_series`/`unnest`: no file, no `ATTACH`, `COPY`, `PRAGMA`,
-`SET`, no writes. It is interrupted after `seconds`, and returns at most `row_limit` rows.
+`SET`, no writes. It is interrupted after `seconds`, and returns at most `row_limit` rows, saying
+whether they are ordered (an ORDER BY at the top level), the LIMIT, and the tables read.
 A refusal or a failed query is `InvalidInput` whose message tells the agent what to send instead;
 a query past its time is `ToolError` (code `query_timeout`).
 """
@@ -105,13 +106,18 @@ class Table:
 @dataclass(frozen=True, slots=True)
 class QueryResult:
     """What a query answered: the SQL that ran, its columns, rows (JSON-ready values), whether
-    rows past `row_limit` were cut, and how long it took."""
+    rows past `row_limit` were cut, and how long it took; whether its rows are ordered (an
+    ORDER BY at the statement's top level), its top-level LIMIT (when a constant), and the
+    tables it reads (with their sizes)."""
 
     sql: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     truncated: bool
     seconds: float
+    ordered: bool = False
+    limit: int | None = None
+    tables: tuple[Table, ...] = ()
 
 
 class DataCatalog:
@@ -305,9 +311,24 @@ def _unique_columns(columns: list[str]) -> list[str]:
 # ---- checking a statement ------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A checked statement: its SQL, whether it orders its rows and limits them (at its top
+    level), and the catalog's tables it reads."""
+
+    query: str
+    ordered: bool
+    limit: int | None
+    reads: frozenset[tuple[str, str]]
+
+
 def check_statement(catalog: DataCatalog, sql: str) -> str:
     """The one statement of `sql` if `query_data` may run it, else `InvalidInput` saying why
     and what to send instead."""
+    return _checked(catalog, sql).query
+
+
+def _checked(catalog: DataCatalog, sql: str) -> _Statement:
     db = catalog.cursor()
     try:
         statements = db.extract_statements(sql)
@@ -327,18 +348,32 @@ def check_statement(catalog: DataCatalog, sql: str) -> str:
                            "Nothing can be changed, attached, copied or configured.")
     query = statement.query.strip().rstrip(";").strip()
     serialised = db.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
-    tree = json.loads(serialised[0]) if serialised else {"error": True}
+    tree: dict[str, Any] = json.loads(serialised[0]) if serialised else {"error": True}
     if tree.get("error"):
         raise InvalidInput(f"This statement cannot be checked ({tree.get('error_message')}). "
                            "Send a plain SELECT (PIVOT: use GROUP BY with FILTER instead).")
-    _check_tree(catalog, tree)
-    return query
+    reads = _check_tree(catalog, tree)
+    statements_json: list[dict[str, Any]] = tree.get("statements") or [{}]
+    node = statements_json[0].get("node") or {}
+    modifiers = [m for m in node.get("modifiers") or [] if isinstance(m, dict)]
+    return _Statement(query, any(m.get("type") == "ORDER_MODIFIER" for m in modifiers),
+                      next((_constant(m.get("limit")) for m in modifiers
+                            if m.get("type") == "LIMIT_MODIFIER"), None), frozenset(reads))
 
 
-def _check_tree(catalog: DataCatalog, tree: Any) -> None:
+def _constant(expression: Any) -> int | None:
+    """The integer a LIMIT's expression is, when it is a constant."""
+    literal = (expression or {}).get("literal") if isinstance(expression, dict) else None
+    text = str((literal or {}).get("text", ""))
+    return int(text) if text.isdigit() else None
+
+
+def _check_tree(catalog: DataCatalog, tree: Any) -> set[tuple[str, str]]:
+    """Refuse what the statement may not do; the catalog's tables it reads."""
     ctes = {str(entry["key"]).lower() for node in _nodes(tree)
             for entry in (node.get("cte_map") or {}).get("map", []) if "key" in entry}
     known = catalog.names()
+    reads: set[tuple[str, str]] = set()
     for node in _nodes(tree):
         if node.get("type") == "TABLE_FUNCTION":
             function = str((node.get("function") or {}).get("function_name", "")).lower()
@@ -352,21 +387,25 @@ def _check_tree(catalog: DataCatalog, tree: Any) -> None:
             if _FILE_FUNCTION.match(function):
                 raise InvalidInput(f"The function {function}() is refused: query_data reads "
                                    f"only the task's tables ({_listed(catalog)}).")
-        elif node.get("type") == "BASE_TABLE":
-            _check_table(catalog, known, ctes, node)
+        elif node.get("type") == "BASE_TABLE" and (
+                read := _check_table(catalog, known, ctes, node)) is not None:
+            reads.add(read)
+    return reads
 
 
 def _check_table(catalog: DataCatalog, known: set[tuple[str, str]], ctes: set[str],
-                 node: dict[str, Any]) -> None:
+                 node: dict[str, Any]) -> tuple[str, str] | None:
     name = str(node.get("table_name", ""))
     schema = str(node.get("schema_name", "")).lower()
     catalog_name = str(node.get("catalog_name", "")).lower()
     if schema in _SYSTEM_SCHEMAS and catalog_name in ("", "memory", "system"):
-        return
+        return None
     if catalog_name not in ("", "memory"):
         schema = catalog_name if schema == "main" else schema  # `shop.orders` may parse so
-    if (schema or "main", name.lower()) in known or (not schema and name.lower() in ctes):
-        return
+    if (schema or "main", name.lower()) in known:
+        return schema or "main", name.lower()
+    if not schema and name.lower() in ctes:
+        return None
     if not schema and any(ch in name for ch in "/\\.:"):
         raise InvalidInput(f"FROM '{name}' would read a file: query_data reads only the task's "
                            f"tables ({_listed(catalog)}).")
@@ -395,7 +434,8 @@ async def query_data(catalog: DataCatalog, sql: str, *, row_limit: int = ROW_LIM
     """Run one read-only statement over the catalog's tables: at most `row_limit` rows, and
     interrupted after `seconds`. `InvalidInput` when it is refused or fails (saying why),
     `ToolError` (code `query_timeout`) when it runs too long."""
-    query = await asyncio.to_thread(check_statement, catalog, sql)
+    statement = await asyncio.to_thread(_checked, catalog, sql)
+    query = statement.query
     db = catalog.cursor()
     loop = asyncio.get_running_loop()
     timer = loop.call_later(seconds, db.interrupt)
@@ -413,7 +453,9 @@ async def query_data(catalog: DataCatalog, sql: str, *, row_limit: int = ROW_LIM
         timer.cancel()
         db.close()
     return QueryResult(query, columns, tuple(rows[:row_limit]), len(rows) > row_limit,
-                       round(time.perf_counter() - started, 4))
+                       round(time.perf_counter() - started, 4), statement.ordered,
+                       statement.limit, tuple(t for t in catalog.tables
+                                              if _split_name(t.name) in statement.reads))
 
 
 def _fetch(db: duckdb.DuckDBPyConnection, query: str,
