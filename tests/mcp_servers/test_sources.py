@@ -111,8 +111,8 @@ async def test_a_question_to_the_data_has_the_chat_model_write_the_sql(workspace
         alone = await call(sources, "query_data", question="What revenue?")
         neither = await call(sources, "query_data")
     assert asked["written_by"] == "model"
-    assert asked["sql"].startswith('SELECT * FROM "sales"')
-    assert asked["columns"] == ["region", "month", "revenue"]
+    assert asked["sql"] == 'SELECT "region", "revenue" FROM "sales" LIMIT 5'  # the columns named
+    assert asked["columns"] == ["region", "revenue"]
     assert asked["rows"]
     assert "either sql" in both["error"]
     assert "either sql" in neither["error"]

@@ -88,8 +88,8 @@ def test_each_cited_sentence_is_checked_against_what_it_cites() -> None:
     assert "- Every public function is thread safe since version 2.1 [2]." in report  # renumbered
     assert "- The largest package is chromium at 291,000 kB [3]." in report
     sources = report.split("## Sources", 1)[1]
-    assert '[2] threads.txt, lines 1-3 \u2014 \u201csafe to call' in sources
-    assert '[3] SQL: SELECT name, size' in sources
+    assert '- [2] threads.txt, lines 1-3 \u2014 \u201csafe to call' in sources
+    assert '- [3] SQL: SELECT name, size' in sources
     assert "pauses.md" not in sources  # cited by nothing left
     assert checked.passages[2] == {"label": "threads.txt, lines 1-3",
                                    "text": PASSAGES["threads.txt, lines 1-3"].text,
@@ -99,7 +99,8 @@ def test_each_cited_sentence_is_checked_against_what_it_cites() -> None:
     assert set(checked.passages) == {1, 2, 3}
     gaps = report.split("## Gaps", 1)[1].split("##", 1)[0]
     assert "1 of 2 parts of the question answered." in gaps
-    assert "- Who maintains it? Not answered: searched Owners: maintainers team" in gaps
+    assert ("- Who maintains it? Not answered. Searched: Owners: maintainers team. Owners "
+            "found nothing.") in gaps
     assert "- None." not in gaps
     check = report.split("## Citation check", 1)[1].split("## Sources", 1)[0]
     assert "citation precision 43%" in check

@@ -142,17 +142,20 @@ async def echo_worker(
 async def demo_plane(
     settings: Settings, *, workers: tuple[str, ...] = ("w1",), slots: int = 2,
 ) -> AsyncIterator[tuple[RunningServer, httpx.AsyncClient]]:
-    """A control plane, the demo model, and workers whose one tool (`openai_compat`) talks
-    to it; yields the server and a signed-in client (closed at the end)."""
+    """A control plane, the demo model, and workers whose AI tool (`openai_compat`) talks to
+    it (beside Shoal's own `citations`); yields the server and a signed-in client (closed at
+    the end)."""
     from shoal.demo.model import running_demo_model
     from shoal.tools.agent_loop import OpenAICompatTool
+    from shoal.tools.citations import CitationsTool
 
     async with running_demo_model() as model_url, running_server(settings) as srv:
         tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
         async with contextlib.AsyncExitStack() as stack:
             for name in workers:
                 await stack.enter_async_context(echo_worker(
-                    srv, settings, name=name, slots=slots, tools={"openai_compat": tool}))
+                    srv, settings, name=name, slots=slots,
+                    tools={"openai_compat": tool, "citations": CitationsTool(settings)}))
             await wait_until(lambda: len(srv.services.runtime.fleet) == len(workers),
                              what="the workers to connect")
             client = await login(srv, settings)

@@ -24,12 +24,12 @@ async def test_nothing_configured_offers_only_the_built_in_tools(tmp_path: Path)
     probes = await probe_tools(settings)
     assert [p.name for p in probes] == list(ADAPTERS)
     found = {p.name for p in probes if p.available}
-    assert found == {"echo", "evaluator"}
+    assert found == {"echo", "evaluator", "citations"}
     for probe in probes:
         if not probe.available:
             assert probe.detail, probe
             assert probe.enable, probe
-    assert sorted(create_tools(settings, probes)) == ["echo", "evaluator"]
+    assert sorted(create_tools(settings, probes)) == ["citations", "echo", "evaluator"]
 
 
 async def test_everything_configured_is_found_with_versions(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from playwright.async_api import expect
 
 from shoal.api.server import running_server
 from shoal.config import Settings
+from shoal.demo.corpus import SAMPLE_QUESTION, corpus_files
 from tests.runtime.harness import demo_plane, echo_worker, login, sse_events
 from tests.web.browser import browser_page, sign_in
 
@@ -42,6 +43,41 @@ async def test_the_supervisors_route_decisions_and_blackboard_show(settings: Set
             await expect(critical).not_to_have_count(0)
             await expect(page.locator("#graph .node", has_text="summarize")).to_have_class(
                 re.compile(r"\bcritical\b"))  # the last step is on it
+            watched.clean()
+
+
+async def test_a_reports_citation_opens_its_passage_with_the_quote_marked(
+    settings: Settings,
+) -> None:
+    """Research over the sample corpus: below the report, what each citation cites, as Shoal's
+    check found it; a marker in the report opens its passage, the quote highlighted, and a data
+    citation shows its SQL and rows."""
+    async with demo_plane(settings) as (srv, client):
+        files = [("file", (p.name, p.read_bytes())) for p in corpus_files()]
+        uploaded = await client.post("/api/v1/uploads", files=files)
+        assert uploaded.status_code == 201, uploaded.text
+        resp = await client.post("/api/v1/tasks", json={
+            "description": SAMPLE_QUESTION, "workflow": "research",
+            "sources": [u["upload_id"] for u in uploaded.json()["uploads"]]})
+        assert resp.status_code == 201, resp.text
+        task_id = resp.json()["task_id"]
+        await sse_events(client, task_id, until={"task_complete", "task_failed"})
+        async with browser_page("citations", srv.url) as watched:
+            page = watched.page
+            await sign_in(page, "alice")
+            await page.goto(f"/tasks/{task_id}")
+            await expect(page.locator("#task-status")).to_have_text("completed")
+            cites = page.locator("#citations")
+            await expect(cites).to_be_visible()
+            quoted = cites.locator("li", has=page.locator("mark")).first
+            number = (await quoted.get_attribute("id") or "").removeprefix("cite-")
+            frame = page.frame_locator("#report-frame")
+            await frame.locator(f"a[data-cite='{number}']").first.click()
+            await expect(quoted.locator("details")).to_have_attribute("open", "")
+            await expect(quoted).to_be_focused()
+            await expect(quoted.locator("mark")).not_to_be_empty()
+            await expect(cites.locator("li", has=page.locator("pre code", has_text="SELECT"))
+                         .locator("table.rows tbody tr")).not_to_have_count(0)
             watched.clean()
 
 

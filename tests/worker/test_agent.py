@@ -131,7 +131,7 @@ async def test_echo_tool_files_reach_control_plane(plane: FakeControlPlane,
                     name="test-worker")
     async with running(worker):
         register = await plane.expect(WorkerRegister)
-        assert [t.name for t in register.tools] == ["echo", "evaluator"]
+        assert [t.name for t in register.tools] == ["citations", "echo", "evaluator"]
         msg = execute("echo").model_copy(update={"options": {"files": {"a/b.txt": "hi"}}})
         await plane.send(msg)
         result = await plane.expect(TaskResult)

@@ -42,7 +42,7 @@ def _check_tools() -> None:
     """Print the tool probes as a table; exit 1 when no AI tool (beyond echo) was found."""
     from rich.table import Table
 
-    from shoal.tools.registry import probe_tools
+    from shoal.tools.registry import BUILT_IN, probe_tools
 
     settings = settings_from_env(mode=os.environ.get("SHOAL_MODE", "dev"))
     probes = run(lambda: probe_tools(settings))
@@ -56,7 +56,7 @@ def _check_tools() -> None:
         table.add_row(probe.name, found, probe.version or "", "yes" if probe.local else "no",
                       text)
     console.print(table)
-    if not any(p.available and p.name not in ("echo", "evaluator") for p in probes):
-        console.print("No AI tool found: this worker could only run the built-in `echo` and "
-                      "`evaluator` tools.")
+    if not any(p.available and p.name not in BUILT_IN for p in probes):
+        console.print("No AI tool found: this worker could only run Shoal's built-in tools "
+                      f"({', '.join(sorted(BUILT_IN))}).")
         raise typer.Exit(1)

@@ -1,23 +1,26 @@
 """The demo model's script for the `research` workflow (`workflows/builtin/research.yaml`):
 every role, with the tools of `shoal mcp sources` where the client offers them.
 
-- the planner writes a typed plan of four waves. For the sample question (it names "heat
-  days"): figures (SQL), passages on what the city does, the relations of who does it, one
-  question the sources cannot answer ("Tram rails"), a synthesis of the four, the report, and
-  its review. For any other question: passages, figures and relations on the question itself;
+- the planner names the question's parts and writes a typed plan of three waves. For the
+  sample question (it names "heat days"): figures (SQL), passages on what the city does, the
+  relations of who does it, one part the sources cannot answer ("Tram rails"), a synthesis of
+  the four and the report. For any other question: its parts are its sentences that ask and
+  the clauses of one joined by "and"; passages, figures and relations serve each of them;
 - the searcher calls `search_passages` (an expanded query on a retry) and answers the passages
-  that hold at least half of the query's words (and two of them), each with its citation —
-  none, and `answered: false`, when nothing holds them, never an invented finding;
+  that hold at least half of the query's words (and two of them), each with its citation and,
+  as its quote and its text, the passage's sentence that holds the most of them, copied
+  exactly — none, and `answered: false`, when nothing holds them, never an invented finding;
 - the analyst calls `data_schema`, then `query_data` with a SELECT over the table whose
   columns the task names, and answers the rows with the SQL (nothing when no column fits);
 - the grapher calls `graph_neighbors` with the task's capitalised names;
-- the synthesist and the writer build their texts from the findings in their prompts; the
-  writer numbers the citations, lists the gaps — and adds one sentence its cited passage does
-  not support (`UNSUPPORTED`), for the review to catch;
-- the reviewer checks each cited sentence against the findings its citation names (every
-  figure of the sentence in the passage), drops what is unsupported or cites nothing, and adds
-  a "Citation check" section with the figures;
+- the synthesist and the writer build their texts from the findings in their prompts only; the
+  writer numbers the citations and lists each with its quote. On the sample question alone it
+  adds one sentence its cited passage does not support (`UNSUPPORTED`), which Shoal's citation
+  check catches: told so, the writer removes the sentences the check names (`repaired`);
 - the judge scores 0.9, or 0.3 for a retrieval that answered nothing.
+
+Every report it writes begins by saying that the built-in demo model wrote it, and how to
+connect a real one (`NOTICE`).
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from shoal.demo.fake.exchange import LABEL
+from shoal.demo.fake.exchange import LABEL, NOTICE
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
 
 ROLE = re.compile(r"Research role:[ \t]*(planner|retrieval_rag|retrieval_nlq|retrieval_graph|"
-                  r"synthesis|write_report|review|judge)\b")
+                  r"synthesis|write_report|judge)\b")
 UNSUPPORTED = "Norhaven planted 50,000 street trees in 2024 alone"  # no source says so
+REPAIR = "Shoal's citation check (code, not a model) found cited sentences"
 SQL_WRITER = "Role: sql_writer"  # `shoal.retrieval.sql_writer`'s prompt
 RETRY = "# Another try"
 _STOP = frozenset({"what", "which", "when", "where", "does", "with", "from", "that", "this",
@@ -53,9 +57,7 @@ def reply(role: str, text: str, done_steps: int, results: Sequence[str],
     if role == "synthesis":
         return Reply(text=_synthesis(text))
     if role == "write_report":
-        return Reply(text=_report(text))
-    if role == "review":
-        return Reply(text=_reviewed(text))
+        return Reply(text=_repaired(text) if REPAIR in text else _report(text))
     wanted = {"retrieval_rag": ("search_passages",),
               "retrieval_nlq": ("data_schema", "query_data"),
               "retrieval_graph": ("graph_neighbors",)}[role]
@@ -86,9 +88,7 @@ def _plan(question: str) -> dict[str, Any]:
             task("Figures", "retrieval_nlq", topic, serves=ids),
             task("Relations", "retrieval_graph", topic, serves=ids),
             task("Synthesis", "synthesis", f"Combine the findings on: {topic}", *asked),
-            task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
-            task("Review", "review", "Check every citation of the report", "Report", *asked)]}
-    found = ("Heat days by district", "What the city does", "Who does what", "Tram rails")
+            task("Report", "write_report", f"The cited report on: {topic}", "Synthesis")]}
     return {"questions": [
         {"id": "q1", "question": "Which district had the most heat days in the latest year?"},
         {"id": "q2", "question": "What is the city doing about heat: its trees and programmes?"},
@@ -105,7 +105,6 @@ def _plan(question: str) -> dict[str, Any]:
         task("Synthesis", "synthesis", f"Combine the findings on: {topic}",
              "Heat days by district", "What the city does", "Who does what", "Tram rails"),
         task("Report", "write_report", f"The cited report on: {topic}", "Synthesis"),
-        task("Review", "review", "Check every citation of the report", "Report", *found),
     ]}
 
 
@@ -150,22 +149,51 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
     return {"sql": _sql(results[-1], task)}
 
 
+_MOST = ("largest", "biggest", "most", "highest", "top", "greatest", "heaviest", "longest")
+_LEAST = ("smallest", "least", "fewest", "lowest", "lightest", "shortest")
+_NUMERIC = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC", "BIGINT", "HUGEINT")
+
+
 def _sql(schema_text: str, task: str) -> str:
-    """A SELECT for "the most heat days in the latest year" over the table that has the
-    columns; else the first rows of a table one of whose columns the task names; else a query
-    that finds nothing (`WHERE false`): no column of the data answers the task."""
+    """A simple SELECT written from the schema alone: the sample's "most heat days in the
+    latest year"; a count for "how many"; the rows ordered by a number column for a
+    superlative (the column the task names, else the first number column); the columns the
+    task names besides the rows' label; else a query that finds nothing (`WHERE false`): no
+    column answers it."""
     schema = _json(schema_text)
     tables = schema.get("tables", []) if isinstance(schema, dict) else []
     asked = set(_words(task.replace("_", " ")))
+    lowered = task.lower()
     for table in tables:
-        columns = {str(c.get("name")) for c in table.get("columns", []) if isinstance(c, dict)}
+        columns = [c for c in table.get("columns", []) if isinstance(c, dict)]
+        names = [str(c.get("name")) for c in columns]
         name = _quoted(str(table.get("table")))
-        if {"district", "year", "heat_days"} <= columns and "heat" in asked:
-            extra = ", canopy_cover_pct" if "canopy_cover_pct" in columns else ""
+        if {"district", "year", "heat_days"} <= set(names) and "heat" in asked:
+            extra = ", canopy_cover_pct" if "canopy_cover_pct" in names else ""
             return (f"SELECT district, year, heat_days{extra} FROM {name} WHERE year = "
                     f"(SELECT max(year) FROM {name}) ORDER BY heat_days DESC LIMIT 3")
-        if any(set(_words(c.replace("_", " "))) & asked for c in columns):
-            return f"SELECT * FROM {name} LIMIT 5"
+        plural = asked | {w.removesuffix("s") for w in asked}
+        named = [n for n in names if set(_words(n.replace("_", " "))) & plural]
+        called = set(_words(str(table.get("table")).replace("_", " ")))
+        numbers = [str(c.get("name")) for c in columns
+                   if any(t in str(c.get("type", "")).upper() for t in _NUMERIC)]
+        if re.search(r"\bhow many\b", lowered) and (named or plural & (called | {"rows"})):
+            per = next((n for n in named if n not in numbers and re.search(
+                rf"\b(?:each|per|by)\s+{re.escape(n.replace('_', ' '))}", lowered)), None)
+            if per is not None:
+                return (f"SELECT {_quoted(per)}, count(*) AS count FROM {name} GROUP BY "
+                        f"{_quoted(per)} ORDER BY count DESC")
+            return f"SELECT count(*) AS count FROM {name}"
+        most = any(w in lowered for w in _MOST)
+        if (most or any(w in lowered for w in _LEAST)) and numbers:
+            by = next((n for n in named if n in numbers), numbers[0])
+            shown = ", ".join(_quoted(n) for n in dict.fromkeys([*named, names[0], by]))
+            return (f"SELECT {shown} FROM {name} ORDER BY {_quoted(by)} "
+                    f"{'DESC' if most else 'ASC'} LIMIT 5")
+        measures = [n for n in named if n != names[0]]  # a row's label alone answers nothing
+        if measures:
+            shown = ", ".join(_quoted(n) for n in dict.fromkeys([names[0], *measures]))
+            return f"SELECT {shown} FROM {name} LIMIT 5"
     first = _quoted(str(tables[0].get("table"))) if tables else "data"
     return f"SELECT * FROM {first} WHERE false"
 
@@ -181,9 +209,10 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
         for passage in said.get("passages", []):
             body = str(passage.get("text", ""))
             hits = sum(w in body.lower() for w in words)
-            if hits * 2 >= len(words) and hits >= min(2, len(words)):
-                findings.append({"text": _first_sentences(body),
-                                 "citation": str(passage.get("citation", ""))})
+            quote = _best_sentence(body, words)
+            if hits * 2 >= len(words) and hits >= min(2, len(words)) and quote:
+                findings.append({"text": quote, "citation": str(passage.get("citation", "")),
+                                 "quote": quote})
     elif role == "retrieval_nlq" and said.get("rows"):
         sql = str(said.get("sql", ""))
         query = sql or query
@@ -191,20 +220,30 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
             findings.append({"text": ", ".join(f"{k} {v}" for k, v in _row(row, said).items()),
                              "citation": f"SQL: {sql}"})
     elif role == "retrieval_graph":
-        passages = {p.get("id"): p for p in said.get("passages", [])}
-        asked = task.split(":", 1)[-1]
-        # Names listed: every relation of theirs. A question: those that touch its words.
-        named = " ".join(said.get("entities", [])).lower()
-        topic = [] if "," in asked else [w for w in _words(asked) if w not in named]
-        for edge in said.get("edges", [])[:5]:
-            ends = f"{edge.get('subject')} {edge.get('object')}".lower()
-            if topic and not any(w in ends for w in topic):
-                continue
-            cited = passages.get(next(iter(edge.get("passages", [])), None), {})
-            findings.append({"text": f"{edge.get('subject')} {edge.get('relation')} "
-                                     f"{edge.get('object')}",
-                             "citation": str(cited.get("citation", ""))})
+        findings = _relations(task, said)
     return {"query": query, "answered": bool(findings), "findings": findings[:3]}
+
+
+def _relations(task: str, said: dict[str, Any]) -> list[dict[str, str]]:
+    """Each relation the graph found between the task's names, as the sentence of its
+    passage that states it (its quote): never the graph's own `subject relation object`."""
+    passages = {p.get("id"): p for p in said.get("passages", [])}
+    asked = task.split(":", 1)[-1]
+    # Names listed: every relation of theirs. A question: those that touch its words.
+    named = " ".join(said.get("entities", [])).lower()
+    topic = [] if "," in asked else [w for w in _words(asked) if w not in named]
+    found: list[dict[str, str]] = []
+    for edge in said.get("edges", [])[:8]:
+        ends = [str(edge.get("subject", "")), str(edge.get("object", ""))]
+        if topic and not any(w in " ".join(ends).lower() for w in topic):
+            continue
+        cited = passages.get(next(iter(edge.get("passages", [])), None), {})
+        quote = _best_sentence(str(cited.get("text", "")), [e.lower() for e in ends],
+                               every=True)
+        if quote and all(q["quote"] != quote for q in found):
+            found.append({"text": quote, "citation": str(cited.get("citation", "")),
+                          "quote": quote})
+    return found
 
 
 def sql_answer(prompt: str) -> str | None:
@@ -267,95 +306,73 @@ def _synthesis(text: str) -> str:
             lines.append(f"- {name}: a gap ({answer})")
         elif isinstance(answer, dict):
             for finding in answer.get("findings", []):
-                lines.append(f"- {finding.get('text')} [{finding.get('citation')}]")
+                quote = finding.get("quote")
+                source = f"{finding.get('citation')}" + (f" \u2014 \"{quote}\"" if quote else "")
+                lines.append(f"- {finding.get('text')} [{source}]")
             if not answer.get("findings"):
                 lines.append(f"- {name}: the sources do not answer it.")
     return "\n".join(lines)
 
 
-def _report(text: str) -> str:
-    """A report with every citation numbered and listed, the gaps named. Its findings come from
-    the synthesis above it, or, where it depends on retrievals directly, from theirs."""
+def _claims(text: str) -> list[tuple[str, str]]:
+    """The findings in a writer's prompt, as (sentence, its Sources entry): from the synthesis
+    above it or, where it depends on retrievals directly, from theirs."""
     claims: list[tuple[str, str]] = []
-    gaps: list[str] = []
-    for name, kind, answer in _inputs(text):
+    for _, kind, answer in _inputs(text):
         if kind == "gap":
-            gaps.append(f"{name}: {answer}")
-        elif isinstance(answer, dict):
-            claims += [(str(f.get("text")), str(f.get("citation")))
-                       for f in answer.get("findings", [])]
-        else:
-            for line in str(answer).splitlines():
-                if found := re.match(r"- (.+) \[(.+)\]$", line.strip()):
-                    claims.append((found.group(1), found.group(2)))
-                elif found := re.match(r"- (.+): a gap \((.+)\)$", line.strip()):
-                    gaps.append(f"{found.group(1)}: {found.group(2)}")
+            continue
+        if isinstance(answer, dict):
+            for f in answer.get("findings", []):
+                quote = f.get("quote")
+                claims.append((str(f.get("text")), str(f.get("citation")) + (
+                    f" \u2014 \"{quote}\"" if quote else "")))
+            continue
+        for line in str(answer).splitlines():
+            if found := re.match(r"- (.+) \[(.+)\]$", line.strip()):
+                claims.append((found.group(1), found.group(2)))
+    return claims
+
+
+def _report(text: str) -> str:
+    """A report with every claim cited and each citation listed with its quote; Shoal's code
+    writes its Gaps and its Citation check. Its findings come from its prompt alone."""
+    claims = _claims(text)
     question = line_after(text, "Question:") or "the question"
     documents = [c for _, c in claims if not c.startswith("SQL:")]
-    if documents:  # one sentence its source does not support, for the review to catch
-        claims.append((UNSUPPORTED, documents[0]))
+    if documents and "heat days" in question.lower():  # the sample alone: for the check
+        claims.append((f"{UNSUPPORTED}.", documents[0]))
     numbers: dict[str, int] = {}
-    for _, citation in claims:
-        numbers.setdefault(citation, len(numbers) + 1)
-    cited = [f"- {claim} [{numbers[c]}]" for claim, c in claims]
-    skipped = [g.split(":", 1)[0] for g in gaps if "budget" in g]
-    partial = (f"Partial report: the budget could not cover {', '.join(skipped)}. "
-               if skipped else "")
-    summary = partial + (f"The sources answer {len(claims)} point(s) of the question; "
-               f"{len(gaps)} part(s) could not be answered." if claims else
-               "The sources do not answer this question: nothing in them supports an answer.")
+    for _, source in claims:
+        numbers.setdefault(source, len(numbers) + 1)
+    cited = [f"- {_sentence(claim)} [{numbers[c]}]" for claim, c in claims]
+    summary = (f"The sources answer {len(claims)} point(s) of the question." if claims
+               else "The sources do not answer this question: nothing in them supports an "
+                    "answer.")
+    detail = cited[5:] or [f"The findings above rest on {len(numbers)} source(s): "
+                           f"{len(documents)} passage(s) of the documents and "
+                           f"{len(claims) - len(documents)} row(s) of the data."]
     return "\n".join([
-        f"# {question}", "", "## Executive Summary", "", f"{summary} ({LABEL})", "",
+        f"# {question}", "", NOTICE, "", "## Executive Summary", "", f"{summary} ({LABEL})", "",
         "## Key Findings", "", *(cited[:5] or ["- None: the sources hold no answer."]), "",
-        "## Detailed Analysis", "", *(cited or ["The sources were searched; none answers it."]),
-        "", "## Gaps", "", *([f"- {g}" for g in gaps] or ["- None."]), "",
+        "## Detailed Analysis", "", *detail, "",
         "## Methodology Notes", "", "Typed retrieval tasks in waves, each checked by its "
         "type's gate; findings synthesised, then written up.", "",
         "## Sources", "", *([f"[{n}] {c}" for c, n in numbers.items()] or ["None cited."]), ""])
 
 
-def _reviewed(text: str) -> str:
-    """The report with every cited sentence checked against the findings its citation names:
-    kept when each of its figures is in one of them, else dropped; a citation that names no
-    source dropped too; then the figures of the check."""
-    inputs = _inputs(text)
-    report = next((a for _, kind, a in inputs if kind == "write_report"), "")
-    passages: dict[str, list[str]] = {}
-    for _, _, answer in inputs:
-        if isinstance(answer, dict):
-            for finding in answer.get("findings", []):
-                passages.setdefault(str(finding.get("citation")), []).append(
-                    str(finding.get("text")))
-    head, _, sources = str(report).partition("## Sources")
-    listed = dict(re.findall(r"^\[(\d+)\] (.+)$", sources, flags=re.MULTILINE))
-    kept: list[str] = []
-    verdicts: dict[str, bool] = {}
-    for line in head.splitlines():
-        cited = re.findall(r"\[(\d+)\]", line)
-        if not cited:
-            kept.append(line)
-            continue
-        claim = re.sub(r"\s*\[\d+\]", "", line).removeprefix("- ").strip()
-        ok = all(n in listed and _supports(claim, passages.get(listed[n], [])) for n in cited)
-        verdicts[claim] = ok
-        if ok:
-            kept.append(line)
-    cited_count, supported = len(verdicts), sum(verdicts.values())
-    dropped = [c for c, ok in verdicts.items() if not ok]
-    check = ["## Citation check", "",
-             f"- Cited sentences: {cited_count}; supported by their passages: {supported}; "
-             f"citation precision: {supported / cited_count if cited_count else 1:.0%}.",
-             "- Citations that resolve to a passage of the sources: 100 % (those that did not "
-             "were removed).",
-             *[f"- Removed, its source does not support it: \"{c}\"" for c in dropped], ""]
-    return "\n".join([*kept, *check, "## Sources", sources.lstrip("\n")])
+def _repaired(text: str) -> str:
+    """The previous report without the sentences Shoal's check named (the demo model cannot
+    find better support for them: it only removes)."""
+    asked, _, previous = text.partition("Your previous answer:\n")
+    named = re.findall(r'^- "(.+)": ', asked, flags=re.MULTILINE)
+    kept = [line for line in previous.splitlines()
+            if not any(n.rstrip(".") in line for n in named)]
+    return "\n".join(kept).strip() + "\n"
 
 
-def _supports(claim: str, passages: list[str]) -> bool:
-    figures = re.findall(r"\d[\d,.]*\d|\d", claim)
-    if figures:
-        return any(all(f in p for f in figures) for p in passages)
-    return any(claim[:40] in p for p in passages)
+def _sentence(claim: str) -> str:
+    """A claim as a sentence: its end mark kept before the citation marker goes after it."""
+    return claim.rstrip(" .") if claim.rstrip().endswith(".") else claim
 
 
 # ---- small helpers -----------------------------------------------------------------------------
@@ -377,11 +394,19 @@ def _words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"[a-z]{4,}", text.lower())) if w not in _STOP]
 
 
-def _first_sentences(text: str, most: int = 280) -> str:
-    flat = " ".join(text.split())
-    cut = flat[:most]
-    end = cut.rfind(". ")
-    return cut[:end + 1] if end > 80 else cut
+def _best_sentence(text: str, words: Sequence[str], *, every: bool = False) -> str:
+    """The sentence of `text` that holds the most of `words` (all of them, with `every`), as
+    the text has it (white space made single): never cut within a sentence, never a heading."""
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", text):  # a sentence may wrap, never cross one
+        lines = [line for line in paragraph.splitlines()
+                 if line.strip() and not line.lstrip().startswith(("#", "|"))]
+        flat = " ".join(" ".join(lines).split())
+        sentences += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"(])", flat)
+                      if s and not re.fullmatch(r"[\d.()\s]+", s)]
+    scored = [(sum(w in s.lower() for w in words), -i, s) for i, s in enumerate(sentences)]
+    scored = [x for x in scored if x[0] and (not every or x[0] == len(words))]
+    return max(scored)[2] if scored else ""
 
 
 def _json(text: str) -> Any:

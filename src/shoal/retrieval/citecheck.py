@@ -28,13 +28,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.retrieval.answers import figures, sql_of
 from shoal.retrieval.claims import claims_of, missing
 
 _MARKER = re.compile(r"\s?\[(\d+(?:\s*,\s*\d+)*)\]")
 _SOURCE = re.compile(r"^\s*[-*]?\s*\[(\d+)\]\s*(.+?)\s*$")
 _QUOTED = re.compile(r"^(?P<ref>.+?)\s+[\u2014\u2013-]{1,2}\s+[\"\u201c](?P<quote>.+)[\"\u201d]$")
-_SQL = re.compile(r"^SQL:\s*(?P<sql>.+?)(?:\s+[\u2014\u2013-]{1,2}\s+rows?\b.*)?$",
-                  re.IGNORECASE | re.DOTALL)
 UNCHECKED = ("sources", "citation check", "gaps")  # sections the check writes itself
 
 
@@ -103,8 +102,9 @@ QuoteIn = Callable[[str, str, bool], bool]
 
 
 def check_report(markdown: str, *, resolve: Resolve, rerun: Rerun, quote_in: QuoteIn,
-                 parts: Mapping[str, Any] | None = None) -> Checked:
-    """Check every cited sentence of `markdown` (see the module's docstring)."""
+                 parts: Mapping[str, Any] | None = None, first: str | None = None) -> Checked:
+    """Check every cited sentence of `markdown` (see the module's docstring); `first`: a line
+    the report must begin with (that it is partial), unless it says so already."""
     body, sources = _split_sources(markdown)
     listed = {s.number: s for s in sources}
     judge = _Judge(listed, resolve, rerun, quote_in)
@@ -116,6 +116,8 @@ def check_report(markdown: str, *, resolve: Resolve, rerun: Rerun, quote_in: Quo
     checked = Checked(report="", verdicts=judge.verdicts, citations=judge.citations,
                       resolved=judge.resolved)
     checked.report, order = _rewrite(kept, sources, checked, parts)
+    if first and not checked.report.lstrip().startswith(first.split(":", 1)[0] + ":"):
+        checked.report = f"{first}\n\n{checked.report}"
     checked.passages = {new: judge.passages[old] for old, new in order.items()
                         if old in judge.passages}
     return checked
@@ -166,8 +168,9 @@ class _Judge:
         self.resolved += 1
         claims = claims_of(_MARKER.sub("", sentence))
         if source.sql is not None:
-            values = [str(v) for row in found for v in row.values()]
-            lost = missing(claims, values)
+            rows = [list(row.values()) for row in found]
+            lost = missing(claims, " \n ".join(str(v) for row in rows for v in row),
+                           held=figures(rows))
             return (f"[{number}]'s rows do not hold {', '.join(lost)}" if lost else None)
         passage: Passage = found
         if source.quote is not None and not self.quote_in(source.quote, passage.text,
@@ -211,6 +214,11 @@ def _sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+def sources_of(markdown: str) -> list[Source]:
+    """The entries of a report's `## Sources`."""
+    return _split_sources(markdown)[1]
+
+
 def _split_sources(markdown: str) -> tuple[str, list[Source]]:
     head, found, tail = _section_split(markdown, "sources")
     sources: list[Source] = []
@@ -219,9 +227,9 @@ def _split_sources(markdown: str) -> tuple[str, list[Source]]:
         if match is None:
             continue
         number, rest = int(match.group(1)), match.group(2).strip()
-        sql = _SQL.match(rest)
+        sql = sql_of(rest)
         if sql is not None:
-            sources.append(Source(number, rest, sql=sql.group("sql").strip()))
+            sources.append(Source(number, rest, sql=sql))
             continue
         quoted = _QUOTED.match(rest)
         sources.append(Source(number, quoted.group("ref").strip(), quote=quoted.group("quote"))
@@ -276,9 +284,10 @@ def _rewrite(lines: list[str], sources: list[Source], checked: Checked,
 
 
 def _source_line(number: int, source: Source) -> str:
+    """One source as a list item (a line of its own once rendered)."""
     if source.sql is not None or source.quote is None:
-        return f"[{number}] {source.ref}"
-    return f"[{number}] {source.ref} \u2014 \u201c{source.quote}\u201d"
+        return f"- [{number}] {source.ref}"
+    return f"- [{number}] {source.ref} \u2014 \u201c{source.quote}\u201d"
 
 
 def _gaps(parts: Mapping[str, Any]) -> list[str]:
@@ -288,8 +297,9 @@ def _gaps(parts: Mapping[str, Any]) -> list[str]:
              "parts of the question answered."]
     for q in open_:
         searched = "; ".join(str(s) for s in q.get("searched") or ()) or "nothing"
-        lines.append(f"- {q.get('question')} Not answered: searched {searched}"
-                     f" ({q.get('why', '')}).")
+        why = str(q.get("why") or "").rstrip(".")
+        lines.append(f"- {q.get('question')} Not answered. Searched: {searched}."
+                     + (f" {why[:1].upper()}{why[1:]}." if why else ""))
     return [*lines, ""] if open_ else [*lines[:3], "", "None: every part is answered.", ""]
 
 

@@ -5,8 +5,9 @@ A report's sentence is supported only if every **figure** in it (a number, a per
 amount), every **date** (a year, a month with its year or day) and every **proper name** (a
 run of capitalised words that does not begin the sentence) appears in the quote its citation
 gives \u2014 or, for a data finding, among the values of the rows its SQL returns. Each is compared
-in a normal form: numbers without thousands separators (`50,000` = `50000`; `12.50` = `12.5`),
-percent signs and spaces around them dropped (`10 %` = `10%`), text case-folded with Unicode's
+in a normal form: numbers as `retrieval.answers.numbers` writes them (`50,000` = `50000`;
+`12.50` = `12.5`; a row's value also rounded to 0, 1 and 2 decimals: `answers.figures`), text
+case-folded with Unicode's
 compatibility forms (NFKC) and typographic quotes, dashes and spaces made plain. A sentence
 that names none of them is judged by its quote alone (the caller checks the quote is in the
 passage).
@@ -16,12 +17,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 
-_NUMBER = re.compile(r"(?<![\w.])[-\u2212]?\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+(?:\.\d+)?(?!\w)"
-                     r"|(?<![\w.])[-\u2212]?\d+(?:\.\d+)?(?!\w)")
+from shoal.retrieval.answers import numbers
+
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
            "december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}},?)?\s+\d{{4}}\b",
@@ -68,41 +67,29 @@ def claims_of(sentence: str) -> Claims:
     text = unicodedata.normalize("NFKC", text).translate(_PLAIN)
     dates = tuple(dict.fromkeys(m.group(0) for m in _DATE.finditer(text)))
     rest = _DATE.sub(" ", text)
-    figures = tuple(dict.fromkeys(_number(m.group(0)) for m in _NUMBER.finditer(rest)))
-    return Claims(figures=tuple(f for f in figures if f), dates=dates, names=_names(rest))
+    return Claims(figures=tuple(dict.fromkeys(numbers(rest))), dates=dates, names=_names(rest))
 
 
-def missing(claims: Claims, evidence: str | Iterable[str]) -> list[str]:
-    """Which of `claims` the `evidence` (a quote, or the values of SQL rows) does not hold,
-    each as the sentence wrote it."""
-    texts = [evidence] if isinstance(evidence, str) else [str(e) for e in evidence]
-    held = plain(" \n ".join(texts))
-    numbers = {_number(m.group(0)) for t in texts for m in _NUMBER.finditer(
-        unicodedata.normalize("NFKC", t).translate(_PLAIN))}
-    lost = [f for f in claims.figures if f not in numbers]
-    lost += [d for d in claims.dates if not _date_in(d, held, numbers)]
-    lost += [n for n in claims.names if plain(n) not in held]
+def missing(claims: Claims, evidence: str, *, held: set[str] | None = None) -> list[str]:
+    """Which of `claims` the `evidence` (a quote, a passage, or the text of SQL rows) does not
+    hold, each as the sentence wrote it; `held`: the evidence's numbers, when the caller has
+    them in full (`answers.figures` of rows, which rounds as a sentence may)."""
+    text = unicodedata.normalize("NFKC", evidence).translate(_PLAIN)
+    found = set(numbers(text)) | (held or set())
+    plain_text = plain(text)
+    lost = [f for f in claims.figures if f not in found]
+    lost += [d for d in claims.dates if not _date_in(d, plain_text, found)]
+    lost += [n for n in claims.names if plain(n) not in plain_text]
     return lost
 
 
-def _number(text: str) -> str:
-    digits = re.sub(r"[,\u202f\u00a0 ]", "", text).replace("\u2212", "-")
-    try:
-        value = Decimal(digits)
-    except InvalidOperation:
-        return ""
-    if value == value.to_integral_value():
-        return str(value.quantize(Decimal(1)))
-    return format(value.normalize(), "f")
-
-
-def _date_in(date: str, held: str, numbers: set[str]) -> bool:
+def _date_in(date: str, held: str, held_numbers: set[str]) -> bool:
     """A date is held when it is there as written, or its year and its month (and day) are."""
     if plain(date) in held:
         return True
     parts = re.findall(r"\d+|[A-Za-z]+", date)
     words = [p.casefold()[:3] for p in parts if p.isalpha()]
-    return all(_number(p) in numbers for p in parts if p.isdigit()) and all(
+    return all(numbers(p)[0] in held_numbers for p in parts if p.isdigit()) and all(
         re.search(rf"\b{w}", held) for w in words)
 
 

@@ -21,6 +21,7 @@ from shoal.tools.base import Probe, Tool
 ADAPTERS: dict[str, tuple[str, str, str]] = {
     "echo": ("shoal.tools.echo", "probe", "create"),
     "evaluator": ("shoal.tools.evaluator", "probe", "create"),
+    "citations": ("shoal.tools.citations", "probe", "create"),
     "claude_code": ("shoal.tools.claude_code", "probe", "create"),
     "gemini_cli": ("shoal.tools.gemini_cli", "probe", "create"),
     "codex": ("shoal.tools.codex", "probe", "create"),
@@ -35,10 +36,15 @@ ProbeFn = Callable[[Settings], Awaitable[Probe]]
 CreateFn = Callable[[Settings, Probe], Tool]
 
 
+ALWAYS = ("citations",)  # Shoal's own code, which its workflows' checks need on every worker
+BUILT_IN = frozenset({"echo", "evaluator", "citations"})  # Shoal's own tools: no AI in them
+
+
 def _wanted(settings: Settings) -> list[str]:
     if settings.tools is None:
         return list(ADAPTERS)
-    return [name for name in settings.tools if name in ADAPTERS]
+    return [*ALWAYS, *(name for name in settings.tools if name in ADAPTERS
+                       and name not in ALWAYS)]
 
 
 async def _probe(name: str, settings: Settings) -> Probe:

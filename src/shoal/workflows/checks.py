@@ -24,7 +24,8 @@ from typing import Any
 from shoal.engine import answers
 from shoal.engine.model import StepKind, StepOutput, SubtaskRecord, TaskRecord
 from shoal.states import SubtaskStatus
-from shoal.workflows import questions
+from shoal.workflows import partial_report, questions
+from shoal.workflows.reserve import SHORT
 
 ROLE = "checker"  # the role name a check subtask carries (no document role: Shoal's own)
 TOOL = "citations"  # the worker tool that runs it
@@ -33,13 +34,22 @@ FIGURES = ("cited", "supported", "precision", "citations", "resolved", "resoluti
 MAX_REPAIR_ANSWER_CHARS = 12_000
 
 
-def instructions(task: TaskRecord, subtasks: Iterable[SubtaskRecord], result_file: str) -> str:
-    """What the `citations` tool is told: the file to check, the question, its parts."""
+def instructions(task: TaskRecord, subtasks: Iterable[SubtaskRecord], result_file: str, *,
+                 partial: str | None = None) -> str:
+    """What the `citations` tool is told: the file to check, the question, its parts, and
+    the line a partial report begins with (tasks were skipped for the budget)."""
     found = questions.status(subtasks)
     return json.dumps({"check": "citations", "file": result_file,
                        "question": task.description,
-                       "questions": questions.summary(found) if found else None},
-                      ensure_ascii=False)
+                       "questions": questions.summary(found) if found else None,
+                       "partial": partial}, ensure_ascii=False)
+
+
+def partial(runs: Iterable[SubtaskRecord]) -> str | None:
+    """The first line of the report of a plan whose `runs` were partly skipped for the
+    budget (`partial_report`), or None."""
+    skipped = [r.name for r in runs if r.options.gap and SHORT in r.options.gap]
+    return partial_report.header(skipped=skipped) if skipped else None
 
 
 def read(output: StepOutput) -> StepOutput:

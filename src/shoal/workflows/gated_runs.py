@@ -164,9 +164,11 @@ class GatedRuns(Board):
 
     def _add_check(self, step: Step, target: SubtaskRecord) -> None:
         """Queue Shoal's own check of `target`'s answer (code on a worker with the sources)."""
+        runs = [s for s in self._round(step, target) if "." in s.key]
         self._serving(step, target, StepKind.CHECK, checks.ROLE,
                       checks.instructions(step.task, step.subtasks.values(),
-                                          self.doc.result_filename),
+                                          self.doc.result_filename,
+                                          partial=checks.partial(runs)),
                       name=f"Check: {target.name}", servers=(), tool=None,
                       pinned=checks.TOOL)
 
@@ -492,6 +494,9 @@ class GatedRuns(Board):
         """The task is about to complete: a plan with a reserve that skipped runs for the
         budget gets its result marked partial (`partial_report.when_done`)."""
         for runs in self._reserved_plans(step):
+            if any(s.kind is StepKind.CHECK and s.target_id in {r.id for r in runs}
+                   for s in step.subtasks.values()):
+                continue  # Shoal's check wrote the result, marked already (`checks.partial`)
             partial_report.when_done(step, runs, self._type_of, self.doc.result_filename)
 
     def _reserved_plans(self, step: Step) -> list[list[SubtaskRecord]]:

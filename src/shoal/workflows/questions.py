@@ -15,6 +15,7 @@ of the tasks after the retrievals (`told`) all say the same.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,13 +56,18 @@ def status(subtasks: Iterable[SubtaskRecord]) -> list[QuestionStatus]:
     planner = max(planners, key=lambda s: s.options.seq or 0)
     runs = [s for s in subs if s.kind is StepKind.AGENT and s.options.serves
             and planner.id in s.dependencies]
+    retried: dict[uuid.UUID, SubtaskRecord] = {}  # a run's last retry that answered
+    for s in subs:
+        if s.kind is StepKind.CORRECT and s.target_id is not None and s.output is not None:
+            retried[s.target_id] = s
     found = []
     for qid, question in planner.options.questions:
         serving = [r for r in runs if qid in r.options.serves]
         by = tuple(r.name for r in serving if _found_something(r))
         found.append(QuestionStatus(
             id=qid, question=question, answered=bool(by), by=by,
-            searched=tuple(_searched(r) for r in serving), why="" if by else _why(serving)))
+            searched=tuple(_searched(r, retried.get(r.id)) for r in serving),
+            why="" if by else _why(serving)))
     return found
 
 
@@ -103,16 +109,23 @@ def _found_something(run: SubtaskRecord) -> bool:
     return bool(out.text.strip())
 
 
-def _searched(run: SubtaskRecord) -> str:
-    out = run.output
-    parsed = out.parsed if out is not None and out.answers else None
-    query = parsed.get("query") if isinstance(parsed, Mapping) else None
-    if not isinstance(query, str) or not query.strip():
+def _searched(run: SubtaskRecord, retry: SubtaskRecord | None) -> str:
+    """What `run` searched last: its own query, else its last retry's (a run that became a
+    gap keeps no answer of its own), else its name alone."""
+    query = _query(run) or (_query(retry) if retry is not None else None)
+    if query is None:
         return run.name  # skipped, failed, or an answer that does not say its query
     said = " ".join(query.split())
     if len(said) > MAX_SEARCHED_CHARS:
         said = said[:MAX_SEARCHED_CHARS].rsplit(" ", 1)[0] + " …"
     return f"{run.name}: {said}"
+
+
+def _query(run: SubtaskRecord) -> str | None:
+    out = run.output
+    parsed = out.parsed if out is not None and out.answers else None
+    query = parsed.get("query") if isinstance(parsed, Mapping) else None
+    return query if isinstance(query, str) and query.strip() else None
 
 
 def _why(serving: list[SubtaskRecord]) -> str:

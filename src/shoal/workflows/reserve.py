@@ -10,13 +10,15 @@ the tasks it depends on as it will be given them (each at its length once done; 
 what completed runs of its type answered, or, for another reserved run, at what that one is
 estimated to write), at `CHARS_PER_TOKEN`; plus, per model call, the overhead the completed
 runs show beyond their prompts (a system prompt, say); an answer as long as what it is given or
-as the longest a completed run wrote; and its gate's judge, which reads the prompt and the
-answer. A run that may be skipped costs what each completed one of them cost, its gate's runs
-and retries included. Until one has completed that is not known (such runs call tools, whose
-results they read too): it is estimated as a reserved run is, a low bound, and such runs start
-one at a time. Any other run costs what each completed run of the plan cost. Everything is
-estimated again at every decision, from the subtasks as they are, so the reserve shrinks as
-runs are skipped (their answers are then one line) and follows what the runs really cost.
+as the longest a completed run wrote; its gate's judge, which reads the prompt and the answer;
+and, for a type with a `check`, the one repair the check may ask for, which reads the prompt
+and the answer again. A run that may be skipped costs what each completed one of them cost,
+its gate's runs and retries included. Until one has completed that is not known (such runs
+call tools, whose results they read too): it is estimated as a reserved run is, a low bound,
+and such runs start one at a time. Any other run costs what each completed run of the plan
+cost. Everything is estimated again at every decision, from the subtasks as they are, so the
+reserve shrinks as runs are skipped (their answers are then one line) and follows what the
+runs really cost.
 
 Pure: the estimate reads a `Step` and changes nothing; `gated_runs` acts on it.
 """
@@ -163,6 +165,8 @@ class Estimate:
         if kind is not None and kind.gate is not None:
             judged = self.reading.judged(kind, prompt, written * CHARS_PER_TOKEN)
             cost += judged / CHARS_PER_TOKEN + self.overhead + self.judge_answer
+        if kind is not None and kind.check is not None:  # the repair its check may ask for:
+            cost += prompt / CHARS_PER_TOKEN + self.overhead + 2 * written  # it reads its answer
         return cost, written * CHARS_PER_TOKEN
 
     def _typical_answer(self, run: SubtaskRecord) -> int:

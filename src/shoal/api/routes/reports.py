@@ -15,6 +15,7 @@ from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
 from shoal.api.reporting import MARKDOWN, page_response, report_of, wants_html
+from shoal.engine.model import StepKind
 from shoal.errors import Conflict, NotFound
 from shoal.ids import parse_id
 from shoal.reports import Report
@@ -45,6 +46,25 @@ class ShareList(BaseModel):
     shares: list[ShareOut]
 
 
+class CitedSource(BaseModel):
+    """One source of a checked report, by its number there: the passage it cites (where it is,
+    in the user's terms, its text and the quote the sentence rests on), or the SQL and the
+    rows it returned when the check ran it again."""
+
+    number: int
+    label: str | None = None
+    text: str | None = None
+    quote: str | None = None
+    sql: str | None = None
+    rows: list[dict[str, Any]] | None = None
+
+
+class CitedSources(BaseModel):
+    """What a report's citations cite, as Shoal's citation check found it."""
+
+    sources: list[CitedSource]
+
+
 async def _report(services: Any, task_id: str, user_id: uuid.UUID) -> Report:
     tid = parse_id(task_id, kind="task")
     async with services.db.connection() as conn:
@@ -66,6 +86,27 @@ async def get_report(task_id: str, request: Request, user: UserDep,
     if wants_html(request):
         return page_response(report, extra={"Vary": "Accept"})
     return Response(report.markdown, media_type=MARKDOWN, headers={"Vary": "Accept"})
+
+
+@router.get("/{task_id}/citations", response_model=CitedSources)
+async def get_citations(task_id: str, user: UserDep, services: ServicesDep) -> CitedSources:
+    """What each citation of the task's report cites, as its last citation check found it
+    (empty until a check has run)."""
+    tid = parse_id(task_id, kind="task")
+    async with services.db.connection() as conn:
+        row = await queries.get_task(conn, tid, user_id=user.user_id)
+        if row is None:
+            raise NotFound(f"No task {task_id}.", details={"task_id": task_id})
+        subs = await queries.task_subtasks(conn, tid)
+    done = [s for s in subs if s.kind == StepKind.CHECK and s.status == "completed"
+            and isinstance(s.output, dict)]
+    last = max(done, key=lambda s: s.completed_at, default=None)
+    parsed = last.output.get("parsed") if last is not None else None
+    cited = parsed.get("passages") if isinstance(parsed, dict) else None
+    return CitedSources(sources=[CitedSource.model_validate({"number": int(n), **value})
+                                 for n, value in sorted((cited or {}).items(),
+                                                        key=lambda item: int(item[0]))
+                                 if str(n).isdigit() and isinstance(value, dict)])
 
 
 @router.get("/{task_id}/report.pdf", response_class=Response, responses={

@@ -6,6 +6,7 @@
 import {
   ApiError, age, api, failed, fetchBlob, h, holding, later, live, navigate, session, show,
 } from "./core.js";
+import {citationList} from "./citations.js";
 
 const FINAL = new Set(["completed", "failed", "cancelled", "budget_exceeded"]);
 const QUIET = new Set(["agent_log", "agent_token"]);  // change nothing shown here
@@ -231,11 +232,15 @@ function shareLinks(taskId) {
   };
 }
 
-// The step whose answer is the report: an `agent` step writing the document's `result` with a
-// role that has no JSON contract (the API's rule); null when the workflow writes none.
+// The step whose runs write the report: an `agent` step writing the document's `result` with a
+// role that has no JSON contract (the API's rule), or an `expand` step with a plan type that
+// `writes_result`; null when the workflow writes none.
 function reportStep(doc) {
   if (!doc?.steps?.length) return null;
   const entry = (s) => s.writes || s.id;
+  const typed = doc.steps.find((s) => s.kind === "expand"
+                                      && Object.values(s.types || {}).some((t) => t.writes_result));
+  if (typed) return typed.id;
   const result = doc.result || entry(doc.steps[doc.steps.length - 1]);
   const step = doc.steps.find((s) => entry(s) === result && s.kind === "agent");
   return step && !doc.roles?.[step.role]?.output ? step.id : null;
@@ -245,6 +250,8 @@ function reportStep(doc) {
 // one costs no failed request.
 function reportPanel(task) {
   const frame = reportFrame();
+  const cites = citationList(task.task_id);
+  frame.element.addEventListener("load", () => cites.follow(frame.element));
   const shares = shareLinks(task.task_id);
   const error = h("span", {class: "error", "aria-live": "polite"});
   const pdf = h("button", {type: "button", id: "report-pdf"}, "Download PDF");
@@ -264,7 +271,7 @@ function reportPanel(task) {
   });
   const element = h("section", {id: "report", "aria-labelledby": "report-title", hidden: true},
     h("h2", {id: "report-title"}, "Report"), h("p", {}, pdf, " ", error), frame.element,
-    shares.element);
+    cites.element, shares.element);
   let step;  // the report's step, once the workflow is read (null: it writes none)
   let written = 0;  // runs of the report's step finished when the report was last read
   let shown = null;  // the page shown
@@ -276,8 +283,11 @@ function reportPanel(task) {
         step = reportStep((await api(`/api/v1/workflows/${encodeURIComponent(fresh.workflow)}`))
           .document);
       }
+      // its runs done, and once more when the task ends: a check, or the engine itself, may
+      // write the report's last version after them
       const done = fresh.subtasks.filter((s) => s.key.split("#")[0] === step
-                                                && s.status === "completed").length;
+                                                && s.status === "completed").length
+        + (FINAL.has(fresh.status) ? 1 : 0);
       if (!step || done === written) return;
       const html = await reportPage(task.task_id);
       if (html === null) return;  // not stored yet: asked again on the next change
@@ -285,6 +295,7 @@ function reportPanel(task) {
       if (html === shown) return;
       if (shown === null) await shares.load();
       shown = html;
+      await cites.load();
       frame.show(html);
       element.hidden = false;
     },
