@@ -9,7 +9,8 @@ import os
 import secrets
 import signal
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,26 @@ def up_settings(settings: Settings) -> Settings:
     return settings
 
 
-async def run_embedded(
-    settings: Settings, *, console: Console, demo_task: Mapping[str, str] | None = None,
-    slots: int = 2, sock: socket.socket | None = None,
-) -> int:
-    """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code. The
-    control plane listens on `sock` (bound already), else on `settings.port`."""
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A whole Shoal running in this process: its URL, a session of its admin, the model its
+    worker uses, and the settings it runs with."""
+
+    url: str
+    creds: Credentials
+    login_link: str
+    model_label: str
+    settings: Settings
+
+
+@contextlib.asynccontextmanager
+async def embedded_shoal(settings: Settings, *, slots: int = 2, sock: socket.socket | None = None,
+                         stop: asyncio.Event | None = None,
+                         keep_session: bool = True) -> AsyncIterator[Embedded]:
+    """Run the control plane (on `sock`, bound already, else on `settings.port`), the demo
+    model unless a model is configured, and one local worker of `slots` slots; yield once the
+    worker has joined (or `stop` is set). With `keep_session` the admin's session is kept in
+    the user's config directory, so `shoal` commands reach this server from any folder."""
     async with contextlib.AsyncExitStack() as stack:
         model_label = f"{settings.openai_compat_model} at {settings.openai_compat_base_url}"
         if not settings.openai_compat_base_url:
@@ -71,26 +86,39 @@ async def run_embedded(
         settings = settings.model_copy(update={"ready_workers": max(1, settings.ready_workers)})
         srv = await stack.enter_async_context(running_server(settings, port=settings.port,
                                                              sock=sock))
-        token, link, creds = await _bootstrap(srv.services.db, settings, srv.url)
+        token, link, creds = await _bootstrap(srv.services.db, settings, srv.url,
+                                              keep_session=keep_session)
         tools = await discover_tools(settings)
         tracing = configure("shoal-worker")  # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set
         if tracing is not None:
             stack.push_async_callback(tracing.close)
         worker = Worker(srv.url, token, settings, tools=tools, name="local", slots=slots,
                         tracing=tracing)
-        stop = asyncio.Event()
-        _on_signals(stop.set)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(worker.run())
-            await _until_registered(srv.services.runtime, stop)
-            _banner(console, srv.url, link, model_label, settings.data_dir)
-            code = 0
-            if demo_task is not None:
-                code = await _demo(settings, creds, console, demo_task, stop)
-            else:
-                await stop.wait()
-            console.print("Stopping…")
-            worker.stop()
+            await _until_registered(srv.services.runtime, stop or asyncio.Event())
+            try:
+                yield Embedded(srv.url, creds, link, model_label, settings)
+            finally:
+                worker.stop()
+
+
+async def run_embedded(
+    settings: Settings, *, console: Console, demo_task: Mapping[str, str] | None = None,
+    slots: int = 2, sock: socket.socket | None = None,
+) -> int:
+    """Run until Ctrl-C/SIGTERM (or, with `demo_task`, until that task ends); exit code. The
+    control plane listens on `sock` (bound already), else on `settings.port`."""
+    stop = asyncio.Event()
+    _on_signals(stop.set)
+    async with embedded_shoal(settings, slots=slots, sock=sock, stop=stop) as shoal:
+        _banner(console, shoal.url, shoal.login_link, shoal.model_label, settings.data_dir)
+        code = 0
+        if demo_task is not None:
+            code = await _demo(shoal.settings, shoal.creds, console, demo_task, stop)
+        else:
+            await stop.wait()
+        console.print("Stopping…")
     return code
 
 
@@ -112,9 +140,11 @@ def _unset(names: list[str]) -> None:
         os.environ.pop(name, None)
 
 
-async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str, Credentials]:
+async def _bootstrap(db: object, settings: Settings, url: str, *,
+                     keep_session: bool) -> tuple[str, str, Credentials]:
     """The admin account, a token for the local worker, a login link, and the CLI's session
-    (kept in the user's config directory, so `shoal` commands work from any folder)."""
+    (with `keep_session`, kept in the user's config directory, so `shoal` commands work from
+    any folder)."""
     admin_id = await admin.ensure_user(db, settings, username="admin",  # type: ignore[arg-type]
                                        password=secrets.token_urlsafe(18), admin=True)
     token = await admin.create_worker_token(db, name="local")  # type: ignore[arg-type]
@@ -126,7 +156,8 @@ async def _bootstrap(db: object, settings: Settings, url: str) -> tuple[str, str
                                             expires_at=pair.refresh_expires_at, now=utcnow())
     creds = Credentials(server=url, token=pair.access_token, refresh_token=pair.refresh_token,
                         username="admin")
-    await asyncio.to_thread(CredentialStore().save, creds)
+    if keep_session:
+        await asyncio.to_thread(CredentialStore().save, creds)
     return token, f"{url}/login?token={login}", creds
 
 
