@@ -1,0 +1,1 @@
+"""Evaluations Shoal ships with their data: `shoal eval research` (`shoal.evals.research`)."""
