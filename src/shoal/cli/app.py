@@ -1,6 +1,6 @@
 """The `shoal` command: up | serve | worker | submit | tasks | task | cancel | checkpoints |
 checkpoint | approve | reject | correct | answer | workflows | user | token | db | backup |
-restore.
+restore | eval.
 
 Each noun's commands live in a module of their own; this one puts them together."""
 
@@ -11,6 +11,7 @@ import signal
 import typer
 
 from shoal.cli import admin, auth, backup, checkpoints, servers, tasks, workers
+from shoal.cli.evals import eval_app
 from shoal.cli.workflows import workflows_app
 
 app = typer.Typer(help="Shoal: plan a task into a graph of agents and run it on many machines.",
@@ -39,6 +40,7 @@ app.command("backup")(backup.backup)
 app.command("restore")(backup.restore)
 app.add_typer(checkpoints.checkpoint_app, name="checkpoint")
 app.add_typer(workflows_app, name="workflows")
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:
