@@ -29,7 +29,8 @@ def test_eval_research_runs_two_questions_end_to_end_and_writes_every_figure(
         tmp_path: Path) -> None:
     """--limit 2 on the embedded demo stack: both tasks end, each part has an outcome, and
     recall, MRR, answered, gaps, citation figures (or null: not measured), other-corpus
-    sentences and facts are all in the JSON; the user's sessions are left alone."""
+    sentences, facts and each report are all in the JSON; the user's sessions are left
+    alone."""
     proc, _ = start(tmp_path, "eval", "research", "--limit", "2", "--embeddings", "fake",
                     "--output", "results.json")
     out, err = proc.communicate(timeout=220)
@@ -67,6 +68,7 @@ def test_eval_research_runs_two_questions_end_to_end_and_writes_every_figure(
         assert {p["outcome"] for p in question["parts"]} <= {"answered", "gap", "missing"}
         assert _ratio(question["answered"])
         assert _ratio(question["facts_found"])
+        assert question["report"], question  # kept: the embedded Shoal's data is gone
     # The embedded Shoal signs nobody in: no session was kept for `shoal` commands.
     assert not (tmp_path / "config" / "shoal" / "credentials.json").exists()
 

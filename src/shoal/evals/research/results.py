@@ -7,8 +7,10 @@
  "end_to_end": null | {"server", "model", "judge", "figures": {…}, "questions": […]}}
 ```
 
-A ratio is a number from 0 to 1, or null where nothing was measured (no citation check in
-the task's detail, no unanswerable part among the questions run, no judge).
+Each question's entry keeps its task's report (Markdown), so a run on an embedded Shoal, whose
+data is gone when it ends, can still be read. A ratio is a number from 0 to 1, or null where
+nothing was measured (no citation check in the task's detail, no unanswerable part among the
+questions run, no judge).
 """
 
 from __future__ import annotations
@@ -82,4 +84,5 @@ def question_json(score: QuestionScore) -> dict[str, Any]:
         "parts": [{"part": p.part, "answerable": p.answerable, "outcome": str(p.outcome),
                    "asked_as": p.asked_as, "error": p.error, "facts_found": p.facts_found,
                    "facts": p.facts, "judged": p.judged} for p in score.parts],
+        "report": score.report,
     }

@@ -77,7 +77,7 @@ class Citations:
 
 @dataclass(frozen=True, slots=True)
 class QuestionScore:
-    """One question's task and what it scored."""
+    """One question's task, what it scored, and its report (Markdown; "" when none)."""
 
     question: str
     task_id: str
@@ -88,6 +88,7 @@ class QuestionScore:
     foreign: tuple[str, ...]
     has_report: bool
     problem: str = ""
+    report: str = ""
 
 
 def score_question(question: Question, *, task_id: str, status: str, seconds: float,
@@ -102,7 +103,7 @@ def score_question(question: Question, *, task_id: str, status: str, seconds: fl
     problem = "" if report is not None else f"the task ended {status} with no report"
     return QuestionScore(question.id, task_id, status, round(seconds, 1), parts,
                          citations_of(detail), tuple(foreign_sentences(text, terms)),
-                         report is not None, problem)
+                         report is not None, problem, text)
 
 
 def _part_score(part: Part, asked: Sequence[dict[str, Any]], gaps: list[str],
