@@ -98,3 +98,25 @@ async def test_eval_research_runs_on_the_server_named_as_the_user_signed_in(
     assert task["workflow"] == "research"
     assert task["status"] == question["status"]
     assert len(task["sources"]) == len(load_set().sources)
+
+
+async def test_a_refused_submission_ends_the_run_with_the_servers_reason(plane: Plane) -> None:
+    """A question the server refuses (longer than a task's description may be) ends the run
+    with that one refusal, naming the field, not with a group of errors."""
+    from shoal.api.schemas import MAX_DESCRIPTION
+    from shoal.cli.client import ApiError, ShoalClient
+    from shoal.cli.credentials import Credentials
+    from shoal.evals.research.reading import foreign_terms
+    from shoal.evals.research.runs import run_set
+
+    gold = load_set().chosen(["libffi-safety"])
+    long_part = gold.questions[0].parts[0].model_copy(
+        update={"question": "Why? " * (MAX_DESCRIPTION // 4)})
+    gold = gold.model_copy(update={"questions": [
+        gold.questions[0].model_copy(update={"parts": [long_part]})]})
+    creds = Credentials(server=plane.server.url, token=plane.env["SHOAL_TOKEN"])
+    async with ShoalClient(creds) as client:
+        with pytest.raises(ApiError) as refused:
+            await run_set(client, gold, terms=foreign_terms(gold.files))
+    assert refused.value.status == 422
+    assert "description" in str(refused.value.details)

@@ -77,8 +77,11 @@ async def run_set(api: Api, gold: GoldSet, *, terms: ForeignTerms, parallel: int
         told(question.id, "scored")
         return score
 
-    async with asyncio.TaskGroup() as tg:
-        running = [tg.create_task(one(q)) for q in gold.questions]
+    try:
+        async with asyncio.TaskGroup() as tg:
+            running = [tg.create_task(one(q)) for q in gold.questions]
+    except* ShoalError as refused:  # a refusal says what to do: said once, not as a group
+        raise refused.exceptions[0] from None
     return [t.result() for t in running]
 
 
