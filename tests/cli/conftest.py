@@ -11,16 +11,19 @@ from shoal.api.server import running_server
 from shoal.config import Settings
 from shoal.demo.model import running_demo_model
 from shoal.tools.agent_loop import OpenAICompatTool
+from shoal.tools.citations import CitationsTool
 from tests.cli.harness import LOW_SCORE_PLAN, Plane
 from tests.runtime.harness import echo_worker, login
 
 
 @pytest.fixture
 async def plane(settings: Settings, tmp_path: Path) -> AsyncIterator[Plane]:
-    """A control plane, a worker whose `openai_compat` tool is the demo model, user alice."""
+    """A control plane, a worker whose `openai_compat` tool is the demo model (beside Shoal's
+    own `citations`), user alice."""
     async with running_demo_model() as model_url, running_server(settings) as srv:
         tool = OpenAICompatTool(base_url=model_url, api_key="sk-test", model="shoal-demo")
-        async with echo_worker(srv, settings, tools={"openai_compat": tool}):
+        async with echo_worker(srv, settings, tools={"openai_compat": tool,
+                                                     "citations": CitationsTool(settings)}):
             http = await login(srv, settings)
             env = {"SHOAL_URL": srv.url,
                    "SHOAL_TOKEN": http.headers["Authorization"].removeprefix("Bearer ")}
