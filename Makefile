@@ -5,7 +5,7 @@ PORT ?= 8000
 WORKFLOW ?= dag
 export SHOAL_DATA_DIR ?= $(CURDIR)/.shoal
 
-.PHONY: setup clis browser pdf deploy-tools run up test test-fast lint fmt bench clean
+.PHONY: setup clis browser pdf deploy-tools run up test test-fast lint fmt docs docs-serve bench clean
 
 # The AI CLIs the tests drive for real, pinned (installed by npm into .tools/, not in git).
 CLI_PACKAGES := @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0 @openai/codex@0.169.0
@@ -107,8 +107,16 @@ lint: setup
 fmt: setup
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
+## The documentation site (mkdocs.yml, docs/) into site/, failing on any warning; docs-serve
+## serves it on http://127.0.0.1:8001 and rebuilds on every change.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
+
 bench: setup
 	$(PY) benchmarks/bench_dag.py --db both
 
 clean:
-	rm -rf $(VENV) .shoal .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .shoal .tools site .pytest_cache .mypy_cache .ruff_cache
