@@ -5,7 +5,8 @@ every role, with the tools of `shoal mcp sources` where the client offers them.
   sample question (it names "heat days"): figures (SQL), passages on what the city does, the
   relations of who does it, one part the sources cannot answer ("Tram rails"), a synthesis of
   the four and the report. For any other question: its parts are its sentences that ask and
-  the clauses of one joined by "and"; passages, figures and relations serve each of them;
+  the clauses of one joined by "and", each searched on its own (passages, and figures for a
+  part that asks for numbers), so that a part is answered only by what its own search found;
 - the searcher calls `search_passages` (an expanded query on a retry) and answers the passages
   that hold at least half of the query's words (and two of them), each with its citation and,
   as its quote and its text, the passage's sentence that holds the most of them, copied
@@ -81,13 +82,15 @@ def _plan(question: str) -> dict[str, Any]:
     if "heat days" not in question.lower():
         parts = _parts(question)
         ids = tuple(f"q{i}" for i in range(1, len(parts) + 1))
-        asked = ("Passages", "Figures", "Relations")
+        tasks = []  # each part searched on its own: it is answered only by what its search finds
+        for q, part in zip(ids, parts, strict=True):
+            tasks.append(task(f"Passages for {q}", "retrieval_rag", part, serves=(q,)))
+            if _FIGURES.search(part):
+                tasks.append(task(f"Figures for {q}", "retrieval_nlq", part, serves=(q,)))
+        asked = tuple(t["name"] for t in tasks)
         return {"questions": [{"id": q, "question": p} for q, p in zip(ids, parts, strict=True)],
                 "subtasks": [
-            task("Passages", "retrieval_rag", topic, serves=ids),
-            task("Figures", "retrieval_nlq", topic, serves=ids),
-            task("Relations", "retrieval_graph", topic, serves=ids),
-            task("Synthesis", "synthesis", f"Combine the findings on: {topic}", *asked),
+            *tasks, task("Synthesis", "synthesis", f"Combine the findings on: {topic}", *asked),
             task("Report", "write_report", f"The cited report on: {topic}", "Synthesis")]}
     return {"questions": [
         {"id": "q1", "question": "Which district had the most heat days in the latest year?"},
@@ -149,6 +152,8 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
     return {"sql": _sql(results[-1], task)}
 
 
+_FIGURES = re.compile(r"\b(how (many|much|big|large|long)|number|count|total|average|percent|"
+                      r"largest|biggest|smallest|most|least|top|size|sizes)\b", re.IGNORECASE)
 _MOST = ("largest", "biggest", "most", "highest", "top", "greatest", "heaviest", "longest")
 _LEAST = ("smallest", "least", "fewest", "lowest", "lightest", "shortest")
 _NUMERIC = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC", "BIGINT", "HUGEINT")
