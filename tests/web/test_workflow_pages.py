@@ -61,7 +61,8 @@ async def test_a_reports_citation_opens_its_passage_with_the_quote_marked(
             "sources": [u["upload_id"] for u in uploaded.json()["uploads"]]})
         assert resp.status_code == 201, resp.text
         task_id = resp.json()["task_id"]
-        await sse_events(client, task_id, until={"task_complete", "task_failed"})
+        # A whole research run (about 12 s alone here): a bound on a hang, not a timing.
+        await sse_events(client, task_id, until={"task_complete", "task_failed"}, within=120)
         async with browser_page("citations", srv.url) as watched:
             page = watched.page
             await sign_in(page, "alice")
