@@ -100,6 +100,23 @@ def test_a_gap_named_in_other_words_is_found_without_the_tasks_questions() -> No
     assert [p.outcome for p in score.parts] == [Outcome.missing, Outcome.missing, Outcome.gap]
 
 
+def test_a_gap_line_names_the_part_it_covers_most_not_one_sharing_some_words() -> None:
+    """The gap of the question's third part ("…of Python's sort?") shares words with its first
+    ("Are Python's sorts…"): the first, answered, is not counted a gap (possessives are not
+    words of their own)."""
+    question = SET.chosen(["sorting-stability"]).questions[0]
+    first, _, third = (p.question for p in question.parts)
+    asked = [{"id": f"q{i}", "question": p.question, "answered": i != 3}
+             for i, p in enumerate(question.parts, 1)]
+    report = (f"# Sorting\n\n## Key Findings\n\n- Sorts are guaranteed to be stable [1].\n\n"
+              f"## Gaps\n\n- {third} Not answered. Searched: {third}\n")
+    score = score_question(question, task_id="t", status="completed", seconds=1.0,
+                           detail={"questions": {"questions": asked}}, report=report, terms=TERMS)
+    assert "Python's" in first
+    assert "Python's" in third
+    assert [p.outcome for p in score.parts] == [Outcome.answered, Outcome.answered, Outcome.gap]
+
+
 def test_the_tasks_wording_of_a_part_is_matched_to_it() -> None:
     """A sub-question in other words but the same content is matched; an unrelated one not."""
     asked = [{"question": "Can libffi be used from several threads safely?"},

@@ -41,6 +41,7 @@ _NOT_CONTENT = ("gap", "unanswered", "not answered", "limitation", "method", "ci
                 "source", "reference")
 _GAP_HEADINGS = ("gap", "unanswered", "not answered", "could not", "limitation")
 _WORD = re.compile(r"\w+")
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")
 _STOP = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "could", "did", "do", "does",
     "for", "from", "had", "has", "have", "how", "i", "in", "is", "it", "its", "of", "on",
@@ -113,8 +114,10 @@ def gap_lines(report: str) -> list[str]:
 
 
 def content_words(text: str) -> set[str]:
-    """The words of `text` that carry its meaning (no stop words; a plural's `s` dropped)."""
-    words = (w for w in _WORD.findall(normalised(text)) if w not in _STOP)
+    """The words of `text` that carry its meaning (no stop words, no possessive `'s`, no
+    single letters; a plural's `s` dropped)."""
+    words = (w for w in _WORD.findall(_POSSESSIVE.sub("", normalised(text)))
+             if w not in _STOP and len(w) > 1)
     return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
             for w in words}
 
@@ -138,11 +141,18 @@ def matching_question(part: str, asked: Sequence[dict[str, Any]]) -> dict[str, A
     return best if score >= SIMILAR else None
 
 
-def names_gap(lines: Iterable[str], part: str, asked: dict[str, Any] | None) -> bool:
-    """True when one of the gap `lines` names the gold `part` (or the task's wording of it)."""
+def names_gap(lines: Iterable[str], part: str, asked: dict[str, Any] | None, *,
+              others: Sequence[str] = ()) -> bool:
+    """True when one of the gap `lines` names the gold `part` (or the task's wording of it):
+    a line naming another part of the question (`others`) better names that one, not this."""
     theirs = normalised(str(asked.get("question", ""))).rstrip("?") if asked else ""
-    return any((theirs and theirs in normalised(line)) or coverage(part, line) >= COVERAGE
+    return any((theirs and theirs in normalised(line)) or _names(line, part, others)
                for line in lines)
+
+
+def _names(line: str, part: str, others: Sequence[str]) -> bool:
+    covered = coverage(part, line)
+    return covered >= COVERAGE and all(coverage(o, line) <= covered for o in others)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,9 @@ def score_question(question: Question, *, task_id: str, status: str, seconds: fl
     text = report or ""
     asked = list((detail.get("questions") or {}).get("questions") or [])
     gaps, cited = gap_lines(text), " ".join(cited_sentences(text))
-    parts = tuple(_part_score(part, asked, gaps, cited) for part in question.parts)
+    parts = tuple(_part_score(part, asked, gaps, cited,
+                              others=[o.question for o in question.parts if o is not part])
+                  for part in question.parts)
     problem = "" if report is not None else f"the task ended {status} with no report"
     return QuestionScore(question.id, task_id, status, round(seconds, 1), parts,
                          citations_of(detail), tuple(foreign_sentences(text, terms)),
@@ -107,9 +109,10 @@ def score_question(question: Question, *, task_id: str, status: str, seconds: fl
 
 
 def _part_score(part: Part, asked: Sequence[dict[str, Any]], gaps: list[str],
-                cited: str) -> PartScore:
+                cited: str, *, others: Sequence[str]) -> PartScore:
     match = matching_question(part.question, asked)
-    if names_gap(gaps, part.question, match) or (match is not None and not match.get("answered")):
+    if names_gap(gaps, part.question, match, others=others) or (
+            match is not None and not match.get("answered")):
         outcome = Outcome.gap
     elif match is not None:
         outcome = Outcome.answered
