@@ -338,10 +338,23 @@ def _claims(text: str) -> list[tuple[str, str]]:
     return claims
 
 
+def _distinct(claims: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`claims` without one that says what an earlier one says (the same sentence in two
+    pages, a word apart): a report states a finding once."""
+    kept: list[tuple[str, str]] = []
+    seen: list[set[str]] = []
+    for claim in claims:
+        words = set(re.findall(r"\w+", claim[0].lower()))
+        if not any(len(words & w) >= 0.9 * len(words | w) for w in seen):
+            kept.append(claim)
+            seen.append(words)
+    return kept
+
+
 def _report(text: str) -> str:
     """A report with every claim cited and each citation listed with its quote; Shoal's code
     writes its Gaps and its Citation check. Its findings come from its prompt alone."""
-    claims = _claims(text)
+    claims = _distinct(_claims(text))
     question = line_after(text, "Question:") or "the question"
     documents = [c for _, c in claims if not c.startswith("SQL:")]
     if documents and "heat days" in question.lower():  # the sample alone: for the check
@@ -399,6 +412,9 @@ def _words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"[a-z]{4,}", text.lower())) if w not in _STOP]
 
 
+_BULLET = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+
+
 def _best_sentence(text: str, words: Sequence[str], *, every: bool = False) -> str:
     """The sentence of `text` that holds the most of `words` (all of them, with `every`), as
     the text has it (white space made single): never cut within a sentence, never a heading."""
@@ -406,7 +422,7 @@ def _best_sentence(text: str, words: Sequence[str], *, every: bool = False) -> s
     for paragraph in re.split(r"\n\s*\n", text):  # a sentence may wrap, never cross one
         lines = [line for line in paragraph.splitlines()
                  if line.strip() and not line.lstrip().startswith(("#", "|"))]
-        flat = " ".join(" ".join(lines).split())
+        flat = _BULLET.sub("", " ".join(" ".join(lines).split()))  # a list item's words
         sentences += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"(])", flat)
                       if s and not re.fullmatch(r"[\d.()\s]+", s)]
     scored = [(sum(w in s.lower() for w in words), -i, s) for i, s in enumerate(sentences)]
