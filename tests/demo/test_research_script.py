@@ -3,7 +3,7 @@ a reader sees them and states a finding once."""
 
 from __future__ import annotations
 
-from shoal.demo.research_script import _best_sentence, _distinct
+from shoal.demo.research_script import _best_sentence, _distinct, _other_number
 
 
 def test_a_quote_from_a_list_item_leaves_out_its_bullet() -> None:
@@ -22,3 +22,10 @@ def test_the_same_sentence_from_two_pages_is_one_finding() -> None:
     again = (first[0].replace("(or ", "(or the "), "zlib-module.html")
     other = ("Level 1 is fastest and produces the least compression", "zlib.html")
     assert _distinct([first, again, other]) == [first, other]
+
+
+def test_an_expanded_query_tries_each_words_other_number() -> None:
+    """A retry's query adds each word's plural or singular, spelt as English spells it."""
+    pairs = {"dictionary": "dictionaries", "sorts": "sort", "class": "classes",
+             "analysis": "analyses", "boxes": "box", "key": "keys", "status": "statuses"}
+    assert {w: _other_number(w) for w in pairs} == pairs

@@ -141,7 +141,7 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
     if role == "retrieval_rag":
         query = task.split(":", 1)[-1].strip()
         if RETRY in text:  # the gate asked for an expanded query: another one, recorded
-            query += " OR " + " OR ".join(f"{w}s" for w in _words(query))
+            query += " OR " + " OR ".join(_other_number(w) for w in _words(query))
         return {"query": query, "k": 5}
     if role == "retrieval_graph":
         names = [n for n in re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", task.split(":", 1)[-1])
@@ -150,6 +150,22 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
     if not results:
         return {}
     return {"sql": _sql(results[-1], task)}
+
+
+def _other_number(word: str) -> str:
+    """A word's plural for its singular and its singular for its plural, as an expanded query
+    tries them ("dictionary" / "dictionaries", "sorts" / "sort", "class" / "classes")."""
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith("is"):
+        return word[:-2] + "es"  # analysis / analyses
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
 
 
 _FIGURES = re.compile(r"\b(how (many|much|big|large|long)|number|count|total|average|percent|"
