@@ -107,9 +107,11 @@ lint: setup
 fmt: setup
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
-## The documentation site (mkdocs.yml, docs/) into site/, failing on any warning; docs-serve
-## serves it on http://127.0.0.1:8001 and rebuilds on every change.
+## The documentation site (mkdocs.yml, docs/) into site/, failing on any warning, after
+## writing the reference pages from the code (docs/reference/generate.py); docs-serve serves it
+## on http://127.0.0.1:8001 and rebuilds on every change.
 docs: setup
+	$(PY) docs/reference/generate.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs-serve: setup
