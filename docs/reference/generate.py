@@ -18,9 +18,11 @@ sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in docs/, which the site would copy
 
 import ref_language  # noqa: E402  (found beside this file)
+import ref_settings  # noqa: E402
 
 PAGES: dict[str, Callable[[], str]] = {
     "workflow-language.md": ref_language.page,
+    "settings.md": ref_settings.page,
 }
 
 

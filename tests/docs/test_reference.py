@@ -129,3 +129,12 @@ def test_a_field_without_a_description_is_found() -> None:
         inner: dict[str, list[Inner]] | None = None  # described nowhere either
 
     assert undescribed(Root) == ["Root.inner", "Inner.bare"]
+
+
+def test_every_setting_says_what_it_does() -> None:
+    """Each `SHOAL_*` setting has a description (its row in the settings reference)."""
+    from shoal.config import Settings
+
+    bare = [n for n, f in Settings.model_fields.items() if not (f.description or "").strip()]
+    assert len(Settings.model_fields) > 50
+    assert bare == [], "add description=... to these settings"
