@@ -17,11 +17,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in docs/, which the site would copy
 
+import ref_api  # noqa: E402
+import ref_cli  # noqa: E402
+import ref_events  # noqa: E402
 import ref_language  # noqa: E402  (found beside this file)
 import ref_settings  # noqa: E402
 
 PAGES: dict[str, Callable[[], str]] = {
     "workflow-language.md": ref_language.page,
+    "cli.md": ref_cli.page,
+    "rest-api.md": ref_api.page,
+    "events.md": ref_events.page,
     "settings.md": ref_settings.page,
 }
 
