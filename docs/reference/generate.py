@@ -21,6 +21,7 @@ import ref_api  # noqa: E402
 import ref_cli  # noqa: E402
 import ref_events  # noqa: E402
 import ref_language  # noqa: E402  (found beside this file)
+import ref_metrics  # noqa: E402
 import ref_settings  # noqa: E402
 
 PAGES: dict[str, Callable[[], str]] = {
@@ -29,6 +30,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "rest-api.md": ref_api.page,
     "events.md": ref_events.page,
     "settings.md": ref_settings.page,
+    "metrics.md": ref_metrics.page,
 }
 
 
