@@ -20,7 +20,6 @@ from ref_text import (
     member_notes,
     summary,
     table,
-    values_text,
 )
 
 from shoal.workflows.document import BUILTIN_FIELDS, WorkflowDocument, load_document
@@ -82,8 +81,8 @@ def enum_notes(model: type[BaseModel]) -> str:
         for _, kind in nested(field.annotation, name):
             notes = member_notes(kind) if issubclass(kind, enum.Enum) else {}
             if notes:
-                items = "; ".join(f"{code(v)}: {n}" for v, n in notes.items())
-                out.append(f"- {code(field.alias or name)} ({values_text(kind)}): {items}.")
+                items = "".join(f"\n    - {code(v)}: {n}" for v, n in notes.items())
+                out.append(f"- {code(field.alias or name)}:{items}")
     return "\n".join(out) + "\n\n" if out else ""
 
 

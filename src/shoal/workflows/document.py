@@ -248,7 +248,7 @@ class StepDoc(_Strict):
                                                         "another role before it answers.")
     requires_facts: RequiresFacts | None = Field(
         default=None, description="agent: its answer must state each fact an earlier step that "
-                                  "asks learned (sent back once with those it leaves out)")
+                                  "asks learned (sent back once with those it leaves out).")
     optional: bool = Field(default=False, description="A user may switch it off when they "
                                                       "submit (`skip`).")
     quality: bool = Field(default=False, description="Its runs go through Shoal's quality loop "
