@@ -132,7 +132,8 @@ def doc_section(path: Path, doc: WorkflowDocument) -> str:
 
 
 def intro() -> str:
-    builtins = ", ".join(code("{" + f + "}") for f in sorted(BUILTIN_FIELDS))
+    builtins = table(["Name", "What it becomes"],
+                     [[code("{" + name + "}"), text] for name, text in BUILTIN_FIELDS.items()])
     return (
         "# Workflow language\n\n" + GENERATED + "\n"
         "A workflow document is a YAML file that organises agents: its `parameters`, the "
@@ -142,11 +143,12 @@ def intro() -> str:
         "problem); add it to a server with [`shoal workflows add FILE`]"
         "(cli.md#shoal-workflows-add). The JSON Schema of the language is served at "
         "`GET /api/v1/workflows/schema`.\n\n"
-        "A prompt (and a human step's question) names what it needs in braces: a parameter, "
-        "an entry a step writes (`{draft}`, or `{feedback.verdict}` for a field of an answer "
-        f"with a contract), or one of the built-ins: {builtins}.\n\n"
         "Each section below is one kind of mapping, under the path where it sits in a "
-        "document (`<name>`: a key you choose; `[]`: an item of a list).\n\n")
+        "document (`<name>`: a key you choose; `[]`: an item of a list).\n\n"
+        "## Prompts {#prompts}\n\n"
+        "A prompt (and a human step's question) names what it needs in braces: a parameter "
+        "(`{tone}`), an entry a step writes (`{draft}`, or `{feedback.verdict}` for a field "
+        "of an answer with a contract), or one of these:\n\n" + builtins + "\n")
 
 
 def page() -> str:

@@ -40,11 +40,17 @@ WORKFLOW_NAME = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_LOOPS = 20  # the most a loop's cap may be
 MAX_HOPS = 100  # the most decisions a route's cap may allow
 MAX_ASKS = 20  # the most questions (or delegations) one round of a step may make
-# What every prompt may name besides parameters and entries: `execution_order`,
-# `agent_outputs` and `allowed` describe a route; `conversation` is what a step that `asks`
-# heard so far this round; `context` every entry the step comes after, laid out.
-BUILTIN_FIELDS = frozenset({"query", "item", "feedback", "execution_order", "agent_outputs",
-                            "allowed", "conversation", "context"})
+# What every prompt may name besides parameters and entries, and what it becomes (`board`).
+BUILTIN_FIELDS: Mapping[str, str] = {
+    "query": "the task's description: what the user asked",
+    "item": "a map step's item, or the planned subtask a run of an expand step's plan does",
+    "feedback": "the entry a loop carries back to the step it runs again (empty at first)",
+    "context": "every entry written by a step this one comes after, each under its name",
+    "conversation": "what a step that `asks` heard so far this round, questions and answers",
+    "execution_order": "a route's steps picked so far, in order",
+    "agent_outputs": "the latest answer of each step a route picked",
+    "allowed": "the steps a route may pick now",
+}
 ENTRY_PATH = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
 Cap = int | Annotated[str, Field(pattern=r"^\{[a-z][a-z0-9_]*\}$")]
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?:\.[a-zA-Z0-9_.]+)?\}")
@@ -432,7 +438,7 @@ def problems(doc: WorkflowDocument) -> list[tuple[Path, str]]:
     found += stage_machine.problems(doc.stages, doc.steps, doc.loops)
     if doc.result is not None and doc.result not in writers:
         found.append((("result",), f"no step writes '{doc.result}'"))
-    known = set(doc.parameters) | set(writers) | BUILTIN_FIELDS
+    known = set(doc.parameters) | set(writers) | set(BUILTIN_FIELDS)
     texts: list[tuple[Path, str]] = [(("roles", name, "prompt"), role.prompt)
                                      for name, role in doc.roles.items()]
     texts += [(("steps", i, "question"), s.question) for i, s in enumerate(doc.steps)
