@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ref_text import GENERATED, cell, code, table
+from ref_text import GENERATED, cell, code, literal, table
 
 from shoal.api.app import create_app
 from shoal.config import Settings
@@ -107,14 +107,18 @@ def by_tag(doc: dict[str, Any]) -> dict[str, list[str]]:
     return dict(sorted(groups.items()))
 
 
+def default(schema: dict[str, Any]) -> str:
+    return literal(schema["default"]) if "default" in schema else ""
+
+
 def schema_section(name: str, schema: dict[str, Any]) -> str:
     required = set(schema.get("required", []))
-    rows = [[code(p), schema_text(s), "yes" if p in required else "",
+    rows = [[code(p), schema_text(s), "required" if p in required else default(s),
              s.get("description", "")] for p, s in schema.get("properties", {}).items()]
     text = f"### {name} {{#schema-{name.lower()}}}\n\n{schema.get('description', '').strip()}\n\n"
     if "enum" in schema:
         text += "One of " + ", ".join(code(v) for v in schema["enum"]) + ".\n\n"
-    return text + (table(["Field", "Type", "Required", "What it is"], rows) + "\n" if rows
+    return text + (table(["Field", "Type", "Default", "What it is"], rows) + "\n" if rows
                    else "")
 
 
