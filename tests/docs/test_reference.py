@@ -36,6 +36,8 @@ def test_the_committed_reference_is_what_the_code_generates(tmp_path: Path) -> N
     generate(tmp_path)
     pages = sorted(p.name for p in tmp_path.glob("*.md"))
     assert pages, "the generator wrote no page"
+    stale = sorted({p.name for p in REFERENCE.glob("*.md")} - set(pages))
+    assert stale == [], f"docs/reference/{stale} are no longer generated: remove them"
     for name in pages:
         committed = REFERENCE / name
         assert committed.is_file(), f"docs/reference/{name} is missing: run `make docs` to " \
