@@ -100,16 +100,18 @@ test-fast: setup
 ## continuation lines keep modules within STYLE's sizes, where `ruff format` would add ~4,300
 ## lines (core.py alone 602 -> 742).
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/mypy src
+	$(VENV)/bin/ruff check src tests benchmarks docs/reference
+	$(VENV)/bin/mypy src docs/reference
 	$(VENV)/bin/lint-imports
 
 fmt: setup
-	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks docs/reference
 
-## The documentation site (mkdocs.yml, docs/) into site/, failing on any warning; docs-serve
-## serves it on http://127.0.0.1:8001 and rebuilds on every change.
+## The documentation site (mkdocs.yml, docs/) into site/, failing on any warning, after
+## writing the reference pages from the code (docs/reference/generate.py); docs-serve serves it
+## on http://127.0.0.1:8001 and rebuilds on every change.
 docs: setup
+	$(PY) docs/reference/generate.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs-serve: setup

@@ -18,18 +18,18 @@ from typing import Any
 class EventType(StrEnum):
     """Every kind of event Shoal appends. The seed's seven are the minimum."""
 
-    TASK_CREATED = "task_created"
-    TASK_UPDATE = "task_update"
-    SUBTASK_UPDATE = "subtask_update"
-    WORKER_UPDATE = "worker_update"
-    CHECKPOINT_READY = "checkpoint_ready"
-    CHECKPOINT_DECIDED = "checkpoint_decided"
+    TASK_CREATED = "task_created"  # a task was submitted: its description, workflow, budget
+    TASK_UPDATE = "task_update"  # the task's whole state, as its status or stage changes
+    SUBTASK_UPDATE = "subtask_update"  # a subtask's whole state: created, started, done, …
+    WORKER_UPDATE = "worker_update"  # a worker came, went, or changed state
+    CHECKPOINT_READY = "checkpoint_ready"  # a person is asked: approve, answer, decide
+    CHECKPOINT_DECIDED = "checkpoint_decided"  # a person decided a checkpoint
     EVALUATION = "evaluation"  # a subtask's output was scored
     REVIEW = "review"  # a peer review's verdict
-    TASK_COMPLETE = "task_complete"
-    TASK_FAILED = "task_failed"
-    TASK_CANCELLED = "task_cancelled"
-    AGENT_LOG = "agent_log"
+    TASK_COMPLETE = "task_complete"  # the task completed: its result, what it used
+    TASK_FAILED = "task_failed"  # the task failed (or ran out of budget), and why
+    TASK_CANCELLED = "task_cancelled"  # someone cancelled the task
+    AGENT_LOG = "agent_log"  # what an agent did: a tool call, a command, a line of output
     NOTICE = "notice"  # something a person should know: planner fallback, rejected files
     STATE_UPDATE = "state_update"  # a workflow document's blackboard entry has a new revision
     ROUTE_DECISION = "route_decision"  # a route step chose the next step (and who chose it)

@@ -149,42 +149,51 @@ class Metrics:
     """One control plane's metrics and the bookkeeping that feeds them."""
 
     def __init__(self) -> None:
-        self.tasks = Series("shoal_tasks", "Tasks that reached a final status",
-                            ("workflow", "status"))
-        self.attempts = Series("shoal_attempts", "Subtask attempts that ended, by outcome",
-                               ("tool", "outcome"))
-        self.input_tokens = Series("shoal_model_input_tokens", "Model input tokens used",
+        self.tasks = Series("shoal_tasks", "Tasks that reached a final status (completed, "
+                            "failed, cancelled, budget_exceeded)", ("workflow", "status"))
+        self.attempts = Series(
+            "shoal_attempts", "Subtask attempts that ended, by outcome (a result refused after "
+            "its attempt is gone counts as fenced under tool 'unknown')", ("tool", "outcome"))
+        self.input_tokens = Series("shoal_model_input_tokens", "Model input tokens the attempts "
+                                   "reported (model 'none' for a tool that uses none)",
                                    ("tool", "model"))
-        self.output_tokens = Series("shoal_model_output_tokens", "Model output tokens used",
-                                    ("tool", "model"))
-        self.cost = Series("shoal_model_cost_usd", "Model cost in US dollars", ("tool", "model"))
+        self.output_tokens = Series("shoal_model_output_tokens", "Model output tokens the "
+                                    "attempts reported", ("tool", "model"))
+        self.cost = Series("shoal_model_cost_usd", "Model cost in US dollars the attempts "
+                           "reported or list prices give", ("tool", "model"))
         self.run_time = Distribution("shoal_attempt_duration_seconds",
-                                     "Run time of subtask attempts (start to result)",
-                                     ("tool",), RUN_BUCKETS)
+                                     "Run time of subtask attempts (start, or dispatch, to "
+                                     "result)", ("tool",), RUN_BUCKETS)
         self.dispatch_latency = Distribution(
             "shoal_dispatch_latency_seconds",
-            "From a subtask being ready to its attempt being sent to a worker", (),
+            "From a subtask being ready (its dependencies met, its retry time reached) to its "
+            "attempt being sent to a worker: queueing for a free slot plus Shoal's own time", (),
             DISPATCH_BUCKETS)
         self.http_time = Distribution("shoal_http_request_duration_seconds",
-                                      "HTTP request time by route template",
-                                      ("method", "route", "status"), HTTP_BUCKETS)
+                                      "HTTP request time by route template ('unmatched' for "
+                                      "none) and status class (2xx); an event stream is timed "
+                                      "to its headers", ("method", "route", "status"),
+                                      HTTP_BUCKETS)
         self.heartbeat_time = Distribution(
             "shoal_worker_heartbeat_seconds",
             "From a worker's heartbeat being read to the commit that stored it (leases renewed, "
-            "the worker's row)", (), DISPATCH_BUCKETS)
+            "the worker's row): how far behind the runtime is with its workers", (),
+            DISPATCH_BUCKETS)
         self.fanout_lag = Distribution(
             "shoal_event_fanout_lag_seconds",
-            "From an event being stored to its delivery on a live client stream", ("stream",),
-            LAG_BUCKETS)
+            "From an event being stored to its delivery on a live client stream (replayed "
+            "events are not counted)", ("stream",), LAG_BUCKETS)
         self.wave_transition = Distribution(
             "shoal_wave_transition_seconds",
             "Typed plans: from the last completion of a wave to the first start of the next "
-            "(observed when the task completes)", ("workflow",), WAVE_BUCKETS)
+            "(observed when the task completes; 0 when the next wave was dispatched in the "
+            "batch that decided the last gate)", ("workflow",), WAVE_BUCKETS)
         self.parallelism = Distribution(
             "shoal_task_parallelism_ratio",
             "Typed plans: the planned tasks' run time over (their span x the most that ran at "
             "once), one per completed task", ("workflow",), RATIO_BUCKETS)
-        self.streams = Series("shoal_client_streams", "Open live client streams", ("stream",))
+        self.streams = Series("shoal_client_streams", "Open live client streams (WebSocket and "
+                              "SSE)", ("stream",))
         for kind in StreamKind:
             self.streams.add((kind.value,), 0)
         self._tools = Bounded()
@@ -350,7 +359,8 @@ class _Collector(Collector):
                 ("queued", "Subtasks ready and waiting for a worker slot"),
                 ("live_attempts", "Attempts dispatched or running")):
             yield GaugeMetricFamily(f"shoal_{name}", documentation, value=counts.get(name, 0))
-        by_state = GaugeMetricFamily("shoal_workers", "Workers connected here, by state",
+        by_state = GaugeMetricFamily("shoal_workers", "Workers connected here, by state: "
+                                     "online (a free slot) or busy (every slot taken)",
                                      labels=["state"])
         for state, count in m._workers():
             by_state.add_metric([state], count)

@@ -373,7 +373,8 @@ def test_prometheus_scrapes_both_copies() -> None:
 
 def test_grafana_is_provisioned_with_the_datasource_and_the_repository_dashboard() -> None:
     """The data source is the stack's Prometheus; the dashboard provider reads the folder where
-    compose mounts docs/grafana, whose dashboard's metric names are all in docs/metrics.md."""
+    compose mounts docs/grafana, whose dashboard's metric names are all in the metrics
+    reference (docs/reference/metrics.md, generated from shoal.metrics)."""
     grafana = services()["grafana"]
     mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in grafana["volumes"]
                   if v.startswith("./"))
@@ -389,14 +390,14 @@ def test_grafana_is_provisioned_with_the_datasource_and_the_repository_dashboard
     assert mounts["./docs/grafana"] == provider["options"]["path"]
     dashboards = sorted((ROOT / "docs" / "grafana").glob("*.json"))
     assert dashboards, "the repository's dashboard is docs/grafana/*.json"
-    metrics_doc = (ROOT / "docs" / "metrics.md").read_text()
+    metrics_doc = (ROOT / "docs" / "reference" / "metrics.md").read_text()
     for path in dashboards:
         board = json.loads(path.read_text())
         exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
         assert exprs, path
         for name in set(re.findall(r"\bshoal_[a-z_]+", " ".join(exprs))):
             base = re.sub(r"_(bucket|count|sum)$", "", name)
-            assert f"`{base}`" in metrics_doc, f"{path.name}: {name} is not in docs/metrics.md"
+            assert f"`{base}`" in metrics_doc, f"{path.name}: {name} is not a metric Shoal serves"
 
 
 # ---- the image --------------------------------------------------------------------------------

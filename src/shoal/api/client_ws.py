@@ -27,6 +27,7 @@ error. Every frame of the old subscription comes before `subscribed`, every
 frame of the new one after it.
 
 Where a subscription starts:
+
 - With `since` in the message: every event it wants after `since` (a page redrawing a task
   from its history asks for it again), except those the socket sent before its first
   subscription because of the URL's `since` (the two are one resume).
@@ -37,6 +38,7 @@ Where a subscription starts:
 - Without it on any other socket: from now on; or, when it wants less than the subscription
   before (one task of all, fewer types), from where that one was, so nothing it was about
   to send is lost.
+
 A socket opened with `?since=N` starts as if subscribed to every event of the user's after N;
 any other socket sends no event before its first subscription.
 """
@@ -84,20 +86,28 @@ class Subscribe(_ClientMessage):
     """Which events to receive: types (all if omitted), one task, and where to resume."""
 
     type: Literal["subscribe"]
-    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
-    task_id: uuid.UUID | None = None
-    since: int | None = Field(None, ge=0, le=MAX_INT64)
-    any_task_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
-    batch: bool = False  # events that queue up during a burst may come as one `batch` frame
-    # `workflow`, with a task_id: events its workflow names (`events:`) carry that `name`
-    names: Literal["shoal", "workflow"] = "shoal"
+    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=64, description="The event types to receive; none: every type.")
+    task_id: uuid.UUID | None = Field(None, description="Only this task's events (except "
+                                                        "`any_task_types`).")
+    since: int | None = Field(None, ge=0, le=MAX_INT64,
+                              description="Replay the events after this `seq` first.")
+    any_task_types: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=64, description="With `task_id`: these types still come live from "
+                                         "every task of yours (say, `checkpoint_ready`).")
+    batch: bool = Field(False, description="Events that queue up during a burst may come "
+                                           "together as one `batch` frame.")
+    names: Literal["shoal", "workflow"] = Field(
+        "shoal", description="`workflow`, with a `task_id`: events its workflow names "
+                             "(`events:`) carry that `name` beside their `type`.")
 
 
 class Unsubscribe(_ClientMessage):
     """Stop receiving some event types (all if omitted)."""
 
     type: Literal["unsubscribe"]
-    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=64)
+    event_types: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=64, description="The event types to stop; none: every type.")
 
 
 class Ping(_ClientMessage):
@@ -110,7 +120,7 @@ class Auth(_ClientMessage):
     """The access token, as the first frame of a socket opened without one."""
 
     type: Literal["auth"]
-    token: str = Field(min_length=1, max_length=8192)
+    token: str = Field(min_length=1, max_length=8192, description="An access token.")
 
 
 class Answer(_ClientMessage):
@@ -119,8 +129,8 @@ class Answer(_ClientMessage):
     answer is checked by the route's body (`AnswerBody`), so that both refuse alike."""
 
     type: Literal["answer"]
-    checkpoint_id: str = Field(max_length=1024)
-    answer: str
+    checkpoint_id: str = Field(max_length=1024, description="The question's checkpoint.")
+    answer: str = Field(description="The answer (1 to 20,000 characters, not only blanks).")
 
 
 ClientMessage = Annotated[Subscribe | Unsubscribe | Ping | Auth | Answer,

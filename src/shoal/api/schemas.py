@@ -93,21 +93,37 @@ class DailyBudgetIn(_Strict):
 class TaskCreate(_Strict):
     """`POST /api/v1/tasks`."""
 
-    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
-    checkpoint_frequency: Literal["low", "medium", "high"] = "medium"
-    privacy_level: Literal["normal", "sensitive"] = "normal"
-    tool_preferences: list[ToolName] | None = Field(None, max_length=9)
-    workflow: str = Field("dag", pattern=r"^[a-z][a-z0-9_-]{0,39}$")
-    parameters: dict[str, Any] | None = None  # a workflow document's, by name
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION,
+                             description="What you want done (the prompts' `{query}`).")
+    checkpoint_frequency: Literal["low", "medium", "high"] = Field(
+        "medium", description="How often the quality loop stops for a person: `low` before "
+                              "the last subtask, `medium` every 3 subtasks, at half-way and "
+                              "before the last, `high` after every subtask.")
+    privacy_level: Literal["normal", "sensitive"] = Field(
+        "normal", description="`sensitive`: only tools that run on the worker's machine.")
+    tool_preferences: list[ToolName] | None = Field(None, max_length=9,
+                                                    description="Preferred tools, in order.")
+    workflow: str = Field("dag", pattern=r"^[a-z][a-z0-9_-]{0,39}$",
+                          description="The workflow that runs it (GET /api/v1/workflows).")
+    parameters: dict[str, Any] | None = Field(None, description="The workflow's parameters, "
+                                                                "by name.")
     skip: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]] | None = Field(
-        None, max_length=50)  # a workflow document's optional steps to switch off
-    insert: list[InsertedRole] | None = Field(None, max_length=10)  # roles of the user's own
-    requirements: dict[str, Any] | None = None
-    plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500)
-    permissions: Permissions | None = None
-    quality: Literal["on", "off"] = "on"  # evaluation, peer review and checkpoints
-    checkpoint_deadline: CheckpointDeadline | None = None
-    budget: BudgetIn | None = None
+        None, max_length=50, description="The workflow's optional steps to switch off.")
+    insert: list[InsertedRole] | None = Field(None, max_length=10,
+                                              description="Roles of your own, after the steps "
+                                                          "that allow them.")
+    requirements: dict[str, Any] | None = Field(None, description="What the task must meet "
+                                                                  "besides its description, "
+                                                                  "as you write it.")
+    plan: list[PlanItem] | None = Field(None, min_length=1, max_length=500,
+                                        description="Your own plan: the planner is skipped.")
+    permissions: Permissions | None = Field(None, description="What agents may do without "
+                                                              "asking.")
+    quality: Literal["on", "off"] = Field("on", description="Evaluation, peer review and "
+                                                            "checkpoints.")
+    checkpoint_deadline: CheckpointDeadline | None = Field(
+        None, description="How long a checkpoint waits for a person, and what happens then.")
+    budget: BudgetIn | None = Field(None, description="What the task may spend.")
     sources: list[uuid.UUID] | None = Field(None, max_length=100, description=(
         "Ids of your uploads (POST /api/v1/uploads) the task reads, under sources/."))
 
@@ -123,9 +139,10 @@ class ErrorBody(BaseModel):
     """Every error answer: a stable code, a sentence saying what to do, and details (for a
     validation error, a list of `{field, message, type}`)."""
 
-    error: str
-    message: str
-    details: Any = None
+    error: str = Field(description="A stable code (`not_found`, `validation_error`, …).")
+    message: str = Field(description="What happened and what to do, for a person.")
+    details: Any = Field(None, description="More about it: for a validation error, a list of "
+                                           "`{field, message, type}`.")
 
 
 class TaskCreated(BaseModel):

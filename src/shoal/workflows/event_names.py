@@ -32,9 +32,11 @@ class EventName(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    event: EventType  # (not `on`: YAML reads that key as `true`)
-    where: dict[str, str | int | bool | None] = Field(default_factory=dict)
-    report: bool = False  # add the task's report URL
+    event: EventType = Field(description="Shoal's event it names.")  # (not `on`: YAML's true)
+    where: dict[str, str | int | bool | None] = Field(
+        default_factory=dict, description="Fields of the event's data that must have these "
+                                          "values (`\"*\"`: present and not null).")
+    report: bool = Field(default=False, description="Add the task's `report_url` to its data.")
 
 
 def renamer(names: Mapping[str, EventName], report_url: str) -> Callable[[Item], Item]:

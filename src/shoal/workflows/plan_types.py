@@ -115,13 +115,21 @@ class IfFailed(StrEnum):
 class TypeGate(_Strict):
     """A quality gate on every task of one type, decided by a judge role."""
 
-    judge: Name  # a role with an output contract holding the score
-    score: str = Field(default="score", pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
-    min_score: float | Annotated[str, Field(pattern=PARAM)]
-    on_fail: OnFail = OnFail.RETRY
-    retries: int | Annotated[str, Field(pattern=PARAM)] = 1
-    then: Spent = Spent.GAP
-    hint: str = Field(default="", max_length=2_000)  # what a retry is told to do differently
+    judge: Name = Field(description="The role that judges each answer: its output contract "
+                                    "holds the score.")
+    score: str = Field(default="score", pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$",
+                       description="The field path of the score in the judge's answer.")
+    min_score: float | Annotated[str, Field(pattern=PARAM)] = Field(
+        description="The least score that passes, or a number `{parameter}`.")
+    on_fail: OnFail = Field(default=OnFail.RETRY,
+                            description="What a score below `min_score` does.")
+    retries: int | Annotated[str, Field(pattern=PARAM)] = Field(
+        default=1, description="retry: the most runs again (0 to 5), or an integer "
+                               "`{parameter}`.")
+    then: Spent = Field(default=Spent.GAP,
+                        description="What the task becomes once its retries are spent.")
+    hint: str = Field(default="", max_length=2_000,
+                      description="What a retry is told to do differently.")
 
 
 class CheckKind(StrEnum):
@@ -133,32 +141,47 @@ class CheckKind(StrEnum):
 class SubQuestions(_Strict):
     """The planner names the question's sub-questions, between `min` and `max` of them."""
 
-    min: int = Field(default=1, ge=1, le=MAX_QUESTIONS)
-    max: int = Field(default=6, ge=1, le=MAX_QUESTIONS)
+    min: int = Field(default=1, ge=1, le=MAX_QUESTIONS,
+                     description="The fewest sub-questions the plan must name.")
+    max: int = Field(default=6, ge=1, le=MAX_QUESTIONS,
+                     description="The most sub-questions the plan may name.")
 
 
 class PlanType(_Strict):
     """A type of task the planner may plan."""
 
-    role: Name
-    serves: bool = False  # with the step's `questions`: each task names those it serves
-    description: str = Field(default="", max_length=1_000)  # for the planner
-    gate: TypeGate | None = None
-    if_failed: IfFailed = IfFailed.FAIL
-    writes_result: bool = False  # its answer is the document's result file (the report)
-    if_budget_short: IfFailed = IfFailed.FAIL  # gap: skipped when the budget cannot cover it
-    reserved: bool = False  # the budget keeps back what its runs will cost (`reserve`)
-    phase: Phase = Phase.EXECUTING  # the task's phase while tasks of this type are left
-    check: CheckKind | None = None  # citations: every cited sentence checked in code
+    role: Name = Field(description="The role that runs a task of this type.")
+    serves: bool = Field(default=False, description="With the step's `questions`: each task "
+                                                    "names the sub-questions it serves.")
+    description: str = Field(default="", max_length=1_000,
+                             description="What a task of this type does, told to the planner.")
+    gate: TypeGate | None = Field(default=None,
+                                  description="A quality gate on every task of this type.")
+    if_failed: IfFailed = Field(default=IfFailed.FAIL,
+                                description="What a task whose attempts all failed becomes.")
+    writes_result: bool = Field(default=False, description="Its answer is the document's "
+                                                           "result file (the report).")
+    if_budget_short: IfFailed = Field(
+        default=IfFailed.FAIL, description="`gap`: not started, and a gap, when the task's "
+                                           "budget cannot cover the rest of its plan.")
+    reserved: bool = Field(default=False, description="With a budget, what its runs will cost "
+                                                      "is kept back for them first.")
+    phase: Phase = Field(default=Phase.EXECUTING, description="The task's phase while tasks of "
+                                                              "this type are left (`executing` "
+                                                              "or `synthesizing`).")
+    check: CheckKind | None = Field(default=None, description="What Shoal's code checks in its "
+                                                              "answer (needs `writes_result`).")
 
 
 class DefaultTask(_Strict):
     """A task of the plan used when the planner gives none that fits."""
 
-    name: str = Field(min_length=1, max_length=200)
-    type: Name
-    description: str = Field(min_length=1, max_length=4_000)
-    dependencies: list[str] = Field(default_factory=list)  # names of earlier tasks
+    name: str = Field(min_length=1, max_length=200, description="The task's name.")
+    type: Name = Field(description="Its type, one of the step's `types`.")
+    description: str = Field(min_length=1, max_length=4_000,
+                             description="What the task is to do.")
+    dependencies: list[str] = Field(default_factory=list,
+                                    description="The names of earlier tasks it waits for.")
 
 
 ScheduleField = Schedule | Annotated[str, Field(pattern=PARAM)]

@@ -33,9 +33,12 @@ class Stages(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    initial: Name
-    allowed: dict[Name, list[Name]] = Field(min_length=1)
-    final: Name | None = None
+    initial: Name = Field(description="The stage a task starts in.")
+    allowed: dict[Name, list[Name]] = Field(
+        min_length=1, description="Each stage and the stages that may follow it (staying is "
+                                  "always allowed).")
+    final: Name | None = Field(default=None,
+                               description="The stage a completed task ends in.")
 
     def names(self) -> set[str]:
         found = {self.initial, *self.allowed, *(n for v in self.allowed.values() for n in v)}
