@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     # The proxies whose X-Forwarded-For and X-Forwarded-Proto this copy believes (addresses or
     # networks, comma-separated): from them, the client's address (the per-address sign-in
     # limit) and scheme. Only the load balancer, which must set X-Forwarded-For to the address
-    # it sees rather than append to the client's own (docs/deploy.md); empty: believe none.
+    # it sees rather than append to the client's own (docs/guides/deploy.md); empty: believe none.
     trusted_proxies: str = "127.0.0.1"
 
     # Leases and retries (DESIGN §3).
@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     source_text_chars: int = Field(2_000_000, ge=1000)  # of a source's text, kept and searched
 
     # Notifications (webhooks and email). The notifier turns task ends and checkpoints in the
-    # event log into deliveries (docs/notifications.md). A delivery is tried at most
+    # event log into deliveries (docs/guides/notifications.md). A delivery is tried at most
     # `notify_max_attempts` times; after try n it waits `notify_retry_base *
     # notify_retry_factor ** (n - 1)` seconds, give or take `notify_retry_jitter` of that:
     # 90 s, 4.5 min, 13.5 min, 40.5 min by default, an hour in all.
