@@ -1,6 +1,6 @@
 """Every workflow document the site shows is a file `shoal workflows check` passes: the guides
 include docs/examples/*.yaml (and the built-ins) with pymdownx.snippets, so a page shows exactly
-the checked file."""
+the checked file; README.md's taste of a document is docs/examples/readme.yaml, word for word."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def test_every_builtin_workflow_is_shown_from_its_file() -> None:
     copy of it."""
     builtins = sorted((ROOT / "src/shoal/workflows/builtin").glob("*.yaml"))
     assert {f"src/shoal/workflows/builtin/{p.name}" for p in builtins} <= _included()
+
+
+def test_the_readmes_workflow_is_the_checked_example() -> None:
+    """README.md's YAML block is docs/examples/readme.yaml exactly (GitHub cannot include it)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    assert blocks == [(ROOT / "docs/examples/readme.yaml").read_text()]
 
 
 def test_the_receivers_check_agrees_with_shoals_signature() -> None:
