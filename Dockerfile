@@ -1,5 +1,5 @@
 # Shoal's image: one image for the control plane (`shoal serve`), its migrations (`shoal db
-# upgrade`), the admin commands and workers (`shoal worker`). docs/deploy.md tells how to run it.
+# upgrade`), the admin commands and workers (`shoal worker`). docs/guides/deploy.md tells how to run it.
 #
 #   docker build -t shoal .                                  # control plane (and API-only workers)
 #   docker build -t shoal-worker --build-arg WITH_CLIS=1 .   # + Claude Code, Gemini CLI, Codex

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Back up a Shoal installation: its database first, then the control plane's data folder (the
-# artifact store and the server-wide workflows). docs/deploy.md, "Backup and restore", says why
+# artifact store and the server-wide workflows). docs/guides/backup.md says why
 # in this order and how to restore (deploy/restore.sh).
 #
 #   deploy/backup.sh DEST_DIR

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Restore a backup made by deploy/backup.sh: the database first, then the data folder, then a
-# check that every file the database names is there with its content (docs/deploy.md).
+# check that every file the database names is there with its content (docs/guides/backup.md).
 #
 #   deploy/restore.sh [--replace] DUMP FILES_ARCHIVE
 #

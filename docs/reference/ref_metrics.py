@@ -44,6 +44,6 @@ def page() -> str:
         f"{Metrics()._routes._limit}) and "
         f"then read {code(metrics.OTHER)}. Histograms are scraped as `_bucket`, `_sum` and "
         "`_count`. Queries an operator asks and the Grafana dashboard: "
-        "[monitoring](../metrics.md).\n\n"
+        "[monitoring guide](../guides/monitoring.md).\n\n"
         + table(["Name", "Type", "Labels", "What it counts"], [row(f) for f in families()])
         + "\n## Label values\n\n" + label_values())

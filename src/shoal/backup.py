@@ -1,5 +1,5 @@
-"""Back up and restore an embedded Shoal (SQLite) while it runs; docs/deploy.md, "Backup and
-restore". PostgreSQL's procedure is `deploy/backup.sh`'s own (pg_dump); for SQLite that script,
+"""Back up and restore an embedded Shoal (SQLite) while it runs (docs/guides/backup.md).
+PostgreSQL's procedure is `deploy/backup.sh`'s own (pg_dump); for SQLite that script,
 `deploy/restore.sh` and the `shoal backup` and `shoal restore` commands all come here.
 
 A backup is a pair with one stamp, made in this order:
@@ -68,7 +68,7 @@ def database_path(settings: Settings) -> Path:
         raise InvalidInput(
             "`shoal backup` and `shoal restore` are for the embedded database (SQLite). This "
             "Shoal uses PostgreSQL: back it up with deploy/backup.sh, which runs pg_dump "
-            "(docs/deploy.md, \"Backup and restore\").")
+            "(docs/guides/backup.md).")
     return Path(path)
 
 
@@ -219,7 +219,7 @@ def _check(database: Path, objects: Path) -> Restored:
         raise InvalidInput(
             f"The database and the files are restored, but {len(bad)} of the {len(named)} "
             "files the database names are missing or damaged: " + ", ".join(bad) + ". "
-            "docs/deploy.md, \"What to check after a restore\", says how to find what names "
+            "docs/guides/backup.md, \"What to check after a restore\", says how to find what names "
             "them.", details=bad)
     return Restored(tasks=int(tasks), files=len(named))
 

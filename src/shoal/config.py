@@ -167,7 +167,7 @@ class Settings(BaseSettings):
     source_text_chars: int = Field(2_000_000, ge=1000, description="Characters of a source's "
                                                                    "text kept and searched.")
 
-    # Notifications (webhooks and email, docs/notifications.md). After try n a delivery waits
+    # Notifications (webhooks and email, docs/guides/notifications.md). After try n a delivery waits
     # `notify_retry_base * notify_retry_factor ** (n - 1)` seconds, give or take the jitter:
     # 90 s, 4.5 min, 13.5 min, 40.5 min by default, an hour in all.
     notify_poll_interval: float = Field(1.0, gt=0, le=60, description="Seconds between the "

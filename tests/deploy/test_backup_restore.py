@@ -1,4 +1,4 @@
-"""docs/deploy.md's backup and restore procedure, for real, for both databases.
+"""docs/guides/backup.md's backup and restore procedure, for real, for both databases.
 
 PostgreSQL: a control plane and a worker on a fresh database complete a task that writes files
 and reads an upload; while the server runs, deploy/backup.sh dumps the database (pg_dump -Fc)
@@ -74,7 +74,7 @@ def require_pg_tools() -> None:
 
 async def run_script(script: Path, *args: str, url: str | None, data_dir: Path,
                      expect: int = 0) -> tuple[str, str]:
-    """Run one of deploy/'s scripts as docs/deploy.md does, with the control plane's
+    """Run one of deploy/'s scripts as docs/guides/backup.md does, with the control plane's
     SHOAL_DATABASE_URL (None: unset, the embedded SQLite) and SHOAL_DATA_DIR and nothing else
     of this process's environment; `shoal` is on PATH (this virtual environment's)."""
     env = {"PATH": f"{SHOAL_BIN}:{PG_BIN}:/usr/local/bin:/bin", "HOME": str(data_dir.parent),
@@ -196,7 +196,7 @@ async def test_a_backup_restores_the_tasks_and_their_files(tmp_path: Path) -> No
                     task_id = created.json()["task_id"]
                     await wait_for_status(client, task_id, "completed")
                 before = await snapshot(client, task_id)
-                # The backup, while the control plane runs (docs/deploy.md).
+                # The backup, while the control plane runs (docs/guides/backup.md).
                 out, _ = await run_script(BACKUP, str(backups), url=url, data_dir=data_dir)
             finally:
                 await client.aclose()

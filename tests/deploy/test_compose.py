@@ -1,8 +1,8 @@
-"""The deployable stack's files (docs/deploy.md): compose.yaml validated by docker-compose and
-read for its shape, deploy/haproxy.cfg (and the docs' TLS lines) checked by haproxy, the
+"""The deployable stack's files (docs/guides/deploy.md): compose.yaml validated by docker-compose
+and read for its shape, deploy/haproxy.cfg (and the docs' TLS lines) checked by haproxy, the
 Prometheus and Grafana files, and the Dockerfile's stages and user.
 
-There is no Docker daemon here: nothing is built or started (docs/deploy.md says so)."""
+There is no Docker daemon here: nothing is built or started (docs/guides/deploy.md says so)."""
 
 from __future__ import annotations
 
@@ -307,10 +307,10 @@ def test_haproxy_accepts_the_config(tmp_path: Path) -> None:
 
 
 def test_haproxy_accepts_the_tls_lines_of_the_docs(tmp_path: Path) -> None:
-    """docs/deploy.md's `frontend public` with TLS, put in place of the config's, passes
+    """docs/guides/deploy.md's `frontend public` with TLS, put in place of the config's, passes
     `haproxy -c` with a throw-away certificate at the path the docs give."""
     binary = require_binary("haproxy", "haproxy")
-    docs = (ROOT / "docs" / "deploy.md").read_text()
+    docs = (ROOT / "docs" / "guides" / "deploy.md").read_text()
     (block,) = re.findall(r"```haproxy\n(.*?)```", docs, re.S)
     assert block.startswith("frontend public\n")
     assert "bind :443 ssl crt /usr/local/etc/haproxy/certs/shoal.pem" in block

@@ -182,7 +182,7 @@ async def _wait_ready(runtime: Runtime, runner: asyncio.Task[None]) -> None:
 def _add_plain_routes(app: FastAPI) -> None:
     @app.get("/metrics", tags=["health"])
     async def metrics() -> Response:
-        """Prometheus metrics (`docs/metrics.md`)."""
+        """Prometheus metrics (every one: `docs/reference/metrics.md`)."""
         services: Services = app.state.services
         return Response(generate_latest(services.runtime.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)

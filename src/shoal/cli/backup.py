@@ -1,5 +1,5 @@
 """`shoal backup` and `shoal restore`: the embedded database (SQLite) and its data folder,
-backed up while Shoal runs and restored into a new folder (shoal.backup; docs/deploy.md)."""
+backed up while Shoal runs and restored into a new folder (shoal.backup; docs/guides/backup.md)."""
 
 from __future__ import annotations
 

@@ -238,7 +238,7 @@ def _show_end_to_end(result: EndToEnd) -> None:
         f"({NOT_MEASURED} where a task's detail has none: —); other: sentences naming the "
         "demo's sample corpus; facts: gold facts found in the cited sentences"
         + ("; judge: the judge model's verdicts" if judged else "") + ". How each is "
-        "computed: docs/evaluation.md.", soft_wrap=True, highlight=False, style="dim")
+        "computed: docs/guides/evaluation.md.", soft_wrap=True, highlight=False, style="dim")
 
 
 def _cells(figures: dict[str, Any], *, judged: bool) -> list[str]:

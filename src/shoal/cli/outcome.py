@@ -16,9 +16,9 @@ from rich.text import Text
 from shoal.cli.client import ApiError, ShoalClient
 
 EXIT_CODES = {"completed": 0, "failed": 3, "cancelled": 4, "budget_exceeded": 5}
-"""A followed task's exit status by how it ended (the README's table). 1 is an error of the
-command itself (the server unreachable, a refused submission), 2 a mistake in its use, 130 an
-interruption (Ctrl-C; the task goes on)."""
+"""A followed task's exit status by how it ended (docs/getting-started/first-task.md has the
+table). 1 is an error of the command itself (the server unreachable, a refused submission), 2 a
+mistake in its use, 130 an interruption (Ctrl-C; the task goes on)."""
 STYLE = {"completed": "bold green", "failed": "bold red"}
 SHOWN = 6000  # characters of a report or result printed; the rest is a command away
 

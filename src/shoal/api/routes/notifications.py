@@ -1,7 +1,7 @@
 """Notifications: your webhooks, your email address, and how the latest deliveries went.
 
-A webhook's secret is write-only: it signs every delivery (docs/notifications.md) and is never
-shown again after you send it.
+A webhook's secret is write-only: it signs every delivery (docs/guides/notifications.md) and is
+never shown again after you send it.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ async def list_webhooks(user: UserDep, services: ServicesDep) -> WebhookList:
 async def add_webhook(body: WebhookCreate, user: UserDep,
                       services: ServicesDep) -> WebhookPublic:
     """Register a webhook: Shoal POSTs the notifications you pick to it, signed with your
-    secret (docs/notifications.md says how to check the signature)."""
+    secret (docs/guides/notifications.md says how to check the signature)."""
     s = services.settings
     problem = url_problem(body.url, dev=s.mode == "dev", allow_private=s.webhook_allow_private)
     if problem is not None:

@@ -21,7 +21,7 @@ DEMO_MODEL = "shoal-demo"
 LABEL = "[demo model]"
 NOTICE = ("> Written by Shoal's built-in demo model, which answers from what its tools returned "
           "and its script, not a real model. To connect one (Claude Code, an API key, Ollama, "
-          "any OpenAI-compatible server), see the README's \"AI tools on a worker\".")
+          "any OpenAI-compatible server), see docs/guides/models.md, \"Connect real models\".")
 """The first lines of every result the demo model writes (a report, a summary)."""
 
 

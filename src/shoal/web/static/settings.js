@@ -56,7 +56,7 @@ function webhooksSection(deliveries) {
       h("input", {id: "webhook-secret", type: "password", required: true, minlength: 16,
                   autocomplete: "new-password", "aria-describedby": "webhook-secret-help"}),
       h("small", {class: "muted", id: "webhook-secret-help"}, "At least 16 characters. It "
-        + "signs every delivery (docs/notifications.md) and is never shown again."),
+        + "signs every delivery (docs/guides/notifications.md) and is never shown again."),
       errorOf("secret")),
     eventChoices("webhook-events"),
     h("p", {class: "error", "data-for": "form", role: "alert"}),
