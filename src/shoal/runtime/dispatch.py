@@ -131,6 +131,7 @@ async def upstream_results(
 ) -> list[UpstreamResult]:
     """Outputs of the direct dependencies, and the files of every ancestor (newest wins)."""
     out: list[UpstreamResult] = []
+    direct = set(sub.dependencies)  # `in` on the tuple compares ids one by one in Python
     for dep_id in _ancestors(state, sub, files_possible=files_possible):
         dep = state.subtasks[dep_id]
         output = dep.output
@@ -142,7 +143,7 @@ async def upstream_results(
             data = await artifacts.read(entry.sha256)
             files.append(FilePayload(path=entry.path,
                                      content_b64=base64.b64encode(data).decode()))
-        text = output.text if output is not None and dep_id in sub.dependencies else ""
+        text = output.text if output is not None and dep_id in direct else ""
         out.append(UpstreamResult(subtask_id=dep.id, name=dep.name, output=text, files=files))
     return out
 
