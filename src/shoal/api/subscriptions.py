@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SPANS = 64  # spans a socket remembers (one per subscription it made)
@@ -30,13 +30,18 @@ class Interest:
     task_id: uuid.UUID | None = None
     also: frozenset[str] = frozenset()
     batch: bool = False
+    task: str | None = field(init=False, compare=False, repr=False)  # task_id as events carry it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task", None if self.task_id is None else str(self.task_id))
 
     def wants(self, item: dict[str, Any]) -> bool:
         """Whether an event of the stream goes to the client."""
-        if item["type"] in self.also:
+        kind = item["type"]
+        if kind in self.also:
             return True
-        return item["type"] in self.types and (
-            self.task_id is None or item["data"].get("task_id") == str(self.task_id))
+        return kind in self.types and (
+            self.task is None or item["data"].get("task_id") == self.task)
 
     def covers(self, other: Interest) -> bool:
         """Whether every event `other` wants of its task is one this interest wants too."""
@@ -55,7 +60,7 @@ class Span:
 
     def holds(self, seq: int, task: str | None, kind: str) -> bool:
         """Whether the event numbered `seq` (of `task`, of type `kind`) was sent in this span."""
-        wanted = self.interest.task_id is None or task == str(self.interest.task_id)
+        wanted = self.interest.task is None or task == self.interest.task
         return self.after < seq <= self.through and wanted and kind in self.interest.types
 
 
@@ -77,11 +82,25 @@ class Sent:
             del self.spans[0]
         return span
 
+    def record_all(self, span: Span, items: list[dict[str, Any]]) -> bool:
+        """`items` went through the stream of `span` (sent or not wanted); whether one was its
+        `caught_up`. A live-only event (seq 0) is outside the log's order: not recorded."""
+        task, caught_up = span.interest.task, False
+        for item in items:
+            seq = item.get("seq")
+            if not seq:
+                caught_up = caught_up or item["type"] == "caught_up"
+            elif task is None or item["data"].get("task_id") == task:
+                if seq > span.through:
+                    span.through = seq
+            else:
+                self.record(span, item)
+        return caught_up
+
     def record(self, span: Span, item: dict[str, Any]) -> None:
         """`item` (with a sequence number) was sent by the stream of `span`."""
         seq = item["seq"]
-        mine = span.interest.task_id is None or (
-            item["data"].get("task_id") == str(span.interest.task_id))
+        mine = span.interest.task is None or item["data"].get("task_id") == span.interest.task
         if mine:
             span.through = max(span.through, seq)
             return
