@@ -105,6 +105,7 @@ class _Live:
         out: list[dict[str, Any]] = []
         stamps: list[datetime] = []
         user_id, task_id, also = self.user_id, self.task_id, self.also
+        user = user_id.int
         for event in events:
             if event.live_only:  # streamed text: now or never, outside the order
                 if _wanted(event, user_id, task_id, also):
@@ -124,7 +125,8 @@ class _Live:
                     out.append(event.wire())  # another task's: the task's replay skips it
                 continue
             self.last = seq
-            if (event.user_id is None or event.user_id == user_id) and (
+            seen_by = event.user_id  # compared by its number: UUID's == is a Python call
+            if (seen_by is None or seen_by.int == user) and (
                     task_id is None or event.task_id == task_id
                     or (also and event.type.value in also)):
                 stamps.append(event.timestamp)

@@ -73,10 +73,12 @@ class Sent:
         self.spans: list[Span] = []
         self._singles: deque[int] | None = None
         self._single_set: set[int] = set()
+        self._high = 0  # no span went past this number: a later event was not sent
 
     def open(self, interest: Interest, after: int) -> Span:
         """Begin the span of a stream of `interest` that starts after `after`."""
         span = Span(interest, after, after)
+        self._high = max(self._high, after)
         self.spans.append(span)
         if len(self.spans) > SPANS:
             del self.spans[0]
@@ -95,6 +97,7 @@ class Sent:
                     span.through = seq
             else:
                 self.record(span, item)
+        self._high = max(self._high, span.through)
         return caught_up
 
     def record(self, span: Span, item: dict[str, Any]) -> None:
@@ -103,6 +106,7 @@ class Sent:
         mine = span.interest.task is None or item["data"].get("task_id") == span.interest.task
         if mine:
             span.through = max(span.through, seq)
+            self._high = max(self._high, seq)
             return
         if seq not in self._single_set:  # another task's, live for `any_task_types`
             if self._singles is None:
@@ -130,5 +134,7 @@ class Sent:
             return False
         if seq in self._single_set:
             return True
+        if seq > self._high:  # past every span: the live events of a stream that keeps up
+            return False
         task, kind = item["data"].get("task_id"), item["type"]
         return any(span.holds(seq, task, kind) for span in self.spans)
