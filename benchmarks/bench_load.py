@@ -41,6 +41,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from _layers import LAYERS, Layers
 from _report import percentile
 from bench_dag import (
     bench_settings,
@@ -231,7 +232,25 @@ async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[st
                     profiler.dump_stats(f"{profile}.{clients}")
                     pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
                 await client.aclose()
-    return watching.figures(clients, stored, cpu)
+    figures = watching.figures(clients, stored, cpu)
+    if profiler is not None:
+        print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
+    return figures
+
+
+def print_layers(stats: pstats.Stats, deliveries: int) -> None:
+    """The profiled calls per delivered event, by layer (`_layers.py`)."""
+    layers = Layers(stats)
+    table = Table(title="Control-plane calls per delivered event by layer (own functions / "
+                        "with the helpers they call)", title_justify="left")
+    for col in ("layer", "own", "with helpers"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    for name in (*LAYERS, "all"):
+        own = sum(layers.own.values()) if name == "all" else layers.own.get(name, 0)
+        total = sum(layers.total.values()) if name == "all" else layers.total.get(name, 0)
+        table.add_row(name, f"{own / max(1, deliveries):.1f}",
+                      f"{total / max(1, deliveries):.1f}")
+    Console(width=140).print(table)
 
 
 async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> None:

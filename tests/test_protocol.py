@@ -93,3 +93,38 @@ def test_a_batch_must_hold_something_and_not_too_much() -> None:
     many = ",".join(_result().model_dump_json() for _ in range(protocol.MAX_BATCH + 1))
     with pytest.raises(ValidationError):
         parse_worker_message(f'{{"v":1,"type":"task_results","results":[{many}]}}')
+
+
+def _execute_fields(**extra: object) -> dict[str, object]:
+    upstream = [protocol.UpstreamResult(
+        subtask_id=uuid.uuid4(), name="before", output="é ünïcode \"quoted\"\n",
+        files=[protocol.FilePayload(path="a.txt", content_b64="aGk=")])]
+    return {"attempt_id": uuid.uuid4(), "fence": 3, "task_id": uuid.uuid4(),
+            "subtask_id": uuid.uuid4(), "role": "coder", "tool": "echo", "name": "s",
+            "instructions": "do it", "upstream": upstream, "timeout": 900.0,
+            "options": {"privacy_level": "standard", "delay": 0.5, "nested": {"k": [1, None]}},
+            "mcp_servers": [], "output_file": None, "traceparent": None, "budget": None,
+            **extra}
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}, {"upstream": []},
+    {"output_file": "answer.md"}, {"budget": protocol.BudgetLeft(tokens=5, cost_usd=None)},
+    {"mcp_servers": [protocol.McpServer(name="files", command="shoal", args=["mcp"])]},
+], ids=["plain", "traced", "no-upstream", "output-file", "budget", "mcp"])
+def test_the_execute_frame_is_the_models_text(extra: dict[str, object]) -> None:
+    """The `execute_task` frame serialized straight from its fields is the text the model
+    gives, byte for byte, and parses back to it."""
+    fields = _execute_fields(**extra)
+    text = protocol.execute_task_json(**fields)
+    assert text == ExecuteTask(**fields).model_dump_json()  # type: ignore[arg-type]
+    assert parse_server_message(text) == ExecuteTask(**fields)  # type: ignore[arg-type]
+
+
+def test_the_acks_frame_is_the_models_text() -> None:
+    """The `acks` frame serialized straight from (attempt, accepted, reason) is the text the
+    model gives, byte for byte."""
+    acks = [(uuid.uuid4(), True, None), (uuid.uuid4(), False, "lost its lease")]
+    model = protocol.Acks(acks=[protocol.Ack(attempt_id=a, accepted=ok, reason=why)
+                                for a, ok, why in acks])
+    assert protocol.acks_json(acks) == model.model_dump_json()

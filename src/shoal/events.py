@@ -125,14 +125,14 @@ def compact(events: list[NewEvent]) -> list[NewEvent]:
     dropped when the later snapshot of the same task or subtask has every key it has (so no
     extra detail, such as a plan, is lost). Everything else keeps its place (ADR 0015).
     """
+    keys = [_snapshot_key(event) for event in events]
     last: dict[tuple[Any, ...], int] = {}
-    for i, event in enumerate(events):
-        key = _snapshot_key(event)
+    for i, key in enumerate(keys):
         if key is not None:
             last[key] = i
     out: list[NewEvent] = []
     for i, event in enumerate(events):
-        key = _snapshot_key(event)
+        key = keys[i]
         later = last[key] if key is not None else i
         if later != i and event.data.keys() <= events[later].data.keys():
             continue

@@ -133,6 +133,16 @@ class Distribution:
         counts[bisect.bisect_left(self.bounds, value)] += 1  # the first bucket `le` ≥ value
         counts[-1] += value
 
+    def observe_all(self, key: tuple[str, ...], values: list[float]) -> None:
+        """`observe` each of `values` in the series `key`."""
+        counts = self.series.get(key)
+        if counts is None:
+            counts = self.series[key] = [0.0] * (len(self.bounds) + 2)
+        bounds, where = self.bounds, bisect.bisect_left
+        for value in values:
+            counts[where(bounds, value)] += 1
+        counts[-1] += sum(values)
+
     def family(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
         for key, counts in self.series.items():
@@ -313,6 +323,11 @@ class Metrics:
     def delivered(self, kind: StreamKind, stored: datetime, now: datetime) -> None:
         """Observe the lag of one live event delivered to a client stream."""
         self.fanout_lag.observe((kind.value,), max(0.0, (now - stored).total_seconds()))
+
+    def delivered_all(self, kind: StreamKind, stored: Iterable[datetime], now: datetime) -> None:
+        """Observe the lag of live events stored at `stored`, delivered together at `now`."""
+        self.fanout_lag.observe_all((kind.value,), [
+            max(0.0, (now - at).total_seconds()) for at in stored])
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})

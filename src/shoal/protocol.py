@@ -357,6 +357,42 @@ def parse_server_message(raw: str | bytes) -> ServerMessage:
     return _server_adapter.validate_json(raw)
 
 
+_FRAME: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def execute_task_json(
+    *, attempt_id: uuid.UUID, fence: int, task_id: uuid.UUID, subtask_id: uuid.UUID, role: str,
+    tool: str, name: str, instructions: str, upstream: list[UpstreamResult], timeout: float,
+    options: dict[str, Any], mcp_servers: list[McpServer], output_file: str | None,
+    budget: BudgetLeft | None, traceparent: str | None,
+) -> str:
+    """`ExecuteTask(…).model_dump_json()`, the same text, for the frame every dispatch sends:
+    its fields (the models among them already validated) serialized by pydantic-core in one
+    call, without building and validating the frame's model. A frame with one of the rare
+    fields (`mcp_servers`, `output_file`, `budget`) still goes through the model."""
+    if mcp_servers or output_file is not None or budget is not None:
+        return ExecuteTask(
+            attempt_id=attempt_id, fence=fence, task_id=task_id, subtask_id=subtask_id,
+            role=role, tool=tool, name=name, instructions=instructions, upstream=upstream,
+            timeout=timeout, options=options, mcp_servers=mcp_servers, output_file=output_file,
+            budget=budget, traceparent=traceparent).model_dump_json()
+    frame = {"v": PROTOCOL_VERSION, "type": "execute_task", "attempt_id": attempt_id,
+             "fence": fence, "task_id": task_id, "subtask_id": subtask_id, "role": role,
+             "tool": tool, "name": name, "instructions": instructions, "upstream": upstream,
+             "timeout": timeout, "options": options}  # in the model's order
+    if traceparent is not None:
+        frame["traceparent"] = traceparent
+    return _FRAME.dump_json(frame).decode()
+
+
+def acks_json(acks: Sequence[tuple[uuid.UUID, bool, str | None]]) -> str:
+    """`Acks(acks=[Ack(attempt_id=…, accepted=…, reason=…), …]).model_dump_json()`, the same
+    text, serialized in one call: (attempt id, accepted, reason) for each stored result."""
+    return _FRAME.dump_json({"v": PROTOCOL_VERSION, "type": "acks", "acks": [
+        {"v": PROTOCOL_VERSION, "type": "ack", "attempt_id": aid, "accepted": accepted,
+         "reason": reason} for aid, accepted, reason in acks]}).decode()
+
+
 def frames(texts: Sequence[str], kind: str, field: str,
            limit: int = BATCH_BYTES) -> list[tuple[str, list[int]]]:
     """`texts` (single messages' JSON, in order) grouped into frames of `kind` messages that

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -120,6 +121,59 @@ class BusConformance:
             assert await take(slow, 2) == make_events(1, 2)
             with pytest.raises(Lagged):
                 await take(slow, 1)
+
+    async def test_take_gives_what_queued_in_order_at_most_limit(
+        self, make_bus: MakeBus
+    ) -> None:
+        """`take` returns the events queued so far in publish order, at most `limit` at a time,
+        then after an overflow what was queued before it and `Lagged`."""
+        bus = await make_bus(queue_size=4)
+        async with bus.subscribe() as subscription:
+            await bus.publish(make_events(1, 2, 3))
+            async with asyncio.timeout(TIMEOUT):
+                assert await subscription.take(2) == make_events(1, 2)  # one publish: together
+                assert await subscription.take(10) == make_events(3)
+                await bus.publish(make_events(4, 5, 6, 7, 8))
+                assert await subscription.take(10) == make_events(4, 5, 6, 7)
+                with pytest.raises(Lagged):
+                    await subscription.take(10)
+
+    async def test_a_subscription_routed_to_a_task_gets_only_its_events(
+        self, bus: EventBus
+    ) -> None:
+        """Routed to a task, a subscription receives that task's events in order and no
+        other's; one not routed still receives them all."""
+        other = uuid.UUID("00000000-0000-4000-8000-000000000003")
+        mixed = [replace(e, task_id=other) if e.seq % 2 else e for e in make_events(1, 2, 3, 4)]
+        async with bus.subscribe(TASK_ID) as mine, bus.subscribe(other) as theirs, \
+                bus.subscribe() as everything:
+            await bus.publish(mixed)
+            await bus.publish(make_events(5))
+            assert await take(mine, 3) == [mixed[1], mixed[3], make_event(5)]
+            assert await take(theirs, 2) == [mixed[0], mixed[2]]
+            assert await take(everything, 5) == [*mixed, make_event(5)]
+            assert (mine.gap_through, theirs.gap_through) == (0, 0)
+
+    async def test_a_gap_in_the_numbers_is_told_to_routed_subscriptions(
+        self, bus: EventBus
+    ) -> None:
+        """An event numbered past the highest seen plus one raises `gap_through` of every
+        routed subscription to just below it: the numbers between may never come."""
+        other = uuid.UUID("00000000-0000-4000-8000-000000000003")
+        async with bus.subscribe(TASK_ID) as mine, bus.subscribe(other) as theirs:
+            await bus.publish(make_events(1, 2))
+            await bus.publish(make_events(6))
+            assert await take(mine, 3) == make_events(1, 2, 6)
+            assert (mine.gap_through, theirs.gap_through) == (5, 5)
+
+    async def test_take_ends_with_nothing_once_the_bus_closed(self, bus: EventBus) -> None:
+        """After `close()`, `take` returns what was queued, then an empty list."""
+        async with bus.subscribe() as subscription:
+            await bus.publish(make_events(1))
+            assert await take(subscription, 1) == make_events(1)
+            await bus.close()
+            async with asyncio.timeout(TIMEOUT):
+                assert await subscription.take(5) == []
 
     async def test_close_ends_a_waiting_reader(self, bus: EventBus) -> None:
         """`close()` wakes a reader blocked on an empty queue and ends its iteration."""

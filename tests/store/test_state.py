@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from shoal.engine import planning
 from shoal.engine.inputs import CancelRequested, Dispatched, Finished, Start
 from shoal.engine.model import AttemptRecord, TaskMeta, TaskRecord, TaskState
-from shoal.engine.step import Context
+from shoal.engine.step import Context, Decision
 from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import accounts
@@ -106,6 +106,24 @@ async def test_changed_subtask_version_is_bumped(db: Database) -> None:
     assert loaded.subtasks[att.subtask_id].version == 2
     assert loaded.subtasks[att.subtask_id].status is SubtaskStatus.IN_PROGRESS
     assert loaded.attempts == {att.id: att}
+
+
+async def test_rows_updated_together_with_different_changes_load_back_equal(
+    db: Database,
+) -> None:
+    """Two subtasks updated by one statement, each changing other columns: each row is written
+    with every column either changed (those it did not change are read from its record)."""
+    state = await started_task(db)
+    a, b = list(state.subtasks.values())[:2]
+    changed = {a.id: replace(a, progress=50),
+               b.id: replace(b, priority=b.priority + 1, description="changed")}
+    decision = Decision(state=replace(state, subtasks={**state.subtasks, **changed}),
+                        changed_subtasks=set(changed))
+    writer = BatchWriter()
+    staged = writer.stage(state, decision)
+    await db.run_write(writer.flush)
+    assert await load(db, state.task.id) == staged
+    assert staged.subtasks[b.id].description == "changed"
 
 
 async def test_stale_write_conflicts_and_writes_nothing(db: Database) -> None:

@@ -391,33 +391,34 @@ async def _push(sock: _Socket, plan: _Plan) -> None:
     """Stream `plan` to the client; each frame is sent, and counted as sent, under the lock."""
     interest, span = plan.interest, sock.span
     assert span is not None
-    stream: AsyncIterator[dict[str, Any]]
-    stream = streams.replay_then_live(
+    stream = streams.replay_then_live_batches(
         sock.services, user_id=sock.user_id, task_id=interest.task_id, since=plan.after,
-        also=interest.also, announce=plan.announce, kind=StreamKind.WEBSOCKET)
+        also=interest.also, announce=plan.announce, kind=StreamKind.WEBSOCKET,
+        limit=BATCH if interest.batch else streams.PAGE)
     with contextlib.suppress(WebSocketDisconnect):  # the reader sees the client leave too
         await _send_stream(sock, plan, stream, span)
 
 
-async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[dict[str, Any]],
-                       span: Span) -> None:
+async def _send_stream(sock: _Socket, plan: _Plan,
+                       stream: AsyncIterator[list[dict[str, Any]]], span: Span) -> None:
+    """Each list of the stream as one `batch` frame (with `batch`) or a frame per event; what
+    the bus queued while a frame was being sent comes in the next list."""
     interest = plan.interest
-    async for items in streams.batched(stream, limit=BATCH if interest.batch else 1):
+    wants, skip, sent = interest.wants, plan.skip, sock.sent
+    async for items in stream:
         async with sock.lock:
             out = [item for item in items if item["type"] == "caught_up" or (
-                interest.wants(item) and not (plan.skip and sock.sent.has_sent(item)))]
+                wants(item) and not (skip and sent.has_sent(item)))]
             if sock.rename is not None:
                 out = [sock.rename(item) for item in out]
-            if len(out) == 1:
-                await sock.ws.send_text(as_json(out[0]))
+            if len(out) == 1 or (out and not interest.batch):
+                for item in out:
+                    await sock.ws.send_text(as_json(item))
             elif out:  # each event encoded once, for every socket that sends it
                 await sock.ws.send_text(
                     '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")
-            for item in items:
-                if item.get("seq"):  # a live-only event (seq 0) is outside the log's order
-                    sock.sent.record(span, item)
-                elif item["type"] == "caught_up":
-                    sock.catching_up = False
+            if sent.record_all(span, items):
+                sock.catching_up = False
 
 
 def _frame(kind: str, data: dict[str, Any]) -> dict[str, Any]:

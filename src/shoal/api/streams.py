@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from shoal.bus.base import Lagged
+from shoal.bus.base import Lagged, Subscription
 from shoal.events import Event
 from shoal.mailbox import Mailbox
 from shoal.metrics import StreamKind
@@ -36,7 +37,23 @@ async def replay_then_live(
     services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
     kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Every event after `since` visible to the user (for one task, if given), then live ones.
+    """`replay_then_live_batches`, one item at a time (the SSE stream's shape)."""
+    async for items in replay_then_live_batches(services, user_id=user_id, task_id=task_id,
+                                                since=since, kind=kind, also=also,
+                                                announce=announce):
+        for item in items:
+            yield item
+
+
+async def replay_then_live_batches(
+    services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
+    kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
+    limit: int = PAGE,
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every event after `since` visible to the user (for one task, if given), then live ones,
+    in lists: the replay in pages of at most `limit`, then what the bus queued for this
+    subscriber while the last list was being sent (at most `limit` at a time), so a burst
+    goes out in few frames and a lone event at once.
 
     `also`: event types wanted live from every task of the user's, beside the one task's (not
     replayed: a client reads what it missed of those from the API). `announce`: a `caught_up`
@@ -44,41 +61,79 @@ async def replay_then_live(
 
     Each live event, including one fetched from the store to fill a gap in the bus's order, is
     observed in the `kind` stream's fan-out lag; the replay of the past is not."""
-    metrics = services.runtime.metrics
-    last = since
+    live = _Live(services, user_id, task_id, also, kind, since)
+    routed = task_id if task_id is not None and not also else None  # only its task's events
     while True:
         try:
-            async with services.bus.subscribe() as sub:
-                async for event in _replay(services, user_id, task_id, last):
-                    last = event.seq
-                    yield event.wire()
+            async with services.bus.subscribe(routed) as sub:
+                items: list[dict[str, Any]] = []
+                async for event in _replay(services, user_id, task_id, live.last):
+                    live.last = event.seq
+                    items.append(event.wire())
+                    if len(items) >= limit:
+                        yield items
+                        items = []
                 if announce:
-                    yield {"type": "caught_up", "data": {"seq": last},
-                           "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
-                async for event in sub:
-                    if event.live_only:  # streamed text: now or never, outside the order
-                        if _wanted(event, user_id, task_id, also):
-                            yield event.wire()
-                        continue
-                    if event.seq <= last:
-                        continue
-                    if event.seq > last + 1:
-                        async for missed in _replay(services, user_id, task_id, last,
-                                                    until=event.seq):
-                            last = missed.seq
-                            metrics.delivered(kind, missed.timestamp, utcnow())
-                            yield missed.wire()
-                        last = max(last, event.seq)
-                        if event.task_id != task_id and _wanted(event, user_id, task_id, also):
-                            yield event.wire()  # another task's: the task's replay skips it
-                        continue
-                    last = event.seq
-                    if _wanted(event, user_id, task_id, also):
-                        metrics.delivered(kind, event.timestamp, utcnow())
-                        yield event.wire()
+                    items.append({"type": "caught_up", "data": {"seq": live.last},
+                                  "timestamp": utcnow().isoformat().replace("+00:00", "Z")})
+                if items:
+                    yield items
+                while events := await sub.take(limit):
+                    items = await live.wanted(events, None if routed is None else sub)
+                    if items:
+                        yield items
                 return
         except Lagged:
             continue  # fell behind the bus: resubscribe and catch up from the store
+
+
+class _Live:
+    """The live half of one stream: which of the bus's events go to its client, in order, with
+    the gaps in the log's order filled from the store."""
+
+    def __init__(self, services: Services, user_id: uuid.UUID, task_id: uuid.UUID | None,
+                 also: frozenset[str], kind: StreamKind, last: int) -> None:
+        self.services, self.user_id, self.task_id, self.also = services, user_id, task_id, also
+        self.kind, self.last = kind, last
+        self.fanout_lag = services.runtime.metrics.delivered_all
+
+    async def wanted(self, events: list[Event],
+                     routed: Subscription | None = None) -> list[dict[str, Any]]:
+        """The items of `events` (taken from the bus in order) that go to the client. From a
+        subscription `routed` to the task, a gap between its events' numbers is other tasks'
+        events, and is filled from the store only when the bus saw a gap in the log there."""
+        out: list[dict[str, Any]] = []
+        stamps: list[datetime] = []
+        user_id, task_id, also = self.user_id, self.task_id, self.also
+        user = user_id.int
+        for event in events:
+            if event.live_only:  # streamed text: now or never, outside the order
+                if _wanted(event, user_id, task_id, also):
+                    out.append(event.wire())
+                continue
+            seq = event.seq
+            if seq <= self.last:
+                continue
+            if seq > self.last + 1 and (routed is None or routed.gap_through > self.last):
+                async for missed in _replay(self.services, user_id, task_id, self.last,
+                                            until=seq):
+                    self.last = missed.seq
+                    stamps.append(missed.timestamp)
+                    out.append(missed.wire())
+                self.last = max(self.last, seq)
+                if event.task_id != task_id and _wanted(event, user_id, task_id, also):
+                    out.append(event.wire())  # another task's: the task's replay skips it
+                continue
+            self.last = seq
+            seen_by = event.user_id  # compared by its number: UUID's == is a Python call
+            if (seen_by is None or seen_by.int == user) and (
+                    task_id is None or event.task_id == task_id
+                    or (also and event.type.value in also)):
+                stamps.append(event.timestamp)
+                out.append(event.wire())
+        if stamps:
+            self.fanout_lag(self.kind, stamps, utcnow())
+        return out
 
 
 def _wanted(
@@ -150,25 +205,3 @@ async def with_keepalive(
             if isinstance(item, BaseException):
                 raise item
             yield item
-
-
-async def batched(
-    stream: AsyncIterator[dict[str, Any]], *, limit: int
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """Items of `stream` in lists: each holds what arrived while the one before was being
-    sent (at most `limit`), so a burst goes out in few frames and a lone item at once."""
-    async with _pumped(stream, limit) as queue:
-        while True:
-            items: list[dict[str, Any]] = []
-            item = await queue.get()
-            while isinstance(item, dict):
-                items.append(item)
-                if len(items) >= limit or queue.empty():
-                    break
-                item = queue.get_nowait()
-            if items:
-                yield items
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item

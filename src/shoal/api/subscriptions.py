@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SPANS = 64  # spans a socket remembers (one per subscription it made)
@@ -30,13 +30,18 @@ class Interest:
     task_id: uuid.UUID | None = None
     also: frozenset[str] = frozenset()
     batch: bool = False
+    task: str | None = field(init=False, compare=False, repr=False)  # task_id as events carry it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task", None if self.task_id is None else str(self.task_id))
 
     def wants(self, item: dict[str, Any]) -> bool:
         """Whether an event of the stream goes to the client."""
-        if item["type"] in self.also:
+        kind = item["type"]
+        if kind in self.also:
             return True
-        return item["type"] in self.types and (
-            self.task_id is None or item["data"].get("task_id") == str(self.task_id))
+        return kind in self.types and (
+            self.task is None or item["data"].get("task_id") == self.task)
 
     def covers(self, other: Interest) -> bool:
         """Whether every event `other` wants of its task is one this interest wants too."""
@@ -55,7 +60,7 @@ class Span:
 
     def holds(self, seq: int, task: str | None, kind: str) -> bool:
         """Whether the event numbered `seq` (of `task`, of type `kind`) was sent in this span."""
-        wanted = self.interest.task_id is None or task == str(self.interest.task_id)
+        wanted = self.interest.task is None or task == self.interest.task
         return self.after < seq <= self.through and wanted and kind in self.interest.types
 
 
@@ -68,22 +73,40 @@ class Sent:
         self.spans: list[Span] = []
         self._singles: deque[int] | None = None
         self._single_set: set[int] = set()
+        self._high = 0  # no span went past this number: a later event was not sent
 
     def open(self, interest: Interest, after: int) -> Span:
         """Begin the span of a stream of `interest` that starts after `after`."""
         span = Span(interest, after, after)
+        self._high = max(self._high, after)
         self.spans.append(span)
         if len(self.spans) > SPANS:
             del self.spans[0]
         return span
 
+    def record_all(self, span: Span, items: list[dict[str, Any]]) -> bool:
+        """`items` went through the stream of `span` (sent or not wanted); whether one was its
+        `caught_up`. A live-only event (seq 0) is outside the log's order: not recorded."""
+        task, caught_up = span.interest.task, False
+        for item in items:
+            seq = item.get("seq")
+            if not seq:
+                caught_up = caught_up or item["type"] == "caught_up"
+            elif task is None or item["data"].get("task_id") == task:
+                if seq > span.through:
+                    span.through = seq
+            else:
+                self.record(span, item)
+        self._high = max(self._high, span.through)
+        return caught_up
+
     def record(self, span: Span, item: dict[str, Any]) -> None:
         """`item` (with a sequence number) was sent by the stream of `span`."""
         seq = item["seq"]
-        mine = span.interest.task_id is None or (
-            item["data"].get("task_id") == str(span.interest.task_id))
+        mine = span.interest.task is None or item["data"].get("task_id") == span.interest.task
         if mine:
             span.through = max(span.through, seq)
+            self._high = max(self._high, seq)
             return
         if seq not in self._single_set:  # another task's, live for `any_task_types`
             if self._singles is None:
@@ -111,5 +134,7 @@ class Sent:
             return False
         if seq in self._single_set:
             return True
+        if seq > self._high:  # past every span: the live events of a stream that keeps up
+            return False
         task, kind = item["data"].get("task_id"), item["type"]
         return any(span.holds(seq, task, kind) for span in self.spans)

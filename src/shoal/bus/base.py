@@ -8,6 +8,7 @@ gap from the store.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -23,10 +24,19 @@ class Lagged(ShoalError):
 
 
 class Subscription(Protocol):
-    """A stream of published events, in order."""
+    """A stream of published events, in order. One routed to a task may miss events whose
+    numbers are at most `gap_through` (a gap the bus saw in the log's order): its reader
+    fills what it lacks below that from the store."""
+
+    gap_through: int
 
     def __aiter__(self) -> AsyncIterator[Event]:
         """Iterate events as they are published; raises `Lagged` after an overflow."""
+        ...
+
+    async def take(self, limit: int) -> list[Event]:
+        """The events queued now (at most `limit`, waiting for one if none is); `[]` once
+        the subscription ended, `Lagged` after an overflow."""
         ...
 
 
@@ -37,8 +47,11 @@ class EventBus(Protocol):
         """Deliver `events` to every current subscriber (here and on other instances)."""
         ...
 
-    def subscribe(self) -> AbstractAsyncContextManager[Subscription]:
-        """A subscription that receives every event published after it opens."""
+    def subscribe(
+        self, task_id: uuid.UUID | None = None
+    ) -> AbstractAsyncContextManager[Subscription]:
+        """A subscription that receives every event published after it opens (only the events
+        of task `task_id`, if given: events go only where they are wanted)."""
         ...
 
     async def ping(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from shoal.bus.base import Lagged
@@ -21,6 +22,8 @@ from shoal.mailbox import Mailbox
 
 DEFAULT_QUEUE_SIZE = 10_000
 """Events a subscriber may have unread before it is marked lagged."""
+LAGGED = ("This subscriber fell behind the event stream and missed events. Re-read events "
+          "from the store after the last seq you saw, then subscribe again.")
 
 
 class _State(enum.Enum):
@@ -43,6 +46,7 @@ class QueueSubscription:
         # `None` only wakes a reader blocked on an empty queue after the state changed.
         self._queue: Mailbox[Event | None] = Mailbox(size)
         self._state = _State.OPEN
+        self.gap_through = 0  # a routed subscription: events up to this seq may be missing
 
     @property
     def lagged(self) -> bool:
@@ -55,6 +59,16 @@ class QueueSubscription:
             return
         if not self._queue.put_nowait(event):
             self.lag()
+
+    def offer_all(self, events: Sequence[Event]) -> None:
+        """`offer` each of `events`, in order."""
+        if self._state is not _State.OPEN:
+            return
+        put = self._queue.put_nowait
+        for event in events:
+            if not put(event):
+                self.lag()
+                return
 
     def lag(self) -> None:
         """Mark the subscription lagged: its reader gets what is queued, then `Lagged`."""
@@ -77,6 +91,27 @@ class QueueSubscription:
         # A full queue needs no wake-up: its reader is not blocked and will find the end.
         self._queue.put_nowait(None)
 
+    async def take(self, limit: int) -> list[Event]:
+        """The events queued now, in order (at most `limit`; waiting for the first if there is
+        none); `[]` once the bus closed, `Lagged` after an overflow, each once everything queued
+        before it was taken. One wake-up of the reader for a burst, not one per event."""
+        queue = self._queue
+        while True:
+            if queue.empty() and self._state is not _State.OPEN:
+                if self._state is _State.LAGGED:
+                    raise Lagged(LAGGED)
+                return []
+            first = await queue.get()
+            if first is None:
+                continue
+            events = [first]
+            get = queue.get_nowait
+            while len(events) < limit and not queue.empty():
+                event = get()
+                if event is not None:
+                    events.append(event)
+            return events
+
     def __aiter__(self) -> QueueSubscription:
         """Iterate events as they are published."""
         return self
@@ -86,11 +121,7 @@ class QueueSubscription:
         while True:
             if self._queue.empty() and self._state is not _State.OPEN:
                 if self._state is _State.LAGGED:
-                    raise Lagged(
-                        "This subscriber fell behind the event stream and missed events. "
-                        "Re-read events from the store after the last seq you saw, then "
-                        "subscribe again."
-                    )
+                    raise Lagged(LAGGED)
                 raise StopAsyncIteration
             event = await self._queue.get()
             if event is not None:
@@ -98,11 +129,21 @@ class QueueSubscription:
 
 
 class MemoryBus:
-    """An `EventBus` for one process: every subscriber gets every event, in publish order."""
+    """An `EventBus` for one process: every subscriber gets every event, in publish order; a
+    subscriber routed to one task gets only that task's events.
+
+    A routed subscriber cannot tell a gap in the log's order from its own events' numbers
+    (other tasks' events lie between them), so the bus tells it: when an event arrives whose
+    number is past the highest seen plus one, the numbers between may come later or never
+    (their publish failed, or another copy's events are late) and every routed subscription's
+    `gap_through` is raised to just below it; its reader fills the gap from the store.
+    """
 
     def __init__(self, *, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self._queue_size = queue_size
         self._subscriptions: set[QueueSubscription] = set()
+        self._by_task: dict[uuid.UUID, set[QueueSubscription]] = {}
+        self._high = 0  # the highest sequence number delivered
         self._closed = False
 
     async def publish(self, events: Sequence[Event]) -> None:
@@ -113,32 +154,71 @@ class MemoryBus:
 
     def deliver(self, events: Sequence[Event]) -> None:
         """Queue `events` for every current subscriber, now; used by `publish` and `RedisBus`."""
+        if self._by_task:
+            self._route(events)
+        else:
+            self._note_gaps(events)
         for subscription in list(self._subscriptions):
-            for event in events:
-                subscription.offer(event)
+            subscription.offer_all(events)
+
+    def _note_gaps(self, events: Sequence[Event]) -> int:
+        """Track the highest number seen; the top of a gap `events` open, or 0."""
+        high, gap = self._high, 0
+        for event in events:
+            seq = event.seq
+            if seq > high:
+                if high and seq > high + 1:
+                    gap = seq - 1
+                high = seq
+        self._high = high
+        return gap
+
+    def _route(self, events: Sequence[Event]) -> None:
+        """Queue each event for the subscriptions routed to its task (in order, per task)."""
+        if gap := self._note_gaps(events):
+            for routed in self._by_task.values():
+                for subscription in routed:
+                    subscription.gap_through = max(subscription.gap_through, gap)
+        by_task = self._by_task
+        groups: dict[uuid.UUID, list[Event]] = {}
+        for event in events:
+            tid = event.task_id
+            if tid is not None and tid in by_task:
+                groups.setdefault(tid, []).append(event)
+        for tid, group in groups.items():
+            for subscription in list(by_task.get(tid, ())):
+                subscription.offer_all(group)
+
+    def _every_subscription(self) -> list[QueueSubscription]:
+        return [*self._subscriptions, *(s for routed in self._by_task.values() for s in routed)]
 
     def lag_all(self) -> None:
         """Mark every current subscription lagged, e.g. after a gap in an upstream feed."""
-        for subscription in self._subscriptions:
+        for subscription in self._every_subscription():
             subscription.lag()
 
     @contextlib.asynccontextmanager
-    async def subscribe(self) -> AsyncIterator[QueueSubscription]:
-        """A subscription receiving every event published while the context is open.
-
-        After `close()`, the subscription is already ended.
+    async def subscribe(
+        self, task_id: uuid.UUID | None = None
+    ) -> AsyncIterator[QueueSubscription]:
+        """A subscription receiving every event published while the context is open (only
+        task `task_id`'s, if given). After `close()`, the subscription is already ended.
         """
         # No await before `yield`: callers rely on the subscription being registered the
         # moment the context is entered.
         subscription = QueueSubscription(self._queue_size)
+        group = self._subscriptions if task_id is None else self._by_task.setdefault(
+            task_id, set())
         if self._closed:
             subscription.close()
         else:
-            self._subscriptions.add(subscription)
+            group.add(subscription)
         try:
             yield subscription
         finally:
-            self._subscriptions.discard(subscription)
+            group.discard(subscription)
+            if task_id is not None and not group:
+                self._by_task.pop(task_id, None)
             subscription.discard()
 
     async def ping(self) -> bool:
@@ -148,6 +228,7 @@ class MemoryBus:
     async def close(self) -> None:
         """End every subscription; readers get what was queued, then their iteration stops."""
         self._closed = True
-        for subscription in self._subscriptions:
+        for subscription in self._every_subscription():
             subscription.close()
         self._subscriptions.clear()
+        self._by_task.clear()

@@ -142,8 +142,11 @@ class RedisBus:
             ) from exc
 
     @contextlib.asynccontextmanager
-    async def subscribe(self) -> AsyncIterator[QueueSubscription]:
-        """A subscription receiving every event published after the context is entered.
+    async def subscribe(
+        self, task_id: uuid.UUID | None = None
+    ) -> AsyncIterator[QueueSubscription]:
+        """A subscription receiving every event published after the context is entered (only
+        task `task_id`'s, if given: `MemoryBus.subscribe`).
 
         Waits until the listener's SUBSCRIBE is confirmed by Redis, so a publish right after
         entering is never missed. Raises `Unavailable` if Redis cannot be reached in time.
@@ -151,7 +154,7 @@ class RedisBus:
         if not self._closed:
             await self._wait_until_listening()
         # No await between the check above and the registration inside `subscribe()`.
-        async with self._local.subscribe() as subscription:
+        async with self._local.subscribe(task_id) as subscription:
             yield subscription
 
     async def ping(self) -> bool:

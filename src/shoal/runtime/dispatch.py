@@ -17,13 +17,13 @@ from shoal.engine.model import AttemptRecord, StepKind, SubtaskRecord, TaskState
 from shoal.protocol import (
     BATCH_BYTES,
     Ack,
-    Acks,
     BudgetLeft,
     CancelTask,
-    ExecuteTask,
     FilePayload,
     McpServer,
     UpstreamResult,
+    acks_json,
+    execute_task_json,
     frames,
 )
 from shoal.runtime.fleet import Connection
@@ -71,7 +71,7 @@ async def execute_message(
             [c for c in caches if c[0] not in sent])
         upstream.append(given)
         instructions = f"{instructions}\n\n{note}"
-    msg = ExecuteTask(
+    return execute_task_json(
         attempt_id=att.id, fence=att.fence, task_id=state.task.id, subtask_id=sub.id,
         role=sub.role, tool=att.tool, name=sub.name, instructions=instructions,
         upstream=upstream,
@@ -81,7 +81,6 @@ async def execute_message(
         traceparent=attempt_traceparent(state.task.id, sub.id),
         budget=_budget_left(state),
     )
-    return msg.model_dump_json()
 
 
 async def _sources(state: TaskState, artifacts: ArtifactStore, room: int,
@@ -131,6 +130,7 @@ async def upstream_results(
 ) -> list[UpstreamResult]:
     """Outputs of the direct dependencies, and the files of every ancestor (newest wins)."""
     out: list[UpstreamResult] = []
+    direct = set(sub.dependencies)  # `in` on the tuple compares ids one by one in Python
     for dep_id in _ancestors(state, sub, files_possible=files_possible):
         dep = state.subtasks[dep_id]
         output = dep.output
@@ -142,7 +142,7 @@ async def upstream_results(
             data = await artifacts.read(entry.sha256)
             files.append(FilePayload(path=entry.path,
                                      content_b64=base64.b64encode(data).decode()))
-        text = output.text if output is not None and dep_id in sub.dependencies else ""
+        text = output.text if output is not None and dep_id in direct else ""
         out.append(UpstreamResult(subtask_id=dep.id, name=dep.name, output=text, files=files))
     return out
 
@@ -215,7 +215,8 @@ def cancel_message(attempt_id: uuid.UUID, reason: str) -> str:
 async def acknowledge(batch: list[Job]) -> None:
     """Send the acks of the posted results in `batch`: one `acks` message per worker that
     understands it, single `ack`s to others. A result whose job failed gets none."""
-    by_worker: dict[int, tuple[Connection, list[Ack]]] = {}  # by id: connections compare by value
+    # by id: connections compare by value
+    by_worker: dict[int, tuple[Connection, list[tuple[uuid.UUID, bool, str | None]]]] = {}
     for job in batch:
         if not isinstance(job, Result):
             continue
@@ -225,14 +226,14 @@ async def acknowledge(batch: list[Job]) -> None:
                         error=str(job.error))
             continue
         accepted, reason = job.result()
-        by_worker.setdefault(id(wc), (wc, []))[1].append(
-            Ack(attempt_id=msg.attempt_id, accepted=accepted, reason=reason))
+        by_worker.setdefault(id(wc), (wc, []))[1].append((msg.attempt_id, accepted, reason))
     for wc, acks in by_worker.values():
         if "acks" in wc.features:
-            await send_to(wc, Acks(acks=acks).model_dump_json())
+            await send_to(wc, acks_json(acks))
             continue
-        for ack in acks:
-            await send_to(wc, ack.model_dump_json())
+        for aid, accepted, reason in acks:
+            await send_to(wc, Ack(attempt_id=aid, accepted=accepted,
+                                  reason=reason).model_dump_json())
 
 
 class PendingAcks:

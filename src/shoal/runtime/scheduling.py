@@ -6,7 +6,6 @@ it creates are written in the same transaction as the decisions that made their 
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -122,9 +121,9 @@ class Scheduler:
                 recommended_tool=sub.recommended_tool,
                 tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
                 default_tool=self.settings.default_tool,
-                exclude_workers=frozenset(_ids(sub.options.exclude_workers)),
-                pinned_worker=next(iter(_ids([sub.options.pinned_worker])), None),
-                prefer_worker=next(iter(_ids([sub.options.prefer_worker])), None)))
+                exclude_workers=_ids(sub.options.exclude_workers),
+                pinned_worker=_id(sub.options.pinned_worker),
+                prefer_worker=_id(sub.options.prefer_worker)))
         return demands, where
 
     def _warn_unplaceable(
@@ -156,10 +155,21 @@ class Scheduler:
                 user_id=state.task.user_id))
 
 
-def _ids(values: Any) -> list[uuid.UUID]:
+def _ids(values: Any) -> frozenset[uuid.UUID]:
     """The UUIDs in a list of strings (from subtask options); others are skipped."""
-    found = []
-    for value in values or ():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            found.append(uuid.UUID(str(value)) if value else None)
-    return [v for v in found if v is not None]
+    if not values:  # the common case, on every step
+        return _NONE
+    return frozenset(found for value in values if (found := _id(value)) is not None)
+
+
+def _id(value: Any) -> uuid.UUID | None:
+    """The UUID a subtask option names, or None (absent, or not a UUID)."""
+    if not value:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+_NONE: frozenset[uuid.UUID] = frozenset()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,20 +56,6 @@ def task_from_row(row: sa.Row[Any]) -> TaskRecord:
     )
 
 
-def task_values(t: TaskRecord) -> dict[str, Any]:
-    """Column values for a task record."""
-    return {
-        "id": t.id, "user_id": t.user_id, "description": t.description, "workflow": t.workflow,
-        "status": t.status.value, "progress": t.progress,
-        "checkpoint_frequency": t.checkpoint_frequency, "privacy_level": t.privacy_level,
-        "tool_preferences": list(t.tool_preferences), "metadata": t.meta.to_json(),
-        "error": t.error, "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
-        "cost_usd": t.cost_usd, "created_at": t.created_at, "updated_at": t.updated_at,
-        "started_at": t.started_at, "completed_at": t.completed_at, "version": t.version,
-        "slot": t.slot,
-    }
-
-
 def subtask_from_row(row: sa.Row[Any]) -> SubtaskRecord:
     """A subtask record from a `subtasks` row."""
     m = row._mapping
@@ -90,27 +78,6 @@ def subtask_from_row(row: sa.Row[Any]) -> SubtaskRecord:
     )
 
 
-def subtask_values(s: SubtaskRecord) -> dict[str, Any]:
-    """Column values for a subtask record."""
-    return {
-        "id": s.id, "task_id": s.task_id, "key": s.key, "role": s.role, "kind": s.kind.value,
-        "name": s.name, "description": s.description, "status": s.status.value,
-        "progress": s.progress, "dependencies": [str(d) for d in s.dependencies],
-        "recommended_tool": s.recommended_tool, "pinned_tool": s.pinned_tool,
-        "assigned_worker": s.assigned_worker, "assigned_tool": s.assigned_tool,
-        "complexity": s.complexity, "priority": s.priority, "attempts": s.attempts,
-        "declines": s.declines, "not_before": s.not_before,
-        "current_attempt_id": s.current_attempt_id,
-        "options": s.options.to_json(),
-        "output": s.output.to_json() if s.output is not None else None,
-        "error": s.error, "created_at": s.created_at, "started_at": s.started_at,
-        "completed_at": s.completed_at, "version": s.version, "target_id": s.target_id,
-        "evaluation": dict(s.evaluation) if s.evaluation is not None else None,
-        "review": dict(s.review) if s.review is not None else None,
-        "review_cycles": s.review_cycles,
-    }
-
-
 def checkpoint_from_row(row: sa.Row[Any]) -> CheckpointRecord:
     """A checkpoint record from a `checkpoints` row."""
     m = row._mapping
@@ -120,15 +87,6 @@ def checkpoint_from_row(row: sa.Row[Any]) -> CheckpointRecord:
         deadline_at=m["deadline_at"], deadline_action=m["deadline_action"],
         decided_by=m["decided_by"], decided_at=m["decided_at"], decision=m["decision"],
         notes=m["notes"], version=m["version"])
-
-
-def checkpoint_values(c: CheckpointRecord) -> dict[str, Any]:
-    """Column values for a checkpoint record."""
-    return {"id": c.id, "task_id": c.task_id, "reason": c.reason, "status": c.status,
-            "created_at": c.created_at, "subtask_id": c.subtask_id, "data": dict(c.data),
-            "deadline_at": c.deadline_at, "deadline_action": c.deadline_action,
-            "decided_by": c.decided_by, "decided_at": c.decided_at, "decision": c.decision,
-            "notes": c.notes, "version": c.version}
 
 
 def attempt_from_row(row: sa.Row[Any]) -> AttemptRecord:
@@ -143,16 +101,77 @@ def attempt_from_row(row: sa.Row[Any]) -> AttemptRecord:
     )
 
 
-def attempt_values(a: AttemptRecord) -> dict[str, Any]:
-    """Column values for an attempt record."""
-    return {
-        "id": a.id, "subtask_id": a.subtask_id, "task_id": a.task_id, "worker_id": a.worker_id,
-        "fence": a.fence, "tool": a.tool, "status": a.status.value,
-        "lease_expires_at": a.lease_expires_at, "dispatched_at": a.dispatched_at,
-        "started_at": a.started_at, "finished_at": a.finished_at, "error": a.error,
-        "usage": dict(a.usage), "version": a.version,
-    }
-
-
 def _uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+# Each table's columns as Python expressions over its record `r`: the one definition from which
+# a whole row (`task_values`, …) and the few columns an update changed (`column_values`) are
+# built as generated functions, one call per row instead of one per column.
+_EXPRESSIONS: dict[str, dict[str, str]] = {
+    "tasks": {
+        "id": "r.id", "user_id": "r.user_id", "description": "r.description",
+        "workflow": "r.workflow", "status": "r.status.value", "progress": "r.progress",
+        "checkpoint_frequency": "r.checkpoint_frequency", "privacy_level": "r.privacy_level",
+        "tool_preferences": "list(r.tool_preferences)", "metadata": "r.meta.to_json()",
+        "error": "r.error", "input_tokens": "r.input_tokens", "output_tokens": "r.output_tokens",
+        "cost_usd": "r.cost_usd", "created_at": "r.created_at", "updated_at": "r.updated_at",
+        "started_at": "r.started_at", "completed_at": "r.completed_at", "version": "r.version",
+        "slot": "r.slot",
+    },
+    "subtasks": {
+        "id": "r.id", "task_id": "r.task_id", "key": "r.key", "role": "r.role",
+        "kind": "r.kind.value", "name": "r.name", "description": "r.description",
+        "status": "r.status.value", "progress": "r.progress",
+        "dependencies": "[str(d) for d in r.dependencies]",
+        "recommended_tool": "r.recommended_tool", "pinned_tool": "r.pinned_tool",
+        "assigned_worker": "r.assigned_worker", "assigned_tool": "r.assigned_tool",
+        "complexity": "r.complexity", "priority": "r.priority", "attempts": "r.attempts",
+        "declines": "r.declines", "not_before": "r.not_before",
+        "current_attempt_id": "r.current_attempt_id", "options": "r.options.to_json()",
+        "output": "r.output.to_json() if r.output is not None else None",
+        "error": "r.error", "created_at": "r.created_at", "started_at": "r.started_at",
+        "completed_at": "r.completed_at", "version": "r.version", "target_id": "r.target_id",
+        "evaluation": "dict(r.evaluation) if r.evaluation is not None else None",
+        "review": "dict(r.review) if r.review is not None else None",
+        "review_cycles": "r.review_cycles",
+    },
+    "checkpoints": {
+        "id": "r.id", "task_id": "r.task_id", "reason": "r.reason", "status": "r.status",
+        "created_at": "r.created_at", "subtask_id": "r.subtask_id", "data": "dict(r.data)",
+        "deadline_at": "r.deadline_at", "deadline_action": "r.deadline_action",
+        "decided_by": "r.decided_by", "decided_at": "r.decided_at", "decision": "r.decision",
+        "notes": "r.notes", "version": "r.version",
+    },
+    "attempts": {
+        "id": "r.id", "subtask_id": "r.subtask_id", "task_id": "r.task_id",
+        "worker_id": "r.worker_id", "fence": "r.fence", "tool": "r.tool",
+        "status": "r.status.value", "lease_expires_at": "r.lease_expires_at",
+        "dispatched_at": "r.dispatched_at", "started_at": "r.started_at",
+        "finished_at": "r.finished_at", "error": "r.error", "usage": "dict(r.usage)",
+        "version": "r.version",
+    },
+}
+Values = Callable[[Any], dict[str, Any]]
+
+
+@functools.cache
+def column_values(table: str, columns: frozenset[str] | None = None) -> Values:
+    """A function giving a record's values of `columns` (and its id) of `table`, or of every
+    column when None; generated once per table and set of columns (a few per table)."""
+    exprs = _EXPRESSIONS[table]
+    names = list(exprs) if columns is None else [
+        "id", *sorted(c for c in columns if c in exprs and c != "id")]
+    body = ", ".join(f"{name!r}: {exprs[name]}" for name in names)
+    fn: Values = eval(f"lambda r: {{{body}}}")  # only the literal expressions above
+    return fn
+
+
+task_values: Callable[[TaskRecord], dict[str, Any]] = column_values("tasks")
+"""Column values for a task record."""
+subtask_values: Callable[[SubtaskRecord], dict[str, Any]] = column_values("subtasks")
+"""Column values for a subtask record."""
+checkpoint_values: Callable[[CheckpointRecord], dict[str, Any]] = column_values("checkpoints")
+"""Column values for a checkpoint record."""
+attempt_values: Callable[[AttemptRecord], dict[str, Any]] = column_values("attempts")
+"""Column values for an attempt record."""

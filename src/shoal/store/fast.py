@@ -147,6 +147,9 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
     values (None, {}, []) once instead of on every row."""
     impl = type_.dialect_impl(dialect)
     proc = impl.bind_processor(dialect)
+    if (proc is not None and isinstance(impl, sa.Uuid) and impl.as_uuid
+            and (not dialect.supports_native_uuid or not impl.native_uuid)):
+        return _uuid_hex  # what SQLAlchemy's gives, without the `hex` property's frame
     if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
         return _remembering(proc)
     if proc is None or not isinstance(impl, sa.JSON):
@@ -164,6 +167,11 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
         return encode(value)
 
     return json_processor
+
+
+def _uuid_hex(value: Any) -> Any:
+    """A UUID as 32 hex digits (SQLite's text column), as `UUID.hex` gives it."""
+    return None if value is None else f"{value.int:032x}"
 
 
 def _remembering(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -36,6 +36,7 @@ from shoal.store.convert import (
     checkpoint_from_row,
     checkpoint_values,
     checkpoints,
+    column_values,
     subtask_from_row,
     subtask_values,
     subtasks,
@@ -124,16 +125,14 @@ class BatchWriter:
         new = d.state
         task = new.task
         if d.task_changed:
-            self._updates["tasks"].append(
-                (task_values(task), _changed(old.task, task), old.task.version))
+            self._updates["tasks"].append(_update("tasks", old.task, task, old.task.version))
             task = evolve(task, version=old.task.version + 1)
         subs = dict(new.subtasks)
         self._inserts["subtasks"].extend(subtask_values(subs[i]) for i in d.new_subtasks)
         for sid in d.changed_subtasks:
             before = old.subtasks[sid]
             after = subs[sid]
-            self._updates["subtasks"].append(
-                (subtask_values(after), _changed(before, after), before.version))
+            self._updates["subtasks"].append(_update("subtasks", before, after, before.version))
             subs[sid] = evolve(after, version=before.version + 1)
         live = dict(new.attempts)
         for aid, att in d.changed_attempts.items():
@@ -141,7 +140,7 @@ class BatchWriter:
                 self._inserts["attempts"].append(attempt_values(att))
                 continue
             self._updates["attempts"].append(
-                (attempt_values(att), _changed(old.attempts.get(aid), att), att.version))
+                _update("attempts", old.attempts.get(aid), att, att.version))
             if aid in live:
                 live[aid] = evolve(att, version=att.version + 1)
         pending = dict(new.checkpoints)
@@ -150,7 +149,7 @@ class BatchWriter:
                 self._inserts["checkpoints"].append(checkpoint_values(cp))
                 continue
             self._updates["checkpoints"].append(
-                (checkpoint_values(cp), _changed(old.checkpoints.get(cid), cp), cp.version))
+                _update("checkpoints", old.checkpoints.get(cid), cp, cp.version))
             if cid in pending:
                 pending[cid] = evolve(cp, version=cp.version + 1)
         for record in d.records:
@@ -209,12 +208,44 @@ _Update = tuple[dict[str, Any], "frozenset[str] | None", int]  # values, changed
 _INSERT_ORDER = ("tasks", "subtasks", "attempts", "checkpoints")  # parents first
 
 
+class _Row(dict[str, Any]):
+    """The values of the columns an update changed (and the row's id). A column it did not
+    change, asked for because another row of the same statement changed it, is read from the
+    record then."""
+
+    __slots__ = ("_record", "_table")
+
+    def __init__(self, table: str, record: Any, values: dict[str, Any]) -> None:
+        super().__init__(values)
+        self._table, self._record = table, record
+
+    def __missing__(self, column: str) -> Any:
+        self.update(column_values(self._table)(self._record))
+        return self[column]
+
+
+def _update(table: str, before: Any, after: Any, version: int) -> _Update:
+    """The update of `after`'s row from `before` (None: unknown, every column), expecting
+    `version`: only the columns that changed are converted (JSON ones cost the most)."""
+    changed = _changed(before, after)
+    if changed is None:
+        return column_values(table)(after), None, version
+    return _Row(table, after, column_values(table, changed)(after)), changed, version
+
+
 def _changed(before: Any, after: Any) -> frozenset[str] | None:
     """The columns whose fields differ between records `before` and `after` (None: all)."""
     if before is None:
         return None
-    return frozenset(_COLUMN_OF.get(name, name) for name in changed_fields(before, after)
-                     if name != "version")
+    names = tuple(changed_fields(before, after))
+    found = _CHANGED.get(names)
+    if found is None:  # a few distinct sets: one frozenset each, its hash computed once
+        found = _CHANGED[names] = frozenset(_COLUMN_OF.get(name, name) for name in names
+                                            if name != "version")
+    return found
+
+
+_CHANGED: dict[tuple[str, ...], frozenset[str]] = {}
 
 
 def table_named(name: str) -> sa.Table:
