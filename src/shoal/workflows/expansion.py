@@ -53,6 +53,11 @@ Questions = tuple[tuple[str, str], ...]  # a plan's sub-questions: (id, question
 Serves = tuple[str, ...]  # the ids of the sub-questions one task serves
 
 
+def most(step: Step) -> int:
+    """The most subtasks a plan of this task may have."""
+    return min(step.ctx.max_subtasks, MAX_PLANNED)
+
+
 def plan_format(doc_step: StepDoc, most: int) -> str:
     """What the planner of `doc_step` is told to answer."""
     if not doc_step.types:
