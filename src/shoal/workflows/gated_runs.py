@@ -192,6 +192,18 @@ class TypedPlans:
 
     # ---- its judge or its retry produced an answer ---------------------------------------------
 
+    def serving_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
+        """A gate's judge (its answer checked against the judge's contract), a check or a
+        retry of a planned task ended: what it found decides what the task does next."""
+        role = self.board.doc.roles.get(sub.role)
+        if role is not None and role.output is not None:  # a typed gate's judge
+            checked = self.runs.checked(step, sub, output.text, role.output, output)
+            if checked is None:
+                return
+            output = checked
+        self.gate_step_done(step, sub, output)
+        self.runs.core.move_on(step)
+
     def gate_step_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
         """A gate's judge scored its task, a retry of the task answered, or Shoal's check of
         it did."""

@@ -2,13 +2,11 @@
 
 Each run of a step is one subtask (`key` `step#n`), created when it may start: when every step
 it comes `after` has a completed run newer than its own last run (`StepOptions.seq` orders the
-task's runs). Its prompt is rendered then, from the task's description (`{query}`), its
-parameters, and the blackboard (`board`). A role with an output contract answers in JSON,
-checked against the contract's JSON Schema; a wrong answer is sent back once with the problem
-(the repair), and fails the step if the repair is wrong too. When a step that a loop goes back
-from completes and the loop's condition holds, the loop's target runs again (at most `max`
-times) with the carried entry as `{feedback}`, and the steps after the looping one wait for the
-next round. The task completes when nothing runs and nothing more may start.
+task's runs), its prompt rendered from the task and the blackboard (`board`). A role with an
+output contract answers in JSON, checked against the contract's JSON Schema; a wrong answer is
+sent back once with the problem (the repair), and fails the step if the repair is wrong too.
+A loop goes back after a step's round (`loops`). The task completes when nothing runs and
+nothing more may start.
 
 What is particular to a kind of step is its handler's (`runs.StepHandler`, one module each,
 looked up by `DocStepKind` in `_handlers`): `agent_step` (and its conversations), `map_step`,
@@ -20,15 +18,14 @@ progress, a person's decision, the task's end.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from itertools import repeat
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shoal.engine import graph, quality, quality_loop
+from shoal.engine import graph, quality_loop
 from shoal.engine.inputs import CheckpointDecision, CheckpointExpired, Finished, Start
 from shoal.engine.model import (
     SERVING_KINDS,
+    CheckpointRecord,
     FileRef,
     StepKind,
     StepOutput,
@@ -38,12 +35,11 @@ from shoal.engine.model import (
 from shoal.engine.step import Step
 from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
-from shoal.events import EventType
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
-from shoal.workflows import checks, dag_roles, expansion, mentions, people, phases, questions
+from shoal.workflows import completion, dag_roles, expansion, loops, people, phases, quality_steps
 from shoal.workflows.agent_step import AgentStep
 from shoal.workflows.board import Board
-from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, StepDoc, WorkflowDocument
+from shoal.workflows.document import DocStepKind, StepDoc, WorkflowDocument
 from shoal.workflows.expand_step import ExpandStep
 from shoal.workflows.gated_runs import TypedPlans
 from shoal.workflows.map_step import MapStep
@@ -92,20 +88,15 @@ class DocumentWorkflow:
             expansion.add_plan(step, self.board.doc, planned, inp.plan, f"{planned.id}#1", 1, (),
                                self.typed.planned_prompt(step, planned), inp.options)
         self._start_ready(step)
-        self._progress(step)
+        self.runs.progress(step)
 
     def plans_first(self) -> bool:
-        """Whether the task is `initializing` while it plans: the plan step is the only one
-        that starts at once (as `dag`'s planner is)."""
-        first = self.plan_step()
-        return first is not None and all(
-            s.after or s is first or s.id in self.board.route_of for s in self.board.doc.steps)
+        """Whether the task is `initializing` while it plans (`expansion.plans_first`)."""
+        return expansion.plans_first(self.board.doc, self.board.route_of)
 
     def plan_step(self) -> StepDoc | None:
-        """The step a user's own plan stands for: the first `expand` step that waits for no
-        other (None: this workflow takes no plan)."""
-        return next((s for s in self.board.doc.steps
-                     if s.kind is DocStepKind.EXPAND and not s.after and not s.types), None)
+        """The step a user's own plan stands for (`expansion.plan_step`)."""
+        return expansion.plan_step(self.board.doc)
 
     def step_done(self, step: Step, sub: SubtaskRecord, result: Finished) -> None:
         asked = tuple(dict(d) for d in result.denials if d.get("needs_human"))
@@ -113,58 +104,35 @@ class DocumentWorkflow:
                             files=tuple(FileRef.from_json(f) for f in result.files),
                             rejected_files=tuple(dict(r) for r in result.rejected_files),
                             usage=dict(result.usage), approval_requests=asked)
-        if sub.kind in SERVING_KINDS:
-            self._serving_done(step, sub, result, output)
+        if sub.kind in SERVING_KINDS and sub.options.plan_type is not None:
+            self.typed.serving_done(step, sub, output)  # a typed gate's judge, check, retry
+            return
+        if sub.kind in SERVING_KINDS:  # a quality step, read as `dag` reads it
+            quality_steps.answered(self.quality, step, sub, output)
             return
         doc_step = self.board.step_of(sub)
         handler = self._handlers[doc_step.kind]
         reading = handler.read(step, doc_step, sub, output)
-        if reading is None or (told := self.runs.told(step, doc_step, sub,
-                                                      reading.output)) is None:
+        if reading is None or not self.runs.states_facts(step, doc_step, sub, reading.output):
             return  # sent back (its contract; facts a conversation learned), or failed
-        output, decision = told, reading.decision
+        output, decision = reading.output, reading.decision
         planning = sub.kind is StepKind.EXPAND
         if asked and decision is None and not planning:  # a person decides what it asked
             quality_loop.approval_request(step, sub, output)
             return
         # A typed plan's run whose type has a gate: its judge decides what comes next.
         if sub.options.plan_type is not None and self.typed.gated(step, sub, output):
-            self._progress(step)
+            self.runs.progress(step)
             return
         if doc_step.quality and not planning and decision is None and quality_loop.quality_on(
                 step.task, sub):
-            sub = step.set_subtask(sub, status=transition(sub.status, SubtaskStatus.VERIFYING),
-                                   output=output, progress=90, error=None)
-            graph.emit_subtask(step, sub)
-            quality_loop.verify(step, sub)  # `accepted` goes on once the loop accepts it
+            quality_steps.verify(step, sub, output)  # `accepted` goes on once accepted
             return
         sub = graph.complete(step, sub, output)
-        if handler.completed(step, doc_step, sub, replace(reading, output=output)):
-            self._progress(step)  # a conversation goes on, or a plan was made
+        if handler.completed(step, doc_step, sub, reading):
+            self.runs.progress(step)  # a conversation goes on, or a plan was made
             return
         self.done(step, doc_step, sub, decision)
-
-    def _serving_done(self, step: Step, sub: SubtaskRecord, result: Finished,
-                      output: StepOutput) -> None:
-        """A typed gate's judge, check or retry ended (`gated_runs`), or a quality step: its
-        answer read as the `dag` workflow reads it; the loop decides what its target does."""
-        if sub.options.plan_type is not None:
-            role = self.board.doc.roles.get(sub.role)
-            if role is not None and role.output is not None:  # a typed gate's judge
-                checked = self.runs.checked(step, sub, result.output, role.output, output)
-                if checked is None:
-                    return
-                output = checked
-            self.typed.gate_step_done(step, sub, output)
-            self.move_on(step)
-            return
-        answered = quality_loop.quality_output(step, sub, result.output, output)
-        if answered is None:
-            return  # requeued once to repair an answer that was not valid JSON
-        if sub.kind is StepKind.CORRECT and answered.approval_requests:
-            quality_loop.approval_request(step, sub, answered)
-            return
-        self.quality.step_done(step, graph.complete(step, sub, answered))
 
     def attempt_failed(self, step: Step, sub: SubtaskRecord, error: str) -> bool:
         """A planner's failed attempt is not retried: its step plans by the fallbacks at once
@@ -182,9 +150,7 @@ class DocumentWorkflow:
     def gave_up(self, step: Step, sub: SubtaskRecord, error: str) -> None:
         # A quality step's target goes on without it, as in `dag` (a typed gate's: `failed`).
         if sub.kind in SERVING_KINDS and sub.options.plan_type is None:
-            step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-                      message=f"'{sub.name}' failed after {sub.attempts} attempt(s): {error}")
-            self.quality.step_done(step, sub)
+            quality_steps.gave_up(self.quality, step, sub, error)
             return
         self.failed(step, sub, f"Step '{sub.name}' failed after {sub.attempts} attempt(s): "
                                f"{error}")
@@ -193,26 +159,12 @@ class DocumentWorkflow:
         """The quality loop accepted a run of a `quality` step (again, after a person's
         correction: its entry's value changed, not its revision)."""
         if first_time:
-            self._frequency(step)
+            completion.frequency(self.board, step)
             self.done(step, self.board.step_of(sub), sub)
         else:
             self.runs.state_update(step, self.board.step_of(sub), sub)
             graph.resume(step)
             self.move_on(step)
-
-    def _frequency(self, step: Step) -> None:
-        """The seed's checkpoint frequency, over the runs of `quality` steps: a run counts once,
-        when first accepted (before the task may complete)."""
-        if step.task.status is not TaskStatus.IN_PROGRESS:
-            return
-        runs = [s for s in step.subtasks.values()
-                if s.kind is StepKind.AGENT and self.board.step_of(s).quality]
-        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED)
-        if quality.frequency_checkpoint(step.task.checkpoint_frequency, done, len(runs)):
-            quality_loop.open_checkpoint(
-                step, "frequency", None,
-                message=f"{done} of {len(runs)} subtasks are done (checkpoint frequency: "
-                        f"{step.task.checkpoint_frequency}).")
 
     def handle(self, step: Step, inp: Decided) -> None:
         """A person decided a question or a gate (or its deadline passed); anything else is
@@ -223,19 +175,13 @@ class DocumentWorkflow:
             self.quality.handle(step, inp)
             self.move_on(step)
             return
-        if isinstance(inp, CheckpointExpired):
-            action = open_cp.deadline_action
-            if action not in ("approve", "reject"):  # escalate: it keeps waiting, flagged
-                step.set_checkpoint(open_cp, deadline_at=None,
-                                    data={**open_cp.data, "escalated": True})
-                step.emit(EventType.NOTICE, level="warning", message=(
-                    f"A {open_cp.reason} waited past its deadline and was escalated: it still "
-                    "waits for a person."))
-                return
-            inp = CheckpointDecision(open_cp.id, "reject" if action == "reject" else "answer"
-                                     if open_cp.reason == people.QUESTION else "approve",
-                                     None, reason="Its deadline passed.")
-        assert isinstance(inp, CheckpointDecision)
+        decision = people.expired(step, open_cp) if isinstance(inp, CheckpointExpired) else inp
+        if isinstance(decision, CheckpointDecision):  # (None: escalated, it keeps waiting)
+            self._decided(step, decision, open_cp)
+
+    def _decided(self, step: Step, inp: CheckpointDecision, open_cp: CheckpointRecord) -> None:
+        """A person decided: rejected, the task is cancelled; a plan runs (as edited); a run
+        that waited for them goes on with what they said, by its step's handler."""
         planned = self.board.steps.get(str(open_cp.data.get("step")))
         edited = expansion.edited_plan(planned, inp.answer or "", expansion.most(step)) if (
             open_cp.reason == people.PLAN and inp.action == "answer" and planned) else None
@@ -250,10 +196,8 @@ class DocumentWorkflow:
             return
         sub = step.subtasks[cp.subtask_id] if cp.subtask_id else None
         if sub is not None and sub.status is SubtaskStatus.IN_PROGRESS:
-            said = inp.answer if inp.action == "answer" else \
-                f"A person let the task go on: {cp.data.get('message', '')}"
             doc_step = self.board.step_of(sub)
-            self._handlers[doc_step.kind].decided(step, doc_step, sub, said)
+            self._handlers[doc_step.kind].decided(step, doc_step, sub, people.said(inp, cp))
         graph.resume(step)
         self.move_on(step)
 
@@ -267,41 +211,16 @@ class DocumentWorkflow:
     def phases_moved(self, before: str, after: str) -> Sequence[str]:
         return phases.moved(before, after)
 
-    def stage_now(self, subtasks: Iterable[SubtaskRecord], *, completed: bool) -> str | None:
-        """The task's declared stage (None: the document declares none)."""
-        return self.runs.stage_now(subtasks, completed=completed)
-
     def completion(self, step: Step) -> Mapping[str, Any]:
-        """The revisions of each entry; with `quality` steps, the mean scores as in `dag`."""
-        revisions = {entry: self.board.revision(step, s) for entry, s in self.board.writer.items()}
-        done: dict[str, Any] = {"state": {entry: n for entry, n in revisions.items() if n}}
-        if self.board.doc.stages is not None:
-            done["stage"] = self.runs.stage_now(step.subtasks.values(), completed=True)
-        gaps = [s.name for s in step.subtasks.values() if s.options.gap]
-        if gaps:  # a typed plan that degraded: its result is partial
-            done |= {"partial": True, "gaps": gaps}
-        if asked := questions.status(step.subtasks.values()):  # "n of m answered", counted
-            done["questions"] = questions.summary(asked)
-        if (cited := checks.figures(step.subtasks.values())) is not None:  # computed in code
-            done["citations"] = cited
-        if not any(s.quality for s in self.board.doc.steps):
-            return done
-        return done | {"evaluation_scores": quality_loop.task_scores(step)}
+        return completion.summary(self.runs, step)
 
     def instructions(
         self, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
         target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
         guidance: Sequence[str] = (),
     ) -> str:
-        role = self.board.doc.roles.get(sub.role)
-        builtin = role.builtin if role is not None else None
-        if (sub.kind in SERVING_KINDS and sub.options.plan_type is None) or \
-                builtin is not None:  # seed 004's own prompts
-            return dag_roles.instructions_for(task, sub, tools, target=target, files=files,
-                                              guidance=guidance,
-                                              planner=builtin is BuiltinRole.PLANNER)
-        return sub.description + (mentions.sent_back(sub.options.repair)
-                                   if sub.options.repair else "")
+        return dag_roles.instructions_in(self.board.doc, task, sub, tools, target=target,
+                                         files=files, guidance=guidance)
 
     # ---- the core its step handlers call (`runs.Core`) ---------------------------------------
 
@@ -321,7 +240,7 @@ class DocumentWorkflow:
             graph.queue_ready_dependents(step, sub)
         total, done = step.round_counts().get(sub.key.partition(".")[0], (0, 0))
         if done < total:  # a map or expand step's round is whole once every run is done;
-            self._progress(step)  # until then nothing new may start (counted, not scanned)
+            self.runs.progress(step)  # until then nothing new may start (counted, not scanned)
             return
         if any(s.status is not SubtaskStatus.COMPLETED for s in self.board.same_round(step, sub)):
             self.move_on(step)
@@ -331,7 +250,7 @@ class DocumentWorkflow:
             self.routes.take(step, doc_step, decision, sub)
         elif doc_step.id in self.board.route_of:
             self.routes.after_routed(step, doc_step, sub)
-        self._maybe_loop(step, doc_step, sub)
+        loops.go_back(self.runs, step, doc_step, sub)
         self.move_on(step)
 
     def failed(self, step: Step, sub: SubtaskRecord, why: str) -> None:
@@ -358,14 +277,14 @@ class DocumentWorkflow:
         """Start what may start, show progress, and end the task once nothing runs and
         nothing more may start."""
         self._start_ready(step)
-        self._progress(step)
+        self.runs.progress(step)
         if (step.task.status is TaskStatus.IN_PROGRESS and not step.checkpoints
                 and all(s.status in TERMINAL_SUBTASK for s in step.subtasks.values())
                 and not any(self.board.ready(step, s) for s in self.board.doc.steps)):
             self.typed.mark_partial(step)  # a plan that skipped runs for its budget says so
             graph.complete_task(self, step)
 
-    # ---- rounds, loops, progress ------------------------------------------------------------
+    # ---- what may start ---------------------------------------------------------------------
 
     def _start_ready(self, step: Step) -> None:
         """Create a round of every step that may start now (none once the task has ended),
@@ -379,54 +298,3 @@ class DocumentWorkflow:
                     self.run(step, doc_step, feedback=None)
             if len(step.subtasks) == before:
                 return
-
-    def _maybe_loop(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
-        board = self.board
-        for loop in board.loops_from.get(doc_step.id, ()):
-            if loop.to in step.task.meta.skip:
-                continue
-            target = board.steps[loop.to]
-            done = len(board.rounds(step, target.id)) - 1
-            cap = board.cap(step.task, loop.max)
-            if not self._holds(step, loop):
-                continue
-            if done >= cap:
-                said = (f"'{loop.source}' asked to go back to '{loop.to}' again, but the loop "
-                        f"ran its {cap} time(s)")
-                if board.switch(step.task, loop.ask_at_cap):  # a person decides
-                    people.ask(step, sub, people.GATE, f"{said}.", "Approve to go on with "
-                               "what it has (its open points listed); reject to stop.")
-                    continue
-                step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id),
-                          message=f"{said}; going on.")
-                continue
-            for run in board.same_round(step, sub):
-                step.set_subtask(run, options=replace(run.options, looped=True))
-            carried = board.entry(step, loop.carry or loop.when.entry, "")
-            self.run(step, target, feedback=carried, via=loop.via)
-            return
-
-    def _holds(self, step: Step, loop: Loop) -> bool:
-        value = self.board.value(step, loop.when.entry, loop.when.field or "")
-        return value is not None and value == loop.when.equals
-
-    def _progress(self, step: Step) -> None:
-        """5 % for starting, then the share of the document's steps that have completed a
-        round, a round in flight by its share of runs done (a loop going back does not take
-        progress back; a plan is done once its subtasks are)."""
-        credit: dict[str, float] = {}
-        for key, (total, done) in step.round_counts().items():
-            sid = key.partition("#")[0]
-            share = done / total if total else 0.0
-            if share > credit.get(sid, 0.0):
-                credit[sid] = share
-        left_out = set(step.task.meta.skip)
-        for r in self.board.routes:  # the choices a route's plan left out are not work to do
-            if self.board.value(step, (r.plan or "").split(".")[0], "") is not None:
-                left_out |= set(r.choices) - set(self.board.route_state(step, r).planned)
-        ids = self.board.step_ids
-        wanted = ids if not left_out else [sid for sid in ids if sid not in left_out]
-        progress = 5 + int(90 * sum(map(credit.get, wanted, repeat(0.0))) / max(len(wanted), 1))
-        if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
-            step.set_task(progress=progress)
-            graph.emit_task_update(step)

@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from itertools import repeat
 from typing import Any, Protocol
 
 from shoal.engine import answers, graph
@@ -22,7 +23,7 @@ from shoal.engine.model import StepKind, StepOutput, SubtaskRecord
 from shoal.engine.options import StepOptions
 from shoal.engine.step import Step
 from shoal.events import EventType
-from shoal.states import SubtaskStatus, transition
+from shoal.states import TERMINAL_TASK, SubtaskStatus, transition
 from shoal.workflows import learning, mentions, messages
 from shoal.workflows import stages as stage_machine
 from shoal.workflows.blackboard import as_mapping, contract_problem, item_order, whole
@@ -170,6 +171,27 @@ class Runs:
             return None
         return doc.result_filename
 
+    def progress(self, step: Step) -> None:
+        """5 % for starting, then the share of the document's steps that have completed a
+        round, a round in flight by its share of runs done (a loop going back does not take
+        progress back; a plan is done once its subtasks are)."""
+        credit: dict[str, float] = {}
+        for key, (total, done) in step.round_counts().items():
+            sid = key.partition("#")[0]
+            share = done / total if total else 0.0
+            if share > credit.get(sid, 0.0):
+                credit[sid] = share
+        left_out = set(step.task.meta.skip)
+        for r in self.board.routes:  # the choices a route's plan left out are not work to do
+            if self.board.value(step, (r.plan or "").split(".")[0], "") is not None:
+                left_out |= set(r.choices) - set(self.board.route_state(step, r).planned)
+        ids = self.board.step_ids
+        wanted = ids if not left_out else [sid for sid in ids if sid not in left_out]
+        progress = 5 + int(90 * sum(map(credit.get, wanted, repeat(0.0))) / max(len(wanted), 1))
+        if progress > step.task.progress and step.task.status not in TERMINAL_TASK:
+            step.set_task(progress=progress)
+            graph.emit_task_update(step)
+
     # ---- a run's answer ---------------------------------------------------------------------
 
     def state_update(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
@@ -211,20 +233,20 @@ class Runs:
 
     # ---- the facts a step must state (`requires_facts`) -------------------------------------
 
-    def told(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
-             output: StepOutput) -> StepOutput | None:
-        """A checked answer as its round keeps it: one of a step with `requires_facts` that
-        leaves out a known fact is sent back once (None), then kept with a notice."""
+    def states_facts(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
+                     output: StepOutput) -> bool:
+        """Whether a checked answer may be kept: one of a step with `requires_facts` that
+        leaves out a known fact is sent back once (False), then kept with a notice."""
         missing = mentions.left_out(output.text or "", self.required(step, doc_step))
         if not missing:
-            return output
+            return True
         if not sub.options.repair:
             self.send_back(step, sub, mentions.SENT_BACK + mentions.described(missing))
-            return None
+            return False
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id), message=(
             f"Step '{doc_step.id}' leaves out what the user told: "
             f"{mentions.described(missing)}."))
-        return output
+        return True
 
     def required(self, step: Step, doc_step: StepDoc) -> dict[str, learning.Told]:
         """The known facts a step with `requires_facts` must state: those its source step's

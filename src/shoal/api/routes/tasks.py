@@ -347,7 +347,7 @@ def _where(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) ->
         found["phase"] = phases.phase_of(
             doc, status, records, [c.reason for c in cps if c.status == quality.PENDING_REVIEW])
     if doc.stages is not None:
-        found["stage"] = DocumentWorkflow(doc).stage_now(
+        found["stage"] = DocumentWorkflow(doc).runs.stage_now(
             records, completed=status is TaskStatus.COMPLETED)
     return found
 
