@@ -237,6 +237,8 @@ class Runs:
                      output: StepOutput) -> bool:
         """Whether a checked answer may be kept: one of a step with `requires_facts` that
         leaves out a known fact is sent back once (False), then kept with a notice."""
+        if doc_step.requires_facts is None:
+            return True
         missing = mentions.left_out(output.text or "", self.required(step, doc_step))
         if not missing:
             return True
