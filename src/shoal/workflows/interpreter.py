@@ -8,9 +8,9 @@ sent back once with the problem (the repair), and fails the step if the repair i
 A loop goes back after a step's round (`loops`). The task completes when nothing runs and
 nothing more may start.
 
-What is particular to a kind of step is its handler's (`runs.StepHandler`, one module each,
-looked up by `DocStepKind` in `_handlers`): `agent_step` (and its conversations), `map_step`,
-`route_step`, `expand_step` (its typed plans: `gated_runs`), `person_step` (`human`, `gate`).
+What is particular to a kind of step is its handler's (`runs.StepHandler`, looked up by
+`DocStepKind` in `_handlers`), one module each in `steps`: `agent` (and its conversations),
+`map`, `route`, `expand` (its typed plans: `gated_runs`), `person` (`human`, `gate`).
 This module is what they share: when a round may start, what a finished run leads to, loops,
 progress, a person's decision, the task's end.
 """
@@ -37,16 +37,16 @@ from shoal.engine.workflow import Decided
 from shoal.errors import Conflict
 from shoal.states import TERMINAL_SUBTASK, TERMINAL_TASK, SubtaskStatus, TaskStatus, transition
 from shoal.workflows import completion, dag_roles, expansion, loops, people, phases, quality_steps
-from shoal.workflows.agent_step import AgentStep
 from shoal.workflows.board import Board
 from shoal.workflows.document import DocStepKind, StepDoc, WorkflowDocument
-from shoal.workflows.expand_step import ExpandStep
 from shoal.workflows.gated_runs import TypedPlans
-from shoal.workflows.map_step import MapStep
-from shoal.workflows.person_step import PersonStep
-from shoal.workflows.route_step import RouteStep
 from shoal.workflows.routing import Decision
 from shoal.workflows.runs import Round, Runs, StepHandler
+from shoal.workflows.steps.agent import AgentStep
+from shoal.workflows.steps.expand import ExpandStep
+from shoal.workflows.steps.map import MapStep
+from shoal.workflows.steps.person import PersonStep
+from shoal.workflows.steps.route import RouteStep
 
 
 class DocumentWorkflow:

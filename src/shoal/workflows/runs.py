@@ -1,12 +1,12 @@
 """What the handlers of a document's step kinds share, and the seam they plug into.
 
-`DocumentWorkflow` looks each step's handler up by its kind (`DocStepKind`): a `StepHandler`
-makes a round's runs when it may start, reads a run's answer, says what a completed or failed
-run leads to, and takes a person's answer to a run that waits for one. Each is given a `Runs`:
-the document's `Board` (what runs read), how a run is made and announced, the facts a step must
-state, the stages; and the `Core` — what a handler may ask of the interpreter (start a round of
-another step, a run done, a run failed for good, move on). A new step kind is a new module with
-one handler, registered in `interpreter.py`.
+`DocumentWorkflow` looks each step's handler (`steps`) up by its kind (`DocStepKind`): a
+`StepHandler` makes a round's runs when it may start, reads a run's answer, says what a
+completed or failed run leads to, and takes a person's answer to a run that waits for one.
+Each is given a `Runs`: the document's `Board` (what runs read), how a run is made and
+announced, the facts a step must state, the stages; and the `Core` — what a handler may ask of
+the interpreter (start a round of another step, a run done, a run failed for good, move on).
+A new step kind is a new module with one handler in `steps`, registered in `interpreter.py`.
 """
 
 from __future__ import annotations
@@ -224,6 +224,15 @@ class Runs:
         self.core.refused(step, sub, f"Step '{sub.name}' answered twice without matching its "
                                      f"contract: {problem}", problem)
         return None
+
+    def answer_checked(self, step: Step, sub: SubtaskRecord,
+                       output: StepOutput) -> StepOutput | None:
+        """`output` checked against the contract of the role that ran `sub`, if it has one
+        (None: sent back, or failed)."""
+        role = self.board.doc.roles.get(sub.role)
+        if role is None or role.output is None:
+            return output
+        return self.checked(step, sub, output.text, role.output, output)
 
     def person_answered(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
                         text: str) -> None:

@@ -10,7 +10,6 @@ from shoal.engine.step import Step
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus, transition
 from shoal.workflows import expansion
-from shoal.workflows.agent_step import checked_answer
 from shoal.workflows.document import StepDoc
 from shoal.workflows.gated_runs import TypedPlans
 from shoal.workflows.runs import Reading, Round, Runs
@@ -41,7 +40,7 @@ class ExpandStep:
             checked = self.runs.checked(step, sub, output.text, expansion.plan_schema(
                 doc_step, expansion.most(step)), output)
         else:
-            checked = checked_answer(self.runs, step, sub, output)
+            checked = self.runs.answer_checked(step, sub, output)
         return None if checked is None else Reading(checked)
 
     def completed(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,

@@ -10,7 +10,6 @@ from shoal.engine import graph
 from shoal.engine.model import StepOutput, SubtaskRecord
 from shoal.engine.step import Step
 from shoal.events import EventType
-from shoal.workflows.agent_step import checked_answer
 from shoal.workflows.board import MAX_ENTRY_CHARS
 from shoal.workflows.document import StepDoc
 from shoal.workflows.runs import Reading, Round, Runs
@@ -46,7 +45,7 @@ class MapStep:
 
     def read(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
              output: StepOutput) -> Reading | None:
-        checked = checked_answer(self.runs, step, sub, output)
+        checked = self.runs.answer_checked(step, sub, output)
         return None if checked is None else Reading(checked)
 
     def completed(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,

@@ -39,7 +39,7 @@ class AgentStep:
         question = self.conversations.question(step, doc_step, sub, output.text)
         if question is not None:
             return Reading(replace(output, answers=True, parsed=question))
-        checked = checked_answer(self.runs, step, sub, output)
+        checked = self.runs.answer_checked(step, sub, output)
         if checked is None:
             return None
         return Reading(self.conversations.kept(step, doc_step, sub, checked))
@@ -60,12 +60,3 @@ class AgentStep:
             return
         sub = graph.complete(step, sub, StepOutput(text=answer or NO_ANSWER))
         self.conversations.next_turn(step, doc_step, sub)
-
-
-def checked_answer(runs: Runs, step: Step, sub: SubtaskRecord,
-                   output: StepOutput) -> StepOutput | None:
-    """`output` checked against the contract of the role that ran `sub`, if it has one."""
-    role = runs.board.doc.roles.get(sub.role)
-    if role is None or role.output is None:
-        return output
-    return runs.checked(step, sub, output.text, role.output, output)
