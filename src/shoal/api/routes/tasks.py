@@ -21,7 +21,8 @@ from shoal.api.catalog import misspelt, offered_to
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
-from shoal.api.schemas import (
+from shoal.api.schemas.subtasks import SubtaskSummary
+from shoal.api.schemas.tasks import (
     AttemptSpan,
     AttemptTimeline,
     CitationCheck,
@@ -29,7 +30,6 @@ from shoal.api.schemas import (
     MessageView,
     QuestionSummary,
     StateRevision,
-    SubtaskSummary,
     TaskCancelled,
     TaskCreate,
     TaskCreated,
