@@ -9,7 +9,7 @@ A loop goes back after a step's round (`loops`). The task completes when nothing
 nothing more may start.
 
 What is particular to a kind of step is its handler's (`runs.StepHandler`, looked up by
-`DocStepKind` in `_handlers`), one module each in `steps`: `agent` (and its conversations),
+`DocStepKind` in `handlers`), one module each in `steps`: `agent` (and its conversations),
 `map`, `route`, `expand` (its typed plans: `gated_runs`), `person` (`human`, `gate`).
 This module is what they share: when a round may start, what a finished run leads to, loops,
 progress, a person's decision, the task's end.
@@ -60,7 +60,7 @@ class DocumentWorkflow:
         self.typed = TypedPlans(self.runs)
         self.routes = RouteStep(self.runs)
         people_steps = PersonStep(self.runs)
-        self._handlers: dict[DocStepKind, StepHandler] = {
+        self.handlers: dict[DocStepKind, StepHandler] = {  # how each kind of step runs
             DocStepKind.AGENT: AgentStep(self.runs), DocStepKind.MAP: MapStep(self.runs),
             DocStepKind.EXPAND: ExpandStep(self.runs, self.typed),
             DocStepKind.ROUTE: self.routes,
@@ -111,7 +111,7 @@ class DocumentWorkflow:
             quality_steps.answered(self.quality, step, sub, output)
             return
         doc_step = self.board.step_of(sub)
-        handler = self._handlers[doc_step.kind]
+        handler = self.handlers[doc_step.kind]
         reading = handler.read(step, doc_step, sub, output)
         if reading is None or not self.runs.states_facts(step, doc_step, sub, reading.output):
             return  # sent back (its contract; facts a conversation learned), or failed
@@ -197,7 +197,7 @@ class DocumentWorkflow:
         sub = step.subtasks[cp.subtask_id] if cp.subtask_id else None
         if sub is not None and sub.status is SubtaskStatus.IN_PROGRESS:
             doc_step = self.board.step_of(sub)
-            self._handlers[doc_step.kind].decided(step, doc_step, sub, people.said(inp, cp))
+            self.handlers[doc_step.kind].decided(step, doc_step, sub, people.said(inp, cp))
         graph.resume(step)
         self.move_on(step)
 
@@ -227,7 +227,7 @@ class DocumentWorkflow:
     def run(self, step: Step, doc_step: StepDoc, *, feedback: str | None,
             deps: tuple[uuid.UUID, ...] | None = None, via: str | None = None) -> None:
         """Start a round of `doc_step`, by its kind's handler."""
-        self._handlers[doc_step.kind].start(step, doc_step, Round(
+        self.handlers[doc_step.kind].start(step, doc_step, Round(
             self.board.deps(step, doc_step) if deps is None else deps, feedback or "", via))
 
     def done(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord,
@@ -260,7 +260,7 @@ class DocumentWorkflow:
             self.move_on(step)  # a typed gate's judge or retry: its task goes on
             return
         doc_step = self.board.step_of(sub)
-        if not self._handlers[doc_step.kind].failed(step, doc_step, sub, why):
+        if not self.handlers[doc_step.kind].failed(step, doc_step, sub, why):
             self.routes.without(step, doc_step, sub, why)
 
     def refused(self, step: Step, sub: SubtaskRecord, why: str, problem: str) -> None:
