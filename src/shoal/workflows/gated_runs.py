@@ -7,8 +7,8 @@ a task whose retries are spent, or whose attempts all failed, becomes a **gap** 
 says so: completed with a gap for an answer, so that its dependents and the report go on with
 what exists.
 
-A plan the document wants approved waits at a checkpoint first (`_plan_or_ask`): approved, its
-subtasks run as planned; edited, the person's plan runs instead (`_plan_decided`).
+A plan the document wants approved waits at a checkpoint first (`plan_or_ask`): approved, its
+subtasks run as planned; edited, the person's plan runs instead (`plan_decided`).
 
 With `schedule: waves`, a task is queued only once every task of the waves before its own has
 completed, gates decided (a barrier per topological layer, as the seed's waves); with `eager`,
