@@ -5,12 +5,11 @@ it comes `after` has a completed run newer than its own last run (`StepOptions.s
 task's runs), its prompt rendered from the task and the blackboard (`board`). A role with an
 output contract answers in JSON, checked against the contract's JSON Schema; a wrong answer is
 sent back once with the problem (the repair), and fails the step if the repair is wrong too.
-A loop goes back after a step's round (`loops`). The task completes when nothing runs and
-nothing more may start.
+A loop goes back after a round (`loops`). The task completes when nothing more may start.
 
 What is particular to a kind of step is its handler's (`runs.StepHandler`, looked up by
 `DocStepKind` in `handlers`), one module each in `steps`: `agent` (and its conversations),
-`map`, `route`, `expand` (its typed plans: `gated_runs`), `person` (`human`, `gate`).
+`map`, `route`, `expand` (typed plans: `gated_runs`, `plan_schedule`), `person`.
 This module is what they share: when a round may start, what a finished run leads to, loops,
 progress, a person's decision, the task's end.
 """
@@ -40,6 +39,7 @@ from shoal.workflows import completion, dag_roles, expansion, loops, people, pha
 from shoal.workflows.board import Board
 from shoal.workflows.document import DocStepKind, StepDoc, WorkflowDocument
 from shoal.workflows.gated_runs import TypedPlans
+from shoal.workflows.plan_schedule import PlanSchedule
 from shoal.workflows.routing import Decision
 from shoal.workflows.runs import Round, Runs, StepHandler
 from shoal.workflows.steps.agent import AgentStep
@@ -57,13 +57,13 @@ class DocumentWorkflow:
         self.name = doc.name
         self.description = doc.description
         self.runs = Runs(self.board, self)
-        self.typed = TypedPlans(self.runs)
+        self.schedule = PlanSchedule(self.runs)
+        self.typed = TypedPlans(self.runs, self.schedule)
         self.routes = RouteStep(self.runs)
         people_steps = PersonStep(self.runs)
         self.handlers: dict[DocStepKind, StepHandler] = {  # how each kind of step runs
             DocStepKind.AGENT: AgentStep(self.runs), DocStepKind.MAP: MapStep(self.runs),
-            DocStepKind.EXPAND: ExpandStep(self.runs, self.typed),
-            DocStepKind.ROUTE: self.routes,
+            DocStepKind.EXPAND: ExpandStep(self.runs, self.typed), DocStepKind.ROUTE: self.routes,
             DocStepKind.HUMAN: people_steps, DocStepKind.GATE: people_steps}
         self.quality = quality_loop.QualityLoop(self)  # for `quality` steps
         self.phased = phases.phased(doc)
@@ -202,7 +202,7 @@ class DocumentWorkflow:
         self.move_on(step)
 
     def budget_ran_out(self, step: Step, why: str) -> None:
-        self.typed.budget_ran_out(step, why)
+        self.schedule.budget_ran_out(step, why)
 
     def phase(self, step: Step) -> str:
         return phases.phase_of(self.board.doc, step.task.status, step.subtasks.values(),
@@ -235,7 +235,7 @@ class DocumentWorkflow:
         """A run completed (and, with `quality`, was accepted): its round may be whole, and
         what comes after may start."""
         if sub.options.plan_type is not None:  # a typed plan's runs: in waves, or eagerly
-            self.typed.release(step, doc_step, sub)
+            self.schedule.release(step, doc_step, sub)
         else:  # an expand step's planned runs wait on others
             graph.queue_ready_dependents(step, sub)
         total, done = step.round_counts().get(sub.key.partition(".")[0], (0, 0))
@@ -281,7 +281,7 @@ class DocumentWorkflow:
         if (step.task.status is TaskStatus.IN_PROGRESS and not step.checkpoints
                 and all(s.status in TERMINAL_SUBTASK for s in step.subtasks.values())
                 and not any(self.board.ready(step, s) for s in self.board.doc.steps)):
-            self.typed.mark_partial(step)  # a plan that skipped runs for its budget says so
+            self.schedule.mark_partial(step)  # a plan that skipped runs for its budget says so
             graph.complete_task(self, step)
 
     # ---- what may start ---------------------------------------------------------------------
