@@ -104,7 +104,7 @@ async def test_eval_research_runs_on_the_server_named_as_the_user_signed_in(
 async def test_a_refused_submission_ends_the_run_with_the_servers_reason(plane: Plane) -> None:
     """A question the server refuses (longer than a task's description may be) ends the run
     with that one refusal, naming the field, not with a group of errors."""
-    from shoal.api.schemas import MAX_DESCRIPTION
+    from shoal.api.schemas.base import MAX_DESCRIPTION
     from shoal.cli.client import ApiError, ShoalClient
     from shoal.cli.credentials import Credentials
     from shoal.evals.research.reading import foreign_terms

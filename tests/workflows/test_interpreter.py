@@ -19,7 +19,7 @@ from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import Insert, with_inserted
 from shoal.workflows.blackboard import blackboard
-from shoal.workflows.document import load_document
+from shoal.workflows.document import DocStepKind, load_document
 from shoal.workflows.interpreter import DocumentWorkflow
 from tests.workflows.test_document import TRANSLATE
 
@@ -62,6 +62,11 @@ class Run:
 
     def keys(self) -> list[str]:
         return [s.key for s in self.queued()]
+
+
+def test_every_step_kind_a_document_may_use_has_its_handler() -> None:
+    """The interpreter looks every `DocStepKind` up in its registry: none is left out."""
+    assert set(DocumentWorkflow(load_document(TRANSLATE)).handlers) == set(DocStepKind)
 
 
 def test_a_revision_round_carries_the_critics_feedback_then_polishes() -> None:

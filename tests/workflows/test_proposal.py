@@ -279,10 +279,10 @@ def test_a_transition_the_document_does_not_allow_fails_the_task() -> None:
     run.answer("interview#1.1", json.dumps(PROFILE))
     through_problem(run)
     through_data(run)
-    stages = run.flow.doc.stages
+    stages = run.flow.board.doc.stages
     assert stages is not None
     narrowed = stages.model_copy(update={"allowed": {**stages.allowed, "refinement": []}})
-    run.flow.doc = run.flow.doc.model_copy(update={"stages": narrowed})
+    run.flow.board.doc = run.flow.board.doc.model_copy(update={"stages": narrowed})
     run.answer("quality#1", qc(True))
     assert run.state.task.status is TaskStatus.FAILED
     assert "going back from 'quality_control' through 'refinement' is not allowed" in str(

@@ -111,11 +111,11 @@ def findings(*texts: str) -> str:
 
 
 def estimate(run: Budgeted) -> reserve.Estimate:
-    """The reserve of the run's plan, as `gated_runs` estimates it now."""
+    """The reserve of the run's plan, as `plan_schedule` estimates it now."""
     step = Step(run.state, Context(now=NOW))
     planner = next(s for s in run.state.subtasks.values() if s.key == "plan#1")
-    runs = [s for s in run.flow._round(step, planner) if "." in s.key]
-    return run.flow._estimate(step, runs)
+    runs = [s for s in run.flow.board.same_round(step, planner) if "." in s.key]
+    return run.flow.schedule.estimate(step, runs)
 
 
 def test_the_reserve_is_what_the_report_will_read_and_write_at_four_characters_a_token(

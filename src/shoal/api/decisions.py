@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from shoal.api.deps import Services
-from shoal.api.schemas import AnswerBody, CheckpointDecided
+from shoal.api.schemas.checkpoints import AnswerBody, CheckpointDecided
 from shoal.engine.inputs import CheckpointDecision
 from shoal.engine.quality import PENDING_REVIEW
 from shoal.errors import Conflict, InvalidInput, NotFound

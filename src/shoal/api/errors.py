@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal import errors
-from shoal.api.schemas import ErrorBody
+from shoal.api.schemas.base import ErrorBody
 
 log = structlog.get_logger(__name__)
 

@@ -8,11 +8,30 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shoal.engine import planning
-from shoal.engine.model import StepKind, SubtaskRecord, TaskRecord
+from shoal.engine.model import SERVING_KINDS, StepKind, SubtaskRecord, TaskRecord
 from shoal.engine.options import Correction
+from shoal.workflows import mentions
+from shoal.workflows.document import BuiltinRole, WorkflowDocument
 
 MAX_FILE_CHARS = 6_000  # of each file shown to a judge or reviewer
 MAX_FILES_CHARS = 24_000  # of all files together
+
+
+def instructions_in(
+    doc: WorkflowDocument, task: TaskRecord, sub: SubtaskRecord, tools: Sequence[str], *,
+    target: SubtaskRecord | None = None, files: Mapping[str, str] | None = None,
+    guidance: Sequence[str] = (),
+) -> str:
+    """The prompt a worker's tool receives for `sub` of a task of `doc`: seed 004's own for a
+    built-in role or a quality step, else the run's description (with the problem it was sent
+    back with)."""
+    role = doc.roles.get(sub.role)
+    builtin = role.builtin if role is not None else None
+    if (sub.kind in SERVING_KINDS and sub.options.plan_type is None) or builtin is not None:
+        return instructions_for(task, sub, tools, target=target, files=files,
+                                guidance=guidance, planner=builtin is BuiltinRole.PLANNER)
+    return sub.description + (mentions.sent_back(sub.options.repair)
+                               if sub.options.repair else "")
 
 
 def instructions_for(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import SubtaskStatus
 from shoal.workflows.blackboard import contract_problem
-from shoal.workflows.document import Role, StepDoc, WorkflowDocument
+from shoal.workflows.document import DocStepKind, Role, StepDoc, WorkflowDocument
 
 MAX_PLANNED = 50  # subtasks one expand step may plan
 PLAN_FORMAT = (
@@ -51,6 +51,26 @@ QUESTION_ID = r"^q[0-9]{1,2}$"
 Prompt = Callable[[Role, str], str]  # a role's prompt for one planned subtask (`{item}`)
 Questions = tuple[tuple[str, str], ...]  # a plan's sub-questions: (id, question) each
 Serves = tuple[str, ...]  # the ids of the sub-questions one task serves
+
+
+def plan_step(doc: WorkflowDocument) -> StepDoc | None:
+    """The step a user's own plan stands for: the first `expand` step that waits for no
+    other (None: this workflow takes no plan)."""
+    return next((s for s in doc.steps
+                 if s.kind is DocStepKind.EXPAND and not s.after and not s.types), None)
+
+
+def plans_first(doc: WorkflowDocument, routed: Container[str]) -> bool:
+    """Whether a task is `initializing` while it plans: the plan step is the only one that
+    starts at once (as `dag`'s planner is; a step a route picks, `routed`, waits for it)."""
+    first = plan_step(doc)
+    return first is not None and all(
+        s.after or s is first or s.id in routed for s in doc.steps)
+
+
+def most(step: Step) -> int:
+    """The most subtasks a plan of this task may have."""
+    return min(step.ctx.max_subtasks, MAX_PLANNED)
 
 
 def plan_format(doc_step: StepDoc, most: int) -> str:

@@ -1,24 +1,22 @@
-"""How the runs of a typed plan go (`DocumentWorkflow` mixes this in; the document side is
-`plan_types`): each planned task is run by its type's role; a type's gate has a judge score the
-answer before it counts (the task `verifying` meanwhile); a score below the threshold retries
-the task (a `correct` run told the judge's answer and the gate's hint), warns, or fails the task;
-a task whose retries are spent, or whose attempts all failed, becomes a **gap** where its type
-says so: completed with a gap for an answer, so that its dependents and the report go on with
-what exists.
+"""How the runs of a typed plan go (`TypedPlans`, which the interpreter and the `expand` step's
+handler hold; the document side is `plan_types`): each planned task is run by its type's role;
+a type's gate has a judge score the answer before it counts (the task `verifying` meanwhile);
+a score below the threshold retries the task (a `correct` run told the judge's answer and the
+gate's hint), warns, or fails the task; a task whose retries are spent, or whose attempts all
+failed, becomes a **gap** where its type says so: completed with a gap for an answer, so that
+its dependents and the report go on with what exists.
 
-A plan the document wants approved waits at a checkpoint first (`_plan_or_ask`): approved, its
-subtasks run as planned; edited, the person's plan runs instead (`_plan_decided`).
+A plan the document wants approved waits at a checkpoint first (`plan_or_ask`): approved, its
+subtasks run as planned; edited, the person's plan runs instead (`plan_decided`).
 
-With `schedule: waves`, a task is queued only once every task of the waves before its own has
-completed, gates decided (a barrier per topological layer, as the seed's waves); with `eager`,
-once the tasks it depends on have. Either way it is told what those tasks found (`inputs`).
+When each planned task starts (in waves or eagerly, within the budget) is `plan_schedule`'s.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from shoal.engine import dag, graph
@@ -28,45 +26,44 @@ from shoal.engine.planning import Plan
 from shoal.engine.step import Step
 from shoal.errors import InvalidInput
 from shoal.events import EventType
-from shoal.states import TERMINAL_TASK, SubtaskStatus, transition
-from shoal.workflows import checks, expansion, partial_report, people, questions, reserve
-from shoal.workflows.board import Board
+from shoal.states import SubtaskStatus, transition
+from shoal.workflows import checks, expansion, people, reserve
 from shoal.workflows.document import Role, StepDoc
-from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Schedule, Spent, TypeGate
+from shoal.workflows.plan_schedule import (
+    GAP,
+    MAX_ASKED_CHARS,
+    MAX_JUDGED_CHARS,
+    PlanSchedule,
+    answer_text,
+    type_of,
+)
+from shoal.workflows.plan_types import IfFailed, OnFail, PlanType, Spent, TypeGate
 from shoal.workflows.reserve import SHORT
-
-MAX_INPUT_CHARS = 16_000  # of one dependency's answer in a task's prompt (a report, say)
-MAX_INPUTS_CHARS = 48_000  # of all of them
-MAX_JUDGED_CHARS = 8_000  # of the answer a judge reads
-MAX_ASKED_CHARS = 3_000  # of what its task was asked, that a judge reads
-GAP = "[gap]"  # how a gap's answer begins
-INPUTS_HEADING = "# What the tasks this one depends on found"
+from shoal.workflows.runs import Runs
 
 
-class GatedRuns(Board):
-    """The typed-plan half of `DocumentWorkflow`; the host provides what a completed run does
-    next (`_done`) and how an answer is checked against its contract."""
+class TypedPlans:
+    """The runs of typed plans: planned, gated, checked, retried, skipped for the budget."""
 
-    def _done(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
-        raise NotImplementedError
-
-    def _move_on(self, step: Step) -> None:
-        raise NotImplementedError
+    def __init__(self, runs: Runs, schedule: PlanSchedule) -> None:
+        self.runs = runs
+        self.board = runs.board
+        self.schedule = schedule
 
     # ---- the plan: run, or first approved by a person -------------------------------------------
 
-    def _plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+    def plan_or_ask(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
                      answer: str | None) -> None:
         """The planner answered (None: it failed): its subtasks run, or, where the document
         says a person approves a typed plan first, the plan waits at a checkpoint."""
-        if not (doc_step.types and self._switch(step.task, doc_step.approve_plan)):
-            if expansion.add_planned(step, self.doc, doc_step, planner, answer,
-                                     self._planned_prompt(step, doc_step)):
-                self._hold_first(step, doc_step, planner)
-                self._move_on(step)
+        if not (doc_step.types and self.board.switch(step.task, doc_step.approve_plan)):
+            if expansion.add_planned(step, self.board.doc, doc_step, planner, answer,
+                                     self.planned_prompt(step, doc_step)):
+                self.schedule.hold_first(step, doc_step, planner)
+                self.runs.core.move_on(step)
             return
         try:
-            plan, kinds = expansion.read_typed(doc_step, answer, self._most(step))
+            plan, kinds = expansion.read_typed(doc_step, answer, expansion.most(step))
         except InvalidInput as exc:
             graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
             return
@@ -80,16 +77,16 @@ class GatedRuns(Board):
                    "Approve this plan, or answer with an edited one (the same JSON):\n"
                    + expansion.plan_json(plan, kinds, questions, serves))
 
-    def _plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
+    def plan_decided(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord,
                       edited: tuple[Plan, tuple[str, ...], str] | None) -> None:
         """A person approved the plan (its subtasks run as planned) or edited it (theirs
         run instead)."""
-        prompt = self._planned_prompt(step, doc_step)
+        prompt = self.planned_prompt(step, doc_step)
         graph.resume(step)
         if edited is None:
             answer = planner.output.text if planner.status is SubtaskStatus.COMPLETED and \
                 planner.output is not None else None
-            expansion.add_planned(step, self.doc, doc_step, planner, answer, prompt)
+            expansion.add_planned(step, self.board.doc, doc_step, planner, answer, prompt)
         else:
             plan, kinds, text = edited
             step.emit(EventType.NOTICE, level="info", subtask_id=str(planner.id),
@@ -98,58 +95,39 @@ class GatedRuns(Board):
             questions, serves = expansion.questions_of(doc_step, plan, kinds, text,
                                                        step.task.description)
             expansion.record_questions(step, planner, questions)
-            expansion.add_plan(step, self.doc, doc_step, plan, planner.key, planner.options.seq,
-                               (planner.id,), prompt, kinds=kinds, questions=questions,
-                               serves=serves)
-        self._hold_first(step, doc_step, planner)
-        self._move_on(step)
+            expansion.add_plan(step, self.board.doc, doc_step, plan, planner.key,
+                               planner.options.seq, (planner.id,), prompt, kinds=kinds,
+                               questions=questions, serves=serves)
+        self.schedule.hold_first(step, doc_step, planner)
+        self.runs.core.move_on(step)
 
-    def _planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
+    def planned_prompt(self, step: Step, doc_step: StepDoc) -> expansion.Prompt:
         def prompt(role: Role, item: str) -> str:
-            return self._prompt(step, doc_step, role, "", item)
+            return self.board.prompt(step, doc_step, role, "", item)
         return prompt
-
-    def _switch(self, task: TaskRecord, value: bool | str) -> bool:
-        return bool(value if isinstance(value, bool) else self._parameter(
-            task, value.strip("{}")))
-
-    def _most(self, step: Step) -> int:
-        return min(step.ctx.max_subtasks, expansion.MAX_PLANNED)
-
 
     # ---- what a typed run is ----------------------------------------------------------------
 
-    def _type_of(self, sub: SubtaskRecord) -> PlanType | None:
+    def type_of(self, sub: SubtaskRecord) -> PlanType | None:
         """The plan type of a planned run (or of its gate's judge or retry), or None."""
-        kind = sub.options.plan_type
-        if kind is None:
-            return None
-        target = sub.target_id is not None
-        return next((s.types[kind] for s in self.doc.steps if kind in s.types and (
-            target or sub.key.startswith(s.id + "#"))), None)
+        return type_of(self.board.doc, sub)
 
     def _plan_step(self, sub: SubtaskRecord) -> StepDoc:
         """The expand step whose plan a typed run (or its judge or retry) belongs to."""
         kind = sub.options.plan_type or ""
-        return next(s for s in self.doc.steps if kind in s.types)
+        return next(s for s in self.board.doc.steps if kind in s.types)
 
     def _threshold(self, task: TaskRecord, gate: TypeGate) -> float:
         value = gate.min_score
         return float(value if not isinstance(value, str)
-                     else self._parameter(task, value.strip("{}")))
-
-    def _schedule(self, task: TaskRecord, doc_step: StepDoc) -> Schedule:
-        value = doc_step.schedule
-        if isinstance(value, str) and value.startswith("{"):
-            return Schedule(str(self._parameter(task, value.strip("{}"))))
-        return Schedule(value)
+                     else self.board.parameter(task, value.strip("{}")))
 
     # ---- a planned run produced an answer -----------------------------------------------------
 
-    def _gated(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> bool:
+    def gated(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> bool:
         """`sub` answered: if its type has a gate, it waits for its judge (True); else if its
         type has a check, for the check."""
-        kind = self._type_of(sub)
+        kind = self.type_of(sub)
         if kind is None or (kind.gate is None and kind.check is None) or \
                 sub.kind is not StepKind.AGENT:
             return False
@@ -164,22 +142,22 @@ class GatedRuns(Board):
 
     def _add_check(self, step: Step, target: SubtaskRecord) -> None:
         """Queue Shoal's own check of `target`'s answer (code on a worker with the sources)."""
-        runs = [s for s in self._round(step, target) if "." in s.key]
+        runs = [s for s in self.board.same_round(step, target) if "." in s.key]
         self._serving(step, target, StepKind.CHECK, checks.ROLE,
                       checks.instructions(step.task, step.subtasks.values(),
-                                          self.doc.result_filename,
+                                          self.board.doc.result_filename,
                                           partial=checks.partial(runs)),
                       name=f"Check: {target.name}", servers=(), tool=None,
                       pinned=checks.TOOL)
 
     def _add_judge(self, step: Step, target: SubtaskRecord, gate: TypeGate) -> None:
-        role = self.doc.roles[gate.judge]
-        answer = _answer_text(target)
+        role = self.board.doc.roles[gate.judge]
+        answer = answer_text(target)
         item = (f"{target.name} (a {target.options.plan_type} task)\n\nWhat it was asked:\n"
                 f"{target.description[:MAX_ASKED_CHARS]}\n\nIts answer:\n"
                 f"{answer[:MAX_JUDGED_CHARS]}")
         self._serving(step, target, StepKind.JUDGE, gate.judge,
-                      self._prompt(step, self._plan_step(target), role, "", item),
+                      self.board.prompt(step, self._plan_step(target), role, "", item),
                       name=f"Gate: {target.name}", servers=role.mcp_specs(),
                       tool=role.tools[0] if role.tools else None)
 
@@ -202,14 +180,26 @@ class GatedRuns(Board):
 
     # ---- its judge or its retry produced an answer ---------------------------------------------
 
-    def _gate_step_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
+    def serving_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
+        """A gate's judge (its answer checked against the judge's contract), a check or a
+        retry of a planned task ended: what it found decides what the task does next."""
+        role = self.board.doc.roles.get(sub.role)
+        if role is not None and role.output is not None:  # a typed gate's judge
+            checked = self.runs.checked(step, sub, output.text, role.output, output)
+            if checked is None:
+                return
+            output = checked
+        self.gate_step_done(step, sub, output)
+        self.runs.core.move_on(step)
+
+    def gate_step_done(self, step: Step, sub: SubtaskRecord, output: StepOutput) -> None:
         """A gate's judge scored its task, a retry of the task answered, or Shoal's check of
         it did."""
         if sub.kind is StepKind.CHECK:
             output = checks.read(output)
         sub = graph.complete(step, sub, output)
         target = step.subtasks[sub.target_id or uuid.UUID(int=0)]
-        kind = self._type_of(target)
+        kind = self.type_of(target)
         assert kind is not None  # only such runs have these
         if sub.kind is StepKind.CHECK:
             self._check_done(step, target, output)
@@ -238,12 +228,12 @@ class GatedRuns(Board):
             self._accept(step, target)
         elif gate.on_fail is OnFail.FAIL:
             graph.fail_task(step, f"{said}.")
-        elif (used := self._count(step, target, StepKind.CORRECT)) < self._cap(
+        elif (used := self._count(step, target, StepKind.CORRECT)) < self.board.cap(
                 step.task, gate.retries):
             if self._retry_short(step, target, said):
                 return
             self._note(step, target, f"{said}; retrying ({used + 1} of "
-                                     f"{self._cap(step.task, gate.retries)}).")
+                                     f"{self.board.cap(step.task, gate.retries)}).")
             self._retry(step, target, gate, output, f"{said}.")
         else:
             self._spent(step, target, f"{said}, and its {used} retr{'y' if used == 1 else 'ies'}"
@@ -255,7 +245,7 @@ class GatedRuns(Board):
                 f"answer: {said}\n" + (f"{gate.hint}\n" if gate.hint else "")
                 + "The judge's answer:\n" + json.dumps(dict(judged.parsed or {}),
                                                        ensure_ascii=False)[:3000]
-                + "\n\nYour previous answer:\n" + _answer_text(target)[:4000])
+                + "\n\nYour previous answer:\n" + answer_text(target)[:4000])
         step.set_subtask(target, status=transition(target.status, SubtaskStatus.CORRECTING))
         graph.emit_subtask(step, step.subtasks[target.id])
         self._serving(step, target, StepKind.CORRECT, target.role, text,
@@ -264,7 +254,7 @@ class GatedRuns(Board):
 
     def _spent(self, step: Step, target: SubtaskRecord, why: str) -> None:
         """The gate's retries are spent: what its `then` says."""
-        kind = self._type_of(target)
+        kind = self.type_of(target)
         then = kind.gate.then if kind is not None and kind.gate is not None else Spent.FAIL
         if then is Spent.GAP:
             self._gap(step, target, why)
@@ -275,14 +265,14 @@ class GatedRuns(Board):
             graph.fail_task(step, f"{why}.")
 
     def _accept(self, step: Step, target: SubtaskRecord) -> None:
-        kind = self._type_of(target)
+        kind = self.type_of(target)
         if kind is not None and kind.check is not None and \
                 target.status is SubtaskStatus.VERIFYING and \
                 not self._count(step, target, StepKind.CHECK):
             self._add_check(step, target)  # past its gate: now Shoal's own check
             return
         output = evolve(target.output or StepOutput(), accepted=True)
-        self._done(step, self._plan_step(target), graph.complete(step, target, output))
+        self.runs.core.done(step, self._plan_step(target), graph.complete(step, target, output))
 
     def _check_done(self, step: Step, target: SubtaskRecord, checked: StepOutput) -> None:
         """Shoal's check of `target` answered: the sentences it failed go back to the
@@ -296,7 +286,7 @@ class GatedRuns(Board):
                                                        SubtaskStatus.CORRECTING))
             graph.emit_subtask(step, step.subtasks[target.id])
             self._serving(step, target, StepKind.CORRECT, target.role,
-                          checks.repair_prompt(target.description, _answer_text(target), failed),
+                          checks.repair_prompt(target.description, answer_text(target), failed),
                           name=f"Repair: {target.name}", servers=target.options.mcp_servers,
                           tool=None, output_file=target.options.output_file)
             return
@@ -305,7 +295,7 @@ class GatedRuns(Board):
                                      f"of '{target.name}' its sources do not support (listed "
                                      "under the report's Citation check).")
         output = evolve(target.output or StepOutput(), accepted=True)
-        self._done(step, self._plan_step(target), graph.complete(step, target, output))
+        self.runs.core.done(step, self._plan_step(target), graph.complete(step, target, output))
 
     def _gap(self, step: Step, target: SubtaskRecord, why: str) -> None:
         """`target` is skipped: completed with a gap for an answer; what depends on it goes on."""
@@ -318,15 +308,15 @@ class GatedRuns(Board):
         graph.emit_subtask(step, sub)
         self._note(step, sub, f"'{sub.name}' is a gap: {why}. What depends on it goes on "
                               "without it.")
-        self._done(step, self._plan_step(sub), sub)
+        self.runs.core.done(step, self._plan_step(sub), sub)
 
     # ---- failures -----------------------------------------------------------------------------
 
-    def _typed_failure(self, step: Step, sub: SubtaskRecord, why: str) -> bool:
+    def typed_failure(self, step: Step, sub: SubtaskRecord, why: str) -> bool:
         """`sub` failed for good (`why`): True if its plan type takes it over — a task that
         degrades becomes a gap, a judge that fails keeps its task's answer with a warning, a
         retry that fails spends the gate."""
-        kind = self._type_of(sub)
+        kind = self.type_of(sub)
         if kind is None:
             return False
         if sub.kind is StepKind.AGENT:  # (one that failed already cannot be a gap any more)
@@ -342,7 +332,7 @@ class GatedRuns(Board):
         if sub.kind is StepKind.CHECK:
             self._note(step, target, f"Shoal's check of '{target.name}' could not run ({why}); "
                                      "its answer is kept unchecked.")
-            self._done(step, self._plan_step(target), graph.complete(
+            self.runs.core.done(step, self._plan_step(target), graph.complete(
                 step, target, evolve(target.output or StepOutput(), accepted=True)))
         elif sub.kind is StepKind.JUDGE:
             self._note(step, target, f"The gate of '{target.name}' could not judge it ({why}); "
@@ -352,126 +342,14 @@ class GatedRuns(Board):
             self._spent(step, target, f"its retry failed ({why})")
         return True
 
-    # ---- what may start next ------------------------------------------------------------------
-
-    def _release(self, step: Step, doc_step: StepDoc, sub: SubtaskRecord) -> None:
-        """Queue the runs of `sub`'s plan that may start now, each told what the tasks it
-        depends on found: in waves, every run of the lowest wave not yet completed. First, if
-        the task's budget cannot cover the runs not started yet, skip those whose type allows
-        it (`_afford`); with a reserve, such runs start one at a time until one has completed
-        (`reserve.may_start`)."""
-        subs = step.subtasks
-        runs = [s for s in self._round(step, sub) if "." in s.key]
-        if step.task.meta.budget is not None and self._afford(step, doc_step, runs):
-            runs = [subs[s.id] for s in runs]
-        if self._schedule(step.task, doc_step) is Schedule.WAVES:
-            waiting = [s.options.wave or 0 for s in runs if s.status is not SubtaskStatus.COMPLETED]
-            if not waiting:
-                return
-            wave = min(waiting)
-            ready = [s for s in runs if s.status is SubtaskStatus.PENDING
-                     and (s.options.wave or 0) <= wave]
-        else:
-            ready = [s for s in runs if s.status is SubtaskStatus.PENDING]
-        ready = [s for s in ready
-                 if all(subs[d].status is SubtaskStatus.COMPLETED for d in s.dependencies)]
-        if ready and self._reserving(step, doc_step):
-            ready = reserve.may_start(self._estimate(step, runs), ready)
-        if ready and self._schedule(step.task, doc_step) is Schedule.WAVES:
-            total = 1 + max(s.options.wave or 0 for s in runs)
-            step.emit(EventType.NOTICE, level="info", wave=wave + 1, waves=total,
-                      message=f"Wave {wave + 1} of {total} starts: "
-                              + ", ".join(s.name for s in ready) + ".")
-        for other in ready:
-            kind = self._type_of(other)  # after the retrievals: told what they answered
-            parts = questions.told(subs.values()) if kind and not kind.serves else ""
-            queued = step.set_subtask(other, status=SubtaskStatus.QUEUED,
-                                      description=other.description + self._inputs(
-                                          step, other) + parts)
-            graph.emit_subtask(step, queued)
-
-    def _afford(self, step: Step, doc_step: StepDoc, runs: list[SubtaskRecord]) -> bool:
-        """Skip, as gaps, the runs not started yet whose type allows it (`if_budget_short`),
-        lowest priority first (the later in the plan among equals), while the budget left
-        cannot cover the rest of the plan: with a reserve, as `reserve` estimates it; else
-        the runs not started at what each completed run has cost so far (the planner's and
-        the gates' spending included, so the estimate errs high). True if any was skipped."""
-        if self._reserving(step, doc_step):
-            skipped = reserve.to_skip(step, self._estimate(step, runs))
-        else:
-            skipped = self._at_average(step, runs)
-        why = f"skipped: {SHORT} it with the rest of the plan"
-        for run in skipped:
-            gap = step.set_subtask(run, status=transition(run.status, SubtaskStatus.COMPLETED),
-                                   output=StepOutput(text=f"{GAP} {run.name}: {why}."),
-                                   options=evolve(run.options, gap=why), progress=100,
-                                   completed_at=step.ctx.now)
-            graph.emit_subtask(step, gap)
-        if skipped:
-            step.emit(EventType.NOTICE, level="warning", partial=True, message=(
-                f"The budget left cannot cover the rest of the plan: skipped "
-                f"{', '.join(s.name for s in skipped)}; the result will say what is missing."))
-        return bool(skipped)
-
-    def _at_average(self, step: Step, runs: list[SubtaskRecord]) -> list[SubtaskRecord]:
-        budget = step.task.meta.budget
-        done = sum(1 for s in runs if s.status is SubtaskStatus.COMPLETED and not s.options.gap)
-        waiting = [s for s in runs if s.status is SubtaskStatus.PENDING]
-        if budget is None or not done or not waiting:
-            return []
-        tokens, cost = graph.spending(step.task, step.attempts.values())
-
-        def short(left: int) -> bool:
-            return any(limit is not None and spent + spent / done * left > limit
-                       for spent, limit in ((tokens, budget.tokens), (cost, budget.cost_usd)))
-        skippable = sorted((s for s in waiting if (kind := self._type_of(s)) is not None
-                            and kind.if_budget_short is IfFailed.GAP),
-                           key=lambda s: (s.priority, -int(s.key.rpartition(".")[2])))
-        skipped: list[SubtaskRecord] = []
-        while skippable and short(len(waiting) - len(skipped)):
-            skipped.append(skippable.pop(0))
-        return skipped
-
-    # ---- the budget's reserve (`reserve`) and a partial result (`partial_report`) -----------
-
-    def _reserving(self, step: Step, doc_step: StepDoc) -> bool:
-        """Whether the task's budget keeps a reserve for the plan of `doc_step`."""
-        return step.task.meta.budget is not None and any(
-            k.reserved for k in doc_step.types.values())
-
-    def _estimate(self, step: Step, runs: list[SubtaskRecord]) -> reserve.Estimate:
-        reading = reserve.Reading(answer=lambda s: min(len(_answer_text(s)), MAX_INPUT_CHARS),
-                                  given=_given_chars, judged=self._judged_chars)
-        return reserve.Estimate(step, sorted(runs, key=_plan_index), self._type_of, reading)
-
-    def _judged_chars(self, kind: PlanType, prompt: int, answer: int) -> int:
-        assert kind.gate is not None  # asked only of a type with a gate
-        judge = self.doc.roles[kind.gate.judge]
-        contract = len(json.dumps(judge.output, indent=1)) if judge.output else 0
-        return (len(judge.prompt) + contract + min(prompt, MAX_ASKED_CHARS)
-                + min(answer, MAX_JUDGED_CHARS) + 200)
-
-    def _hold_first(self, step: Step, doc_step: StepDoc, planner: SubtaskRecord) -> None:
-        """The plan was made: with a reserve, skip what the budget cannot cover already, and
-        let only one run that may be skipped start until one has completed."""
-        if not self._reserving(step, doc_step) or step.task.status in TERMINAL_TASK:
-            return
-        runs = [s for s in self._round(step, planner) if "." in s.key]
-        if self._afford(step, doc_step, runs):
-            runs = [step.subtasks[s.id] for s in runs]
-        queued = [s for s in runs if s.status is SubtaskStatus.QUEUED]
-        allowed = {s.id for s in reserve.may_start(self._estimate(step, runs), queued)}
-        for run in queued:
-            if run.id not in allowed:
-                graph.emit_subtask(step, step.set_subtask(run, status=SubtaskStatus.PENDING))
-
     def _retry_short(self, step: Step, target: SubtaskRecord, said: str) -> bool:
         """With a reserve, a retry the budget cannot cover does not run: a run that may be
         skipped becomes a gap, a reserved one keeps its answer (True: decided)."""
         doc_step = self._plan_step(target)
-        if not self._reserving(step, doc_step):
+        if not self.schedule.reserving(step, doc_step):
             return False
-        est = self._estimate(step, [s for s in self._round(step, target) if "." in s.key])
+        est = self.schedule.estimate(
+            step, [s for s in self.board.same_round(step, target) if "." in s.key])
         if not (est.skippable(target) or est.reserved(target)) or reserve.retry_fits(
                 step, est, target):
             return False
@@ -484,52 +362,6 @@ class GatedRuns(Board):
             self._accept(step, target)
         return True
 
-    def budget_ran_out(self, step: Step, why: str) -> None:
-        """The budget ran out (`why`): a plan with a reserve gets its result written from
-        what is done (`partial_report.when_out`)."""
-        for runs in self._reserved_plans(step):
-            partial_report.when_out(step, runs, self._type_of, self.doc.result_filename, why)
-
-    def _mark_partial(self, step: Step) -> None:
-        """The task is about to complete: a plan with a reserve that skipped runs for the
-        budget gets its result marked partial (`partial_report.when_done`)."""
-        for runs in self._reserved_plans(step):
-            if any(s.kind is StepKind.CHECK and s.target_id in {r.id for r in runs}
-                   for s in step.subtasks.values()):
-                continue  # Shoal's check wrote the result, marked already (`checks.partial`)
-            partial_report.when_done(step, runs, self._type_of, self.doc.result_filename)
-
-    def _reserved_plans(self, step: Step) -> list[list[SubtaskRecord]]:
-        """The runs of the latest plan of each expand step that has reserved types."""
-        found = []
-        for doc_step in self.doc.steps:
-            if not any(k.reserved for k in doc_step.types.values()):
-                continue
-            rounds = [r for r in self._rounds(step, doc_step.id) if any("." in s.key for s in r)]
-            if rounds:
-                found.append(sorted((s for s in rounds[-1] if "." in s.key), key=_plan_index))
-        return found
-
-    def _inputs(self, step: Step, run: SubtaskRecord) -> str:
-        """What the planned tasks `run` depends on found, each in a `<result>` element (a gap
-        in a `<gap>`), so that an answer's own Markdown headings cannot be mistaken for them."""
-        deps = [step.subtasks[d] for d in run.dependencies
-                if step.subtasks[d].kind is StepKind.AGENT and "." in step.subtasks[d].key]
-        if not deps:
-            return ""
-        parts = [f"\n\n{INPUTS_HEADING}"]
-        budget = MAX_INPUTS_CHARS
-        for dep in deps:
-            name = _attribute(dep.name)
-            if dep.options.gap:
-                parts.append(f'<gap task="{name}">Not answered: {dep.options.gap}.</gap>')
-                continue
-            text = _answer_text(dep)[:min(MAX_INPUT_CHARS, max(budget, 0))]
-            budget -= len(text)
-            parts.append(f'<result task="{name}" type="{dep.options.plan_type}">\n{text}\n'
-                         "</result>")
-        return "\n".join(parts)
-
     # ---- small helpers ------------------------------------------------------------------------
 
     def _count(self, step: Step, target: SubtaskRecord, kind: StepKind) -> int:
@@ -540,16 +372,6 @@ class GatedRuns(Board):
         step.emit(EventType.NOTICE, level="warning", subtask_id=str(sub.id), message=message)
 
 
-def _answer_text(sub: SubtaskRecord) -> str:
-    if sub.output is None:
-        return ""
-    if sub.output.answers and sub.output.parsed is not None:
-        return json.dumps(dict(sub.output.parsed), ensure_ascii=False, indent=1)
-    return sub.output.text
-
-
-def _attribute(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
 def _field(value: Mapping[str, Any], path: str) -> Any:
@@ -557,15 +379,3 @@ def _field(value: Mapping[str, Any], path: str) -> Any:
     for part in path.split("."):
         found = found.get(part) if isinstance(found, Mapping) else None
     return found
-
-
-def _given_chars(answers: Sequence[int]) -> int:
-    """What answers of these lengths add to a prompt, as `_inputs` writes them."""
-    if not answers:
-        return 0
-    shown = min(sum(min(a, MAX_INPUT_CHARS) for a in answers), MAX_INPUTS_CHARS)
-    return len(INPUTS_HEADING) + shown + 80 * len(answers)
-
-
-def _plan_index(sub: SubtaskRecord) -> int:
-    return int(sub.key.rpartition(".")[2])

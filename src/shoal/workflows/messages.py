@@ -20,8 +20,8 @@ from typing import Any
 
 from shoal.engine.model import StepKind, SubtaskRecord
 from shoal.workflows.blackboard import item_order, rounds_in, whole
-from shoal.workflows.conversations import question_of, said
 from shoal.workflows.document import DocStepKind, StepDoc, WorkflowDocument
+from shoal.workflows.turns import question_of, said
 
 USER = "user"  # the person who submitted the task
 _NAMESPACE = uuid.UUID("5d1f6a52-8f0e-4d8e-9c55-6f6c1a3b7e20")

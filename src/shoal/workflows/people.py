@@ -87,3 +87,26 @@ def decided(step: Step, inp: CheckpointDecision) -> CheckpointRecord:
     step.emit(EventType.CHECKPOINT_DECIDED, checkpoint_id=str(cp.id), decision=inp.action,
               status=status, reason=None if inp.action == "answer" else inp.reason or None)
     return cp
+
+
+def expired(step: Step, cp: CheckpointRecord) -> CheckpointDecision | None:
+    """A question, gate or plan waited past its deadline: the decision its `deadline_action`
+    stands for, or None when it escalates (it keeps waiting, flagged)."""
+    action = cp.deadline_action
+    if action not in ("approve", "reject"):
+        step.set_checkpoint(cp, deadline_at=None, data={**cp.data, "escalated": True})
+        step.emit(EventType.NOTICE, level="warning", message=(
+            f"A {cp.reason} waited past its deadline and was escalated: it still waits for "
+            "a person."))
+        return None
+    return CheckpointDecision(cp.id, "reject" if action == "reject" else "answer"
+                              if cp.reason == QUESTION else "approve",
+                              None, reason="Its deadline passed.")
+
+
+def said(inp: CheckpointDecision, cp: CheckpointRecord) -> str | None:
+    """What a person's decision says to the run that waited for it: their answer, or that
+    they let the task go on."""
+    if inp.action == "answer":
+        return inp.answer
+    return f"A person let the task go on: {cp.data.get('message', '')}"

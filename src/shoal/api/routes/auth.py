@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import (
+from shoal.api.schemas.auth import (
     Exchange,
     Login,
     Refresh,

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from shoal.api import decisions
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import (
+from shoal.api.schemas.checkpoints import (
     AnswerBody,
     CheckpointDecided,
     CheckpointOut,

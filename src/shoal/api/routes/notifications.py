@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import _Strict
+from shoal.api.schemas.base import Strict
 from shoal.errors import Conflict, NotFound
 from shoal.ids import parse_id
 from shoal.notify import outbox, targets
@@ -42,7 +42,7 @@ def _distinct(values: list[Subscribable] | None) -> list[Subscribable] | None:
     return None if values is None else list(dict.fromkeys(values))
 
 
-class WebhookCreate(_Strict):
+class WebhookCreate(Strict):
     """`POST /api/v1/notifications/webhooks`."""
 
     url: str = Field(min_length=1, max_length=2048, description=(
@@ -63,7 +63,7 @@ class WebhookCreate(_Strict):
     _events = field_validator("events")(_distinct)
 
 
-class WebhookChange(_Strict):
+class WebhookChange(Strict):
     """`PATCH /api/v1/notifications/webhooks/{id}`: what to change."""
 
     events: list[Subscribable] | None = Field(None, min_length=1, max_length=10,
@@ -90,7 +90,7 @@ class WebhookList(BaseModel):
     webhooks: list[WebhookPublic]
 
 
-class EmailChange(_Strict):
+class EmailChange(Strict):
     """`PUT /api/v1/notifications/email`."""
 
     address: str = Field(max_length=254)

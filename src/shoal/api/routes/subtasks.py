@@ -13,7 +13,13 @@ from shoal.api import previews
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
-from shoal.api.schemas import FileEntry, FileList, FilePreview, SubtaskDetail, SubtaskSummary
+from shoal.api.schemas.subtasks import (
+    FileEntry,
+    FileList,
+    FilePreview,
+    SubtaskDetail,
+    SubtaskSummary,
+)
 from shoal.artifacts.paths import check_relative_path
 from shoal.errors import NotFound
 from shoal.ids import parse_id

@@ -21,7 +21,8 @@ from shoal.api.catalog import misspelt, offered_to
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.downloads import content_disposition
 from shoal.api.errors import error_responses
-from shoal.api.schemas import (
+from shoal.api.schemas.subtasks import SubtaskSummary
+from shoal.api.schemas.tasks import (
     AttemptSpan,
     AttemptTimeline,
     CitationCheck,
@@ -29,7 +30,6 @@ from shoal.api.schemas import (
     MessageView,
     QuestionSummary,
     StateRevision,
-    SubtaskSummary,
     TaskCancelled,
     TaskCreate,
     TaskCreated,
@@ -347,7 +347,7 @@ def _where(row: sa.Row[Any], subs: list[sa.Row[Any]], cps: list[sa.Row[Any]]) ->
         found["phase"] = phases.phase_of(
             doc, status, records, [c.reason for c in cps if c.status == quality.PENDING_REVIEW])
     if doc.stages is not None:
-        found["stage"] = DocumentWorkflow(doc).stage_now(
+        found["stage"] = DocumentWorkflow(doc).runs.stage_now(
             records, completed=status is TaskStatus.COMPLETED)
     return found
 

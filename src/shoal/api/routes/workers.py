@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import (
+from shoal.api.schemas.workers import (
     ResourceSample,
     WorkerDetail,
     WorkerList,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from shoal.api.catalog import misspelt, offered_to, stored_offer
 from shoal.api.deps import ServicesDep, UserDep
 from shoal.api.errors import error_responses
-from shoal.api.schemas import _Strict
+from shoal.api.schemas.base import Strict
 from shoal.errors import Conflict, InvalidInput, NotFound
 from shoal.store import user_workflows
 from shoal.store.models import utcnow
@@ -43,7 +43,7 @@ class WorkflowList(BaseModel):
     workflows: list[WorkflowPublic]
 
 
-class WorkflowCreate(_Strict):
+class WorkflowCreate(Strict):
     """`POST /api/v1/workflows`: a workflow document of your own."""
 
     document: str = Field(min_length=1, max_length=MAX_DOCUMENT, description=(
