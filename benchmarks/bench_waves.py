@@ -31,8 +31,8 @@ from shoal.engine.inputs import Dispatched, Finished, Start
 from shoal.engine.model import AttemptRecord, StepKind, TaskMeta, TaskRecord, TaskState
 from shoal.engine.step import Context
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
-from shoal.workflows.document import load_document
 from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.loading import load_document
 
 T0 = datetime(2026, 11, 26, tzinfo=UTC)
 TIMES = {"retrieval_rag": (20, 90), "retrieval_nlq": (20, 90), "retrieval_graph": (20, 90),

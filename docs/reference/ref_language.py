@@ -22,7 +22,8 @@ from ref_text import (
     table,
 )
 
-from shoal.workflows.document import BUILTIN_FIELDS, WorkflowDocument, load_document
+from shoal.workflows.document import BUILTIN_FIELDS, WorkflowDocument
+from shoal.workflows.loading import load_document
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("docs/reference/examples")

@@ -14,7 +14,7 @@ from shoal.engine.model import AttemptRecord, StepKind, SubtaskRecord
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import BUILTIN
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import NOW, Run
 from tests.workflows.test_routing import fail
 

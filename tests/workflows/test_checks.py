@@ -12,7 +12,7 @@ import pytest
 from shoal.engine.model import StepKind, SubtaskRecord
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import Run
 from tests.workflows.test_questions import ASKED, PLAN, found
 from tests.workflows.test_typed_plans import by_name

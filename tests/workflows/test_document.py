@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from shoal.workflows.document import DocStepKind, DocumentError, WorkflowDocument, load_document
+from shoal.workflows.document import DocStepKind, WorkflowDocument
+from shoal.workflows.loading import DocumentError, load_document
 
 TRANSLATE = """\
 name: translate

@@ -13,7 +13,7 @@ from shoal.engine.inputs import Start
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
 from shoal.workflows.blackboard import blackboard
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import Run
 from tests.workflows.test_routing import fail
 

@@ -17,7 +17,7 @@ from shoal.engine.model import StepKind
 from shoal.events import EventType
 from shoal.states import TaskStatus
 from shoal.workflows.blackboard import blackboard
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_document import refusal
 from tests.workflows.test_interpreter import Run
 

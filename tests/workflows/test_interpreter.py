@@ -19,8 +19,9 @@ from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import Insert, with_inserted
 from shoal.workflows.blackboard import blackboard
-from shoal.workflows.document import DocStepKind, load_document
+from shoal.workflows.document import DocStepKind
 from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.loading import load_document
 from tests.workflows.test_document import TRANSLATE
 
 NOW = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ from shoal.engine.model import Deadline, StepKind
 from shoal.errors import Conflict
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import NOW, Run
 
 INTERVIEW = """\

@@ -11,7 +11,7 @@ import pytest
 
 from shoal.events import EventType
 from shoal.states import SubtaskStatus, TaskStatus
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from shoal.workflows.questions import status
 from tests.workflows.test_interpreter import Run
 from tests.workflows.test_typed_plans import by_name

@@ -21,7 +21,7 @@ from shoal.engine.step import Context, Step
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import reserve
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import NOW, Run
 
 DIGEST = """\

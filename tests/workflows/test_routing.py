@@ -16,7 +16,7 @@ from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.workflows import routing
 from shoal.workflows.blackboard import blackboard
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import NOW, Run
 
 SUPERVISOR = (Path(__file__).parents[2] / "src/shoal/workflows/builtin/supervisor.yaml"

@@ -10,7 +10,7 @@ import pytest
 
 from shoal.events import EventType
 from shoal.states import TaskStatus
-from shoal.workflows.document import DocumentError, load_document
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import Run
 
 STAGED = """\

@@ -23,8 +23,8 @@ from shoal.engine.model import (
 from shoal.errors import InvalidInput
 from shoal.events import EventType
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
-from shoal.workflows.document import DocumentError, load_document
 from shoal.workflows.event_names import renamer
+from shoal.workflows.loading import DocumentError, load_document
 from tests.workflows.test_interpreter import NOW, Run
 from tests.workflows.test_routing import fail
 

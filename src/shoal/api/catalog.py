@@ -13,8 +13,8 @@ from shoal.api.deps import Services
 from shoal.errors import InvalidInput
 from shoal.store import user_workflows
 from shoal.workflows import Offered
-from shoal.workflows.document import load_document
 from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.loading import load_document
 
 log = structlog.get_logger(__name__)
 

@@ -81,7 +81,7 @@ def workflows_check(
     path: Annotated[Path, typer.Argument(help="A workflow document (YAML).")],
 ) -> None:
     """Check a workflow document; names the file, line and field of what is wrong."""
-    from shoal.workflows.document import DocumentError, load_document
+    from shoal.workflows.loading import DocumentError, load_document
 
     text = _read(path)
     try:

@@ -21,17 +21,10 @@ from shoal.engine.model import TaskRecord, TaskState
 from shoal.engine.step import Context, Decision
 from shoal.engine.workflow import Workflow
 from shoal.errors import InvalidInput
-from shoal.workflows.document import (
-    BUILTIN_FIELDS,
-    DocStepKind,
-    DocumentError,
-    Role,
-    StepDoc,
-    WorkflowDocument,
-    load_document,
-    problems,
-)
+from shoal.workflows.consistency import problems
+from shoal.workflows.document import BUILTIN_FIELDS, DocStepKind, Role, StepDoc, WorkflowDocument
 from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.loading import DocumentError, load_document
 
 
 def _builtin() -> dict[str, WorkflowDocument]:

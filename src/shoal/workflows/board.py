@@ -19,15 +19,8 @@ from shoal.engine.step import Step
 from shoal.states import TERMINAL_SUBTASK, SubtaskStatus
 from shoal.workflows import routing
 from shoal.workflows.blackboard import entry_value, round_seq, rounds_in, whole
-from shoal.workflows.document import (
-    BuiltinRole,
-    DocStepKind,
-    Loop,
-    Role,
-    StepDoc,
-    WorkflowDocument,
-    ancestors,
-)
+from shoal.workflows.consistency import ancestors
+from shoal.workflows.document import BuiltinRole, DocStepKind, Loop, Role, StepDoc, WorkflowDocument
 from shoal.workflows.routing import RouteState
 
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)((?:\.[a-zA-Z0-9_]+)*)\}")

@@ -22,7 +22,7 @@ engine asks only for what is still missing and never again for a fact known or d
 round's answer holds each known fact in its property and the record under `facts`. A step with
 `requires_facts` must state each known fact's value in its answer (`mentions`). The checks that
 need the whole document are `problems` (names a learn key the contract lacks, a fact the source
-step does not learn, a source step this one does not come after), which `document.problems`
+step does not learn, a source step this one does not come after), which `consistency.problems`
 calls with the line named.
 """
 

@@ -45,7 +45,7 @@ budgeted first: what they will cost is kept back, estimated from what they will 
 `if_budget_short: gap` types are skipped to keep it (`reserve`); if the budget runs out anyway,
 the result is written from what is done (`partial_report`). The checks that need the whole
 document (roles that exist, parameters of the right type) are `problems`, which
-`document.problems` calls.
+`consistency.problems` calls.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ from shoal.errors import Conflict, InvalidInput, NotFound
 from shoal.store import user_workflows
 from shoal.store.models import utcnow
 from shoal.workflows import Offered
-from shoal.workflows.document import WorkflowDocument, load_document
+from shoal.workflows.document import WorkflowDocument
 from shoal.workflows.interpreter import DocumentWorkflow
+from shoal.workflows.loading import load_document
 
 log = structlog.get_logger(__name__)
 MAX_DOCUMENT = 200_000  # characters of a document sent to POST /api/v1/workflows
