@@ -418,8 +418,8 @@ def subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
     """What a `subtask_update` event says about a subtask."""
     return {
         "subtask_id": str(sub.id), "key": sub.key, "name": sub.name, "role": sub.role,
-        "status": sub.status.value, "progress": sub.progress,
-        "dependencies": [str(d) for d in sub.dependencies],
+        "status": sub.status._value_, "progress": sub.progress,  # `.value`: two calls more
+        "dependencies": list(map(str, sub.dependencies)),
         "assigned_worker": str(sub.assigned_worker) if sub.assigned_worker else None,
         "assigned_tool": sub.assigned_tool, "error": sub.error, "kind": sub.kind,
         "target_id": str(sub.target_id) if sub.target_id else None,
