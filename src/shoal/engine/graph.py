@@ -144,7 +144,8 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
     usage = dict(inp.usage)
     spent = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
              float(usage.get("cost_usd", 0.0)))
-    if any(spent):  # a result that used nothing leaves the task's row alone
+    used = spent != (0, 0, 0.0)  # (compared, not `any`: this runs for every result)
+    if used:  # a result that used nothing leaves the task's row alone
         step.set_task(input_tokens=step.task.input_tokens + spent[0],
                       output_tokens=step.task.output_tokens + spent[1],
                       cost_usd=step.task.cost_usd + spent[2])
@@ -168,7 +169,7 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
         error = inp.error or f"The attempt ended with status {inp.status}."
         if not flow.attempt_failed(step, sub, error):
             _retry_or_fail(flow, step, sub, error, backoff=True)
-    if any(spent) and step.task.meta.budget is not None:
+    if used and step.task.meta.budget is not None:
         check_budget(flow, step)
 
 
