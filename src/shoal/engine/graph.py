@@ -206,7 +206,8 @@ def _live_attempt(step: Step, attempt_id: uuid.UUID) -> AttemptRecord:
         raise StaleAttempt("This attempt no longer holds its subtask; its result is refused.",
                            details={"attempt_id": str(attempt_id)})
     sub = step.subtasks.get(att.subtask_id)
-    if sub is None or sub.current_attempt_id != att.id:
+    if sub is None or (sub.current_attempt_id is not att.id  # (`is` first: UUID == is 2 calls)
+                       and sub.current_attempt_id != att.id):
         raise StaleAttempt("A newer attempt holds this subtask.",
                            details={"attempt_id": str(attempt_id)})
     return att
