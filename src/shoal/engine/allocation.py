@@ -8,10 +8,11 @@ Among the workers left, the seed's score decides (tool match 50 %, resources 30 
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from shoal.engine.model import evolve
 
 TOOL_WEIGHT = 0.5
 RESOURCE_WEIGHT = 0.3
@@ -82,8 +83,8 @@ def choose_tool(demand: SubtaskDemand, worker: WorkerView) -> tuple[str, float] 
     recommended tool → 1.0; the first present of `tool_preferences` → 0.75;
     the deployment default → 0.5; any other tool except `echo` → 0.25 (worker's order).
     """
-    if worker.worker_id in demand.exclude_workers:
-        return None
+    if demand.exclude_workers and worker.worker_id in demand.exclude_workers:
+        return None  # (a UUID's hash is two calls: asked only when some worker is excluded)
     if demand.pinned_worker is not None and worker.worker_id != demand.pinned_worker:
         return None
     eligible = [name for name, local in worker.tools.items() if local or not demand.sensitive]
@@ -156,7 +157,7 @@ def allocate(demands: Sequence[SubtaskDemand], workers: Sequence[WorkerView]) ->
             continue
         at, tool, total = best
         worker = current[at]
-        current[at] = dataclasses.replace(worker, running=worker.running + 1)
+        current[at] = evolve(worker, running=worker.running + 1)
         result.append(Assignment(demand.subtask_id, worker.worker_id, tool, total))
     return result
 
@@ -209,7 +210,7 @@ def _best_worker(
 ) -> tuple[int, str, float] | None:
     best: tuple[int, str, float] | None = None
     for at, worker in enumerate(workers):
-        if worker.free_slots <= 0:
+        if worker.running >= worker.slots:  # no free slot (`free_slots` is two calls)
             continue
         scored = score(demand, worker)
         if scored is not None and (best is None or scored[1] > best[2]):
@@ -218,4 +219,5 @@ def _best_worker(
 
 
 def _clamp(value: float) -> float:
-    return min(1.0, max(0.0, value))
+    """`value` within 0..1 (NaN: 0), compared rather than `min(1, max(0, value))`."""
+    return value if 0.0 <= value <= 1.0 else 1.0 if value > 1.0 else 0.0

@@ -144,7 +144,8 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
     usage = dict(inp.usage)
     spent = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
              float(usage.get("cost_usd", 0.0)))
-    if any(spent):  # a result that used nothing leaves the task's row alone
+    used = spent != (0, 0, 0.0)  # (compared, not `any`: this runs for every result)
+    if used:  # a result that used nothing leaves the task's row alone
         step.set_task(input_tokens=step.task.input_tokens + spent[0],
                       output_tokens=step.task.output_tokens + spent[1],
                       cost_usd=step.task.cost_usd + spent[2])
@@ -168,7 +169,7 @@ def _finished(flow: Workflow, step: Step, inp: Finished) -> None:
         error = inp.error or f"The attempt ended with status {inp.status}."
         if not flow.attempt_failed(step, sub, error):
             _retry_or_fail(flow, step, sub, error, backoff=True)
-    if any(spent) and step.task.meta.budget is not None:
+    if used and step.task.meta.budget is not None:
         check_budget(flow, step)
 
 
@@ -205,7 +206,8 @@ def _live_attempt(step: Step, attempt_id: uuid.UUID) -> AttemptRecord:
         raise StaleAttempt("This attempt no longer holds its subtask; its result is refused.",
                            details={"attempt_id": str(attempt_id)})
     sub = step.subtasks.get(att.subtask_id)
-    if sub is None or sub.current_attempt_id != att.id:
+    if sub is None or (sub.current_attempt_id is not att.id  # (`is` first: UUID == is 2 calls)
+                       and sub.current_attempt_id != att.id):
         raise StaleAttempt("A newer attempt holds this subtask.",
                            details={"attempt_id": str(attempt_id)})
     return att
@@ -418,8 +420,8 @@ def subtask_summary(sub: SubtaskRecord) -> dict[str, Any]:
     """What a `subtask_update` event says about a subtask."""
     return {
         "subtask_id": str(sub.id), "key": sub.key, "name": sub.name, "role": sub.role,
-        "status": sub.status.value, "progress": sub.progress,
-        "dependencies": [str(d) for d in sub.dependencies],
+        "status": sub.status._value_, "progress": sub.progress,  # `.value`: two calls more
+        "dependencies": list(map(str, sub.dependencies)),
         "assigned_worker": str(sub.assigned_worker) if sub.assigned_worker else None,
         "assigned_tool": sub.assigned_tool, "error": sub.error, "kind": sub.kind,
         "target_id": str(sub.target_id) if sub.target_id else None,

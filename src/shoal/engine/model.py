@@ -408,30 +408,48 @@ def evolve(record: R, **changes: Any) -> R:
     """`dataclasses.replace` for the frozen, slotted records above, several times as fast:
     they have no `__post_init__` and no `init=False` fields, so copying every field (with code
     generated once per class) and setting `changes` gives the same value without running the
-    generated `__init__`."""
+    generated `__init__`. (Subscripts rather than `dict.get` and keys rather than `items()`:
+    this runs for every record a decision changes.)"""
     cls = type(record)
-    copy = _COPIERS.get(cls) or _generated(cls, _COPIERS, _copy_source)
+    try:
+        copy = _COPIERS[cls]
+    except KeyError:
+        copy = _generated(cls, _COPIERS, _copy_source)
     new: R = copy(record)
     if changes:
-        names = _NAME_SETS.get(cls) or _NAME_SETS.setdefault(cls, frozenset(record_fields(cls)))
+        try:
+            names = _NAME_SETS[cls]
+        except KeyError:
+            names = _NAME_SETS[cls] = frozenset(record_fields(cls))
         put = object.__setattr__
-        for name, value in changes.items():
+        for name in changes:
             if name not in names:
                 raise TypeError(f"{cls.__name__} has no field {name!r}")
-            put(new, name, value)
+            put(new, name, changes[name])
     return new
 
 
-def changed_fields(before: R, after: R) -> list[str]:
-    """The names of the fields whose values differ between two records of one class."""
+def changed_fields(before: R, after: R) -> tuple[str, ...]:
+    """The names of the fields whose values differ between two records of one class, in the
+    class's order. The generated comparison sets one bit per differing field (no call per
+    field); each distinct set of bits is named once."""
     cls = type(after)
-    diff = _DIFFERS.get(cls) or _generated(cls, _DIFFERS, _diff_source)
-    found: list[str] = diff(before, after)
+    try:
+        diff, named = _DIFFERS[cls]
+    except KeyError:
+        diff = _generated(cls, {}, _diff_source)
+        diff, named = _DIFFERS[cls] = (diff, {})
+    mask: int = diff(before, after)
+    try:
+        found: tuple[str, ...] = named[mask]
+    except KeyError:
+        names = record_fields(cls)
+        found = named[mask] = tuple(n for i, n in enumerate(names) if mask >> i & 1)
     return found
 
 
 _COPIERS: dict[type, Any] = {}
-_DIFFERS: dict[type, Any] = {}
+_DIFFERS: dict[type, tuple[Any, dict[int, tuple[str, ...]]]] = {}
 _NAME_SETS: dict[type, frozenset[str]] = {}
 
 
@@ -441,11 +459,11 @@ def _copy_source(names: tuple[str, ...]) -> list[str]:
 
 
 def _diff_source(names: tuple[str, ...]) -> list[str]:
-    lines = ["def fn(a, b):", "    out = []"]
-    for name in names:
+    lines = ["def fn(a, b):", "    m = 0"]
+    for i, name in enumerate(names):
         lines += [f"    x, y = a.{name}, b.{name}",
-                  f"    if x is not y and x != y: out.append({name!r})"]
-    return [*lines, "    return out"]
+                  f"    if x is not y and x != y: m |= {1 << i}"]
+    return [*lines, "    return m"]
 
 
 def _generated(cls: type, cache: dict[type, Any], source: Any) -> Any:

@@ -80,6 +80,7 @@ class Step:
         # say), kept until a subtask changes: read several times, computed once.
         self.derived: dict[Any, Any] = {}
         self.d = Decision(state=state)
+        self._task_id = ""  # the task's id as text, for its events: made once per decision
 
     # -- recording changes --
     def set_task(self, **changes: Any) -> None:
@@ -88,11 +89,13 @@ class Step:
 
     def set_subtask(self, sub: SubtaskRecord, **changes: Any) -> SubtaskRecord:
         new = evolve(sub, **changes)
-        old = self.subtasks.get(sub.id)
-        self.subtasks[sub.id] = new
-        if sub.id not in self.d.new_subtasks:
-            self.d.changed_subtasks.add(sub.id)
-        self._count(old, new)
+        sid = sub.id
+        old = self.subtasks.get(sid)
+        self.subtasks[sid] = new
+        if not self.d.new_subtasks or sid not in self.d.new_subtasks:
+            self.d.changed_subtasks.add(sid)
+        if old is None or old.kind is not new.kind or old.status is not new.status:
+            self._count(old, new)  # (most changes keep both: nothing to count)
         if self.derived:
             self.derived.clear()
         return new
@@ -214,8 +217,10 @@ class Step:
                     details=details, created_at=self.ctx.now)
 
     def emit(self, type_: EventType, **data: Any) -> None:
+        if not self._task_id:
+            self._task_id = str(self.task.id)
         self.d.events.append(
-            NewEvent(type=type_, data={"task_id": str(self.task.id), **data},
+            NewEvent(type=type_, data={"task_id": self._task_id, **data},
                      task_id=self.task.id, user_id=self.task.user_id)
         )
 

@@ -35,20 +35,33 @@ class TaskWork:
         self.merged = Decision(state=old)
 
     def apply(self, d: Decision) -> None:
-        """Fold one more decision in."""
+        """Fold one more decision in (a decision changes a few of these: the empty ones are
+        skipped, not merged with a call each)."""
         m = self.merged
         self.state = m.state = d.state
         m.task_changed |= d.task_changed
-        m.new_subtasks.extend(d.new_subtasks)
-        fresh = set(m.new_subtasks)
-        m.changed_subtasks.update(s for s in d.changed_subtasks if s not in fresh)
-        m.changed_attempts.update(d.changed_attempts)
-        m.new_attempts.update(d.new_attempts)
-        m.cancels.extend(d.cancels)
-        m.new_checkpoints.extend(d.new_checkpoints)
-        m.changed_checkpoints.update(d.changed_checkpoints)
-        m.records.extend(d.records)
-        m.files.extend(d.files)
+        if d.new_subtasks:
+            m.new_subtasks.extend(d.new_subtasks)
+        if d.changed_subtasks:
+            if m.new_subtasks:
+                fresh = set(m.new_subtasks)
+                m.changed_subtasks.update(s for s in d.changed_subtasks if s not in fresh)
+            else:
+                m.changed_subtasks.update(d.changed_subtasks)
+        if d.changed_attempts:
+            m.changed_attempts.update(d.changed_attempts)
+        if d.new_attempts:
+            m.new_attempts.update(d.new_attempts)
+        if d.cancels:
+            m.cancels.extend(d.cancels)
+        if d.new_checkpoints:
+            m.new_checkpoints.extend(d.new_checkpoints)
+        if d.changed_checkpoints:
+            m.changed_checkpoints.update(d.changed_checkpoints)
+        if d.records:
+            m.records.extend(d.records)
+        if d.files:
+            m.files.extend(d.files)
 
     @property
     def dirty(self) -> bool:
@@ -86,7 +99,8 @@ class Batch:
     def apply(self, work: TaskWork, d: Decision) -> None:
         """Fold a decision into its task's work and keep its events in order."""
         work.apply(d)
-        self.events.extend(d.events)
+        if d.events:
+            self.events.extend(d.events)
 
     async def store_files(self, artifacts: ArtifactStore) -> None:
         """Store the files the engine wrote in this batch's decisions, each a new version of

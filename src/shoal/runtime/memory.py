@@ -14,7 +14,6 @@ from typing import Any
 
 from shoal.engine.model import TaskState
 from shoal.runtime.batch import TaskWork
-from shoal.runtime.dispatch import has_files
 from shoal.states import TERMINAL_TASK, AttemptStatus, SubtaskStatus
 
 
@@ -50,14 +49,17 @@ class TaskMemory:
         if work is not None and tid in self.states and st.task.status not in TERMINAL_TASK:
             touched = {sid: st.subtasks[sid] for sid in
                        (*work.merged.new_subtasks, *work.merged.changed_subtasks)}
+        queued, warned = self.queued, self.warned
         for sid, sub in touched.items():
-            if has_files(sub):
+            output = sub.output  # `has_files`, inline: this runs for every subtask changed
+            if output and output.files:
                 self.with_files.add(tid)
             if sub.status is SubtaskStatus.QUEUED:
-                self.queued[sid] = tid
+                queued[sid] = tid
             else:
-                self.queued.pop(sid, None)
-                self.warned.discard(sid)
+                queued.pop(sid, None)
+                if warned:  # (rarely any: a UUID's hash is two calls)
+                    warned.discard(sid)
         if st.task.status in TERMINAL_TASK:
             self.drop(tid)
         else:

@@ -189,7 +189,8 @@ class WorkerJobs:
             return
         work = await self._work(rd, b, tid)
         att = work.state.attempts.get(msg.attempt_id)
-        if att is None or att.fence != msg.fence or att.worker_id != wc.worker_id:
+        if att is None or att.fence != msg.fence or (  # (`is` first: UUID's == is two calls)
+                att.worker_id is not wc.worker_id and att.worker_id != wc.worker_id):
             b.fenced.append(att.tool if att is not None else "")
             job.result = lambda: (False, "The attempt lost its lease; its result is refused.")
             return
