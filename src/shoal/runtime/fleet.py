@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -50,6 +50,14 @@ class Connection:
         """It declined an attempt for want of room: what it runs that this copy does not know
         of fills its free slots, until its card (or, connected here, its heartbeat) says."""
         self.elsewhere = max(self.elsewhere, self.slots - len(self.running))
+
+    def heard(self, running: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Its heartbeat, connected here, said it runs `running`: those this copy placed (the
+        leases to renew), returned; the rest (an attempt whose lease ran out here, or one
+        cancelled that is still ending) fill slots until a later heartbeat no longer lists them."""
+        mine = [a for a in running if a in self.running]
+        self.elsewhere = len(running) - len(mine)
+        return mine
 
     def free(self) -> bool:
         """Whether it could take another attempt now."""

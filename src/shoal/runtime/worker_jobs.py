@@ -123,13 +123,13 @@ class WorkerJobs:
             hb.cpu_percent, hb.memory_percent, hb.disk_percent)
         wc.samples.append(Sample(b.now, hb.cpu_percent, hb.memory_percent, hb.disk_percent))
         lease = b.now + timedelta(seconds=self._settings.lease_seconds)
-        mine = [a for a in hb.running if a in wc.running]
+        via = wc.via
+        mine = [a for a in hb.running if a in wc.running] if via else wc.heard(hb.running)
         for aid in mine:
             self._memory.leases[aid] = lease
         b.sql.append(functools.partial(renew_leases, attempt_ids=mine, expires_at=lease))
-        if wc.via is not None:
+        if via is not None:
             return  # connected to another copy: that copy records the worker
-        wc.elsewhere = 0  # connected here, all it runs is ours: a decline's mark is stale now
         status = "busy" if len(wc.running) >= wc.slots else "online"
         b.sql.append(functools.partial(
             worker_rows.record_heartbeat, worker_id=wc.worker_id, cpu=hb.cpu_percent,
