@@ -45,17 +45,21 @@ browser:
 		fi; \
 	fi
 
-## Pango, which WeasyPrint needs to render reports as PDF (Debian packages; chromium brings it
-## too); as root with apt-get, else a notice (the PDF tests then skip, or fail under CI).
+## Pango and HarfBuzz's subsetter, which WeasyPrint needs to render reports as PDF (Debian packages;
+## chromium brings them too); as root with apt-get, else a notice (the PDF tests then skip, or fail
+## under CI; WeasyPrint warns without the subsetter, and the tests take warnings as errors).
+PDF_PACKAGES = libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0
+
 pdf:
-	@if ! ldconfig -p 2>/dev/null | grep -q libpangoft2-1.0.so.0; then \
+	@if ! ldconfig -p 2>/dev/null | grep -q libpangoft2-1.0.so.0 || \
+	    ! ldconfig -p 2>/dev/null | grep -q libharfbuzz-subset.so.0; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-			echo "Installing Pango for PDF reports"; \
-			apt-get install -y -q libpango-1.0-0 libpangoft2-1.0-0 >/dev/null 2>&1 || \
+			echo "Installing Pango and HarfBuzz's subsetter for PDF reports"; \
+			apt-get install -y -q $(PDF_PACKAGES) >/dev/null 2>&1 || \
 				(apt-get update -q >/dev/null && \
-				 apt-get install -y -q libpango-1.0-0 libpangoft2-1.0-0 >/dev/null); \
+				 apt-get install -y -q $(PDF_PACKAGES) >/dev/null); \
 		else \
-			echo "NOTICE: Pango is missing: reports cannot be rendered as PDF."; \
+			echo "NOTICE: Pango or HarfBuzz's subsetter is missing: reports cannot be rendered as PDF."; \
 		fi; \
 	fi
 
