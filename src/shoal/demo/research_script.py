@@ -7,10 +7,11 @@ every role, with the tools of `shoal mcp sources` where the client offers them.
   the four and the report. For any other question: its parts are its sentences that ask and
   the clauses of one joined by "and", each searched on its own (passages, and figures for a
   part that asks for numbers), so that a part is answered only by what its own search found;
-- the searcher calls `search_passages` (an expanded query on a retry) and answers the passages
-  that hold at least half of the query's words (and two of them), each with its citation and,
-  as its quote and its text, the passage's sentence that holds the most of them, copied
-  exactly — none, and `answered: false`, when nothing holds them, never an invented finding;
+- the searcher calls `search_passages` (an expanded query on a retry) and answers, from each
+  passage found, the sentence or table row that holds enough of the question's terms
+  (`shoal.demo.reading`: terms as the search index stems them, weighted by their rarity among
+  the passages found), with its citation and, as its quote, the sentence or row copied exactly
+  — none, and `answered: false`, when no passage holds enough, never an invented finding;
 - the analyst calls `data_schema`, then `query_data` with a SELECT over the table whose
   columns the task names, and answers the rows with the SQL (nothing when no column fits);
 - the grapher calls `graph_neighbors` with the task's capitalised names;
@@ -34,6 +35,7 @@ from typing import Any
 
 from shoal.demo.fake.exchange import LABEL, NOTICE
 from shoal.demo.fake.wire import Reply, ToolCall, ToolSpec
+from shoal.demo.reading import Reading, sentences
 
 ROLE = re.compile(r"Research role:[ \t]*(planner|retrieval_rag|retrieval_nlq|retrieval_graph|"
                   r"synthesis|write_report|judge)\b")
@@ -141,7 +143,8 @@ def _arguments(role: str, text: str, task: str, results: Sequence[str]) -> dict[
     if role == "retrieval_rag":
         query = task.split(":", 1)[-1].strip()
         if RETRY in text:  # the gate asked for an expanded query: another one, recorded
-            query += " OR " + " OR ".join(_other_number(w) for w in _words(query))
+            query += " OR " + " OR ".join(_other_number(w) for w in _words(query)
+                                          if not w.endswith(("ed", "ing")))  # a verb's form
         return {"query": query, "k": 5}
     if role == "retrieval_graph":
         names = [n for n in re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", task.split(":", 1)[-1])
@@ -226,14 +229,12 @@ def _findings(role: str, text: str, task: str, results: Sequence[str]) -> dict[s
     query = task.split(":", 1)[-1].strip()
     if role == "retrieval_rag":
         query = str(said.get("query") or query)
-        words = _informative(_words(task.split(":", 1)[-1]), said.get("passages", []))
-        for passage in said.get("passages", []):
-            body = str(passage.get("text", ""))
-            hits = sum(w in body.lower() for w in words)
-            quote = _best_sentence(body, words)
-            if hits * 2 >= len(words) and hits >= min(2, len(words)) and quote:
-                findings.append({"text": quote, "citation": str(passage.get("citation", "")),
-                                 "quote": quote})
+        passages = [p for p in said.get("passages", []) if isinstance(p, dict)]
+        reading = Reading.of(task.split(":", 1)[-1], [str(p.get("text", "")) for p in passages])
+        for passage in passages:
+            if unit := reading.answer_in(str(passage.get("text", ""))):
+                findings.append({"text": unit.said, "citation": str(passage.get("citation", "")),
+                                 "quote": unit.quote})
     elif role == "retrieval_nlq" and said.get("rows"):
         sql = str(said.get("sql", ""))
         query = sql or query
@@ -259,8 +260,7 @@ def _relations(task: str, said: dict[str, Any]) -> list[dict[str, str]]:
         if topic and not any(w in " ".join(ends).lower() for w in topic):
             continue
         cited = passages.get(next(iter(edge.get("passages", [])), None), {})
-        quote = _best_sentence(str(cited.get("text", "")), [e.lower() for e in ends],
-                               every=True)
+        quote = _best_sentence(str(cited.get("text", "")), [e.lower() for e in ends])
         if quote and all(q["quote"] != quote for q in found):
             found.append({"text": quote, "citation": str(cited.get("citation", "")),
                           "quote": quote})
@@ -280,16 +280,6 @@ def sql_answer(prompt: str) -> str | None:
 
 def _quoted(name: str) -> str:
     return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
-
-
-def _informative(words: list[str], passages: list[dict[str, Any]]) -> list[str]:
-    """`words` without those in most of the passages found (a city's name says nothing of
-    whether a passage answers), unless that leaves none."""
-    texts = [str(p.get("text", "")).lower() for p in passages]
-    if len(texts) < 3:
-        return words
-    rare = [w for w in words if sum(w in t for t in texts) * 3 <= len(texts) * 2]
-    return rare or words
 
 
 def _row(row: Any, said: dict[str, Any]) -> dict[str, Any]:
@@ -428,22 +418,10 @@ def _words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"[a-z]{4,}", text.lower())) if w not in _STOP]
 
 
-_BULLET = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-
-
-def _best_sentence(text: str, words: Sequence[str], *, every: bool = False) -> str:
-    """The sentence of `text` that holds the most of `words` (all of them, with `every`), as
-    the text has it (white space made single): never cut within a sentence, never a heading."""
-    sentences: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", text):  # a sentence may wrap, never cross one
-        lines = [line for line in paragraph.splitlines()
-                 if line.strip() and not line.lstrip().startswith(("#", "|"))]
-        flat = _BULLET.sub("", " ".join(" ".join(lines).split()))  # a list item's words
-        sentences += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"(])", flat)
-                      if s and not re.fullmatch(r"[\d.()\s]+", s)]
-    scored = [(sum(w in s.lower() for w in words), -i, s) for i, s in enumerate(sentences)]
-    scored = [x for x in scored if x[0] and (not every or x[0] == len(words))]
-    return max(scored)[2] if scored else ""
+def _best_sentence(text: str, words: Sequence[str]) -> str:
+    """The sentence of `text` that holds all of `words`, the first if several do (never cut
+    within a sentence, never a heading)."""
+    return next((s for s in sentences(text) if all(w in s.lower() for w in words)), "")
 
 
 def _json(text: str) -> Any:
