@@ -325,6 +325,12 @@ def _synthesis(text: str) -> str:
     return "\n".join(lines)
 
 
+_SYNTHESISED = re.compile(r"- (.+) \[([^\[\]]+?(?: \u2014 \".*\")?)\]$")
+"""A synthesis line: `- <finding> [<citation> — "<quote>"]`. The citation holds no brackets,
+while a finding and its quote may ("[BSD](LICENSE)", "[zlib] 1.2.11"): the finding ends at the
+last " [" after which a bracket-free citation follows."""
+
+
 def _claims(text: str) -> list[tuple[str, str]]:
     """The findings in a writer's prompt, as (sentence, its Sources entry): from the synthesis
     above it or, where it depends on retrievals directly, from theirs."""
@@ -339,7 +345,7 @@ def _claims(text: str) -> list[tuple[str, str]]:
                     f" \u2014 \"{quote}\"" if quote else "")))
             continue
         for line in str(answer).splitlines():
-            if found := re.match(r"- (.+) \[(.+)\]$", line.strip()):
+            if found := _SYNTHESISED.match(line.strip()):
                 claims.append((found.group(1), found.group(2)))
     return claims
 
