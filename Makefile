@@ -121,8 +121,11 @@ docs: setup
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
 
+## Shoal through its API and in-process, the durable floor and the peers (LangGraph, DBOS,
+## Celery: installed into benchmarks/.peers-venv, never into Shoal's), on SQLite and PostgreSQL;
+## `make bench BENCH_ARGS=--quick` for the small size.
 bench: setup
-	$(PY) benchmarks/bench_dag.py --db both
+	$(PY) benchmarks/bench_peers.py --db both $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .shoal .tools site .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,121 @@
+"""The whole story of issue 37: Shoal through its API and in-process, the durable floor and the
+peers, per workload and database, each with its ratios. `make bench` runs it.
+
+    .venv/bin/python benchmarks/bench_peers.py [--db sqlite|postgres|both] [--quick]
+                                               [--repeat N] [--only W1,W2] [--no-peers]
+
+Per database, one after the other so none competes with another for the 2 cores:
+
+1. `bench_dag.py`'s run (its tables are printed as before): Shoal's control plane in this
+   process with a worker process, the asyncio baseline and the durable floor (`_floor.py`);
+2. Shoal through the API (`_api.py`): a `shoal serve` process, a worker process and a client
+   that POSTs each workload and follows its SSE stream to `task_complete`;
+3. each peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh database of
+   the same kind: the same DAGs, durable per step as its users would write them (each module's
+   docstring says exactly what it measures).
+
+Then one table per database: per workload, each row's makespan, ms per subtask (W1, W2; no-op
+subtasks) or makespan ÷ critical path (W3; 50 ms subtasks), makespan ÷ the durable floor's and
+the row's makespan ÷ Shoal-through-the-API's (> 1: Shoal is ahead). Results also go to
+`benchmarks/results/peers.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _api import api_row
+from _compare import Role, Row, summary, table
+from _peers import peer_rows
+from _report import Outcome, render
+from _workloads import workloads
+from bench_dag import POSTGRES_URL, bench_database, postgres_reachable, quiet_logs
+from rich.console import Console
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "peers.json"
+
+
+def shoal_rows(outcomes: list[Outcome]) -> list[Row]:
+    """Shoal in-process and the durable floor, from `bench_dag`'s outcomes."""
+    inside = Row(Role.IN_PROCESS.value, Role.IN_PROCESS,
+                 {o.work.key: [r.makespan for r in o.runs] for o in outcomes},
+                 note="control plane in the benchmark's process; task_complete on its bus")
+    floor = Row(Role.FLOOR.value, Role.FLOOR, {o.work.key: list(o.floor) for o in outcomes},
+                note="_floor.py: stores each step before acting on it, nothing else")
+    return [inside, floor]
+
+
+async def one_database(kind: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """Every row on `kind`; print bench_dag's tables and the comparison; the JSON."""
+    started = time.monotonic()
+    works = workloads(quick=args.quick, only=args.only)
+    outcomes, commits = await bench_database(kind, args)
+    render(kind, outcomes, console, args.repeat, commits)
+    try:
+        api = await api_row(kind, works, args.repeat)
+    except Exception as exc:  # the row says so; the rest still runs
+        api = Row(Role.API.value, Role.API, failed=f"{type(exc).__name__}: {exc}"[:300])
+    peers = [] if args.no_peers else await peer_rows(kind, args.quick, args.repeat, args.only)
+    rows = [api, *shoal_rows(outcomes), *peers]
+    console.print(table(kind, works, rows, args.repeat))
+    return {"seconds": time.monotonic() - started, "rows": summary(works, rows)}
+
+
+async def main_async(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """Each database in turn; the JSON document."""
+    doc: dict[str, Any] = {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(), "load_average": os.getloadavg(), "quick": args.quick,
+        "repeat": args.repeat, "only": args.only, "databases": {}}
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    console.print(f"Load average {load} on {os.cpu_count()} CPUs: wall-clock figures are noisy "
+                  "when other work shares the machine.")
+    for kind in ["sqlite", "postgres"] if args.db == "both" else [args.db]:
+        if kind == "postgres" and not postgres_reachable():
+            console.print(f"[yellow]PostgreSQL is not reachable at {POSTGRES_URL}; skipped.[/]")
+            continue
+        doc["databases"][kind] = await one_database(kind, args, console)
+    return doc
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options (those `bench_dag.bench_database` reads included)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add = parser.add_argument
+    add("--db", choices=["sqlite", "postgres", "both"], default="both")
+    add("--quick", action="store_true", help="smaller workloads")
+    add("--repeat", type=int, help="runs per workload, median reported (default 3; quick 1)")
+    add("--only", default="", metavar="W1,W2,W3", help="run only these workloads")
+    add("--no-peers", action="store_true", help="Shoal and the floor only (no peers' venv)")
+    args = parser.parse_args()
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    args.uvloop, args.observe, args.records = False, "bus", None  # bench_dag's defaults
+    return args
+
+
+def main() -> None:
+    """Run, print, and write benchmarks/results/peers.json."""
+    args = parse_args()
+    quiet_logs()
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    started = time.monotonic()
+    doc = asyncio.run(main_async(args, console))
+    doc["wall_seconds"] = time.monotonic() - started
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    console.print(f"Wall time {doc['wall_seconds']:.0f} s. Results written to "
+                  f"{RESULTS.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()
