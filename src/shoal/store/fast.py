@@ -88,18 +88,37 @@ RowFunction = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 def _row_function(getters: list[tuple[str, Processor]]) -> RowFunction:
     """`lambda row: (p0(row["a"]), row["b"], …)`, generated once per statement: cheaper per
-    row than a loop over the getters. Only bind names (quoted with repr) go into the code."""
+    row than a loop over the getters. Only bind names (quoted with repr) go into the code.
+
+    The converters `processor` makes are written into the expression itself (see `_inline`),
+    so the common values (a UUID, a timestamp already formatted, an empty or null JSON value)
+    cost no call at all."""
     env: dict[str, Any] = {}
-    items = []
-    for i, (name, proc) in enumerate(getters):
-        if proc is None:
-            items.append(f"row[{name!r}]")
-        else:
-            env[f"p{i}"] = proc
-            items.append(f"p{i}(row[{name!r}])")
+    items = [_inline(i, f"row[{name!r}]", proc, env) for i, (name, proc) in enumerate(getters)]
     body = ", ".join(items) + ("," if len(items) == 1 else "")
     fn: RowFunction = eval(f"lambda row: ({body})", env)
     return fn
+
+
+def _inline(i: int, read: str, proc: Processor, env: dict[str, Any]) -> str:
+    """The expression that converts `read` (a parameter's value) with `proc`, `p{i}`.
+
+    A UUID becomes its hex digits without a call; a remembered timestamp's text is read from
+    the converter's dict, a call only for one not seen yet; a JSON null or empty container is
+    its text encoded once. Anything else calls `proc`."""
+    if proc is None:
+        return read
+    env[f"p{i}"] = proc
+    v = f"v{i}"
+    if proc is _uuid_hex:
+        return f'(None if ({v} := {read}) is None else f"{{{v}.int:032x}}")'
+    if isinstance(proc, _Remembered):
+        return f"(d{i}[{v}] if ({v} := {read}) in (d{i} := p{i}.seen) else p{i}({v}))"
+    if isinstance(proc, _Json):
+        return (f"(p{i}.null if ({v} := {read}) is None else p{i}.encode({v}) if {v}"
+                f" else p{i}.empty_dict if {v}.__class__ is dict"
+                f" else p{i}.empty_list if {v}.__class__ is list else p{i}.encode({v}))")
+    return f"p{i}({read})"
 
 
 _CACHES: weakref.WeakKeyDictionary[sa.Dialect, dict[Hashable, Any]] = (
@@ -151,22 +170,10 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
             and (not dialect.supports_native_uuid or not impl.native_uuid)):
         return _uuid_hex  # what SQLAlchemy's gives, without the `hex` property's frame
     if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
-        return _remembering(proc)
+        return _Remembered(proc)
     if proc is None or not isinstance(impl, sa.JSON):
         return proc
-    encode = proc
-    null, empty_dict, empty_list = encode(None), encode({}), encode([])
-
-    def json_processor(value: Any) -> Any:
-        if value is None:
-            return null
-        if not value and type(value) is dict:
-            return empty_dict
-        if not value and type(value) is list:
-            return empty_list
-        return encode(value)
-
-    return json_processor
+    return _Json(proc)
 
 
 def _uuid_hex(value: Any) -> Any:
@@ -174,24 +181,50 @@ def _uuid_hex(value: Any) -> Any:
     return None if value is None else f"{value.int:032x}"
 
 
-def _remembering(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`proc` with its recent answers kept: a batch stamps its rows with a few timestamps
+class _Remembered:
+    """A converter with its recent answers kept: a batch stamps its rows with a few timestamps
     (the batch's now, leases, start times), and formatting a datetime for SQLite costs
     microseconds each time. Equal instants give equal answers, so the value is the key."""
-    seen: dict[Any, Any] = {}
 
-    def remembered(value: Any) -> Any:
+    __slots__ = ("proc", "seen")
+
+    def __init__(self, proc: Callable[[Any], Any]) -> None:
+        self.proc = proc
+        self.seen: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        seen = self.seen
         try:
             return seen[value]
         except KeyError:
             pass
-        answer = proc(value)
+        answer = self.proc(value)
         if len(seen) >= 64:
-            seen.clear()  # a dict is safe to clear while another thread reads it
+            # A fresh dict rather than clearing this one: a reader in another thread that
+            # found a value in the old one (`_inline`'s expression) still reads it there.
+            self.seen = seen = {}
         seen[value] = answer
         return answer
 
-    return remembered
+
+class _Json:
+    """The dialect's JSON converter, with the common empty values (None, {}, []) encoded once
+    instead of on every row."""
+
+    __slots__ = ("empty_dict", "empty_list", "encode", "null")
+
+    def __init__(self, encode: Callable[[Any], Any]) -> None:
+        self.encode = encode
+        self.null, self.empty_dict, self.empty_list = encode(None), encode({}), encode([])
+
+    def __call__(self, value: Any) -> Any:
+        if value is None:
+            return self.null
+        if not value and type(value) is dict:
+            return self.empty_dict
+        if not value and type(value) is list:
+            return self.empty_list
+        return self.encode(value)
 
 
 def column_arrays(
