@@ -77,7 +77,10 @@ class Mailbox(Generic[T]):
                 await self._getter
             finally:
                 self._getter = None
-        return self.get_nowait()
+        item = self._items.popleft()  # `get_nowait`, inline: a call less per item
+        if self._putter is not None:
+            _wake(self._putter)
+        return item
 
     def clear(self) -> None:
         """Drop every queued item."""
