@@ -66,11 +66,18 @@ async def worker_socket(ws: WebSocket) -> None:
 
     async with asyncio.TaskGroup() as tg:
         writer = tg.create_task(_write(ws, outgoing))
-        try:
-            await _serve(ws, services, token_id, send, close, tg)
-        finally:
-            outgoing.put_nowait(None)
-            writer.cancel()
+
+        async def read() -> None:
+            try:
+                await _serve(ws, services, token_id, send, close, tg)
+            finally:
+                outgoing.put_nowait(None)
+                writer.cancel()
+
+        # Reading in a task of its own: a message wakes only its few frames, where awaiting
+        # here would resume every frame of the ASGI stack above this endpoint (the
+        # middlewares and routing, about 18) at each message the worker sends.
+        tg.create_task(read())
 
 
 async def _authenticate(ws: WebSocket, services: Services) -> Any:
