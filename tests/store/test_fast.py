@@ -110,3 +110,17 @@ def test_inlined_converters_give_what_calling_them_gives() -> None:
         expected = tuple(row[key] if proc is None else proc(row[key]) for key, proc in convert)
         assert row_function(row) == expected
         assert row_function(row) == expected  # remembered the second time
+
+
+async def test_the_sqlite_path_runs_on_the_driver_connection(db: Database) -> None:
+    """On pysqlite, the DBAPI connection the writer runs its statements on directly is the
+    sqlite3 connection itself (what `driver_connection` gives, without its calls)."""
+
+    def raw_connections(conn: sa.Connection) -> tuple[str, Any, Any]:
+        return (conn.dialect.driver, conn.connection.dbapi_connection,
+                conn.connection.driver_connection)
+
+    driver, dbapi, native = await db.run_write(raw_connections)
+    if driver != "pysqlite":
+        pytest.skip(f"the direct path is pysqlite's only, not {driver}")
+    assert dbapi is native

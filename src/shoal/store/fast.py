@@ -76,7 +76,10 @@ def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
     statement (ADR 0015). A driver error is wrapped as SQLAlchemy would wrap it, so callers
     (the busy check of `Database.run_write`, the runtime's rollback) see the same exceptions.
     """
-    raw: Any = conn.connection.driver_connection
+    # pysqlite's DBAPI connection is the sqlite3 one itself (its dialect's
+    # `get_driver_connection` returns it as is): an attribute, where `driver_connection` is
+    # three calls through the pool's records.
+    raw: Any = conn.connection.dbapi_connection
     try:
         return raw.executemany(sql, params) if many else raw.execute(sql, params)
     except sqlite3.Error as exc:
