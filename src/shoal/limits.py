@@ -53,22 +53,43 @@ def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     """The first string (or non-finite number) inside `value` (strings, lists, tuples,
     mapping keys and values) that cannot be stored, as `(where inside value, why)`, or None.
     Models are checked by their own validators, so they are not entered here."""
+    # The common kinds first, told by their class without a call: every field of a request
+    # (a submitted plan's every step) passes here.
+    cls = value.__class__
+    if cls is str and "\x00" not in value and value.isascii():
+        return None
+    if cls is int or cls is bool or value is None:
+        return None
+    if cls is dict or cls is list:
+        return _inner_problem(value, where, mapping=cls is dict)
     if isinstance(value, str):
         problem = text_problem(value)
         return (where, problem) if problem else None
     if isinstance(value, float) and not math.isfinite(value):
         return where, f"is {value}, not a finite number (JSON has no NaN or Infinity)"
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping | list | tuple):
+        return _inner_problem(value, where, mapping=isinstance(value, Mapping))
+    return None
+
+
+def _inner_problem(
+    value: Any, where: str, *, mapping: bool
+) -> tuple[str, str] | None:
+    """`value_problem` of a mapping's keys and values, or of a list's or tuple's items."""
+    if mapping:
         for key, item in value.items():
-            inner = f"{where}.{shown(str(key))}" if where else shown(str(key))
-            if isinstance(key, str) and (problem := text_problem(key)):
-                return inner, "has a key that " + problem
-            if found := value_problem(item, inner):
+            if key.__class__ is str and "\x00" not in key and key.isascii():
+                name = key  # what `shown` gives, without its calls
+            else:
+                name = shown(str(key))
+                if isinstance(key, str) and (problem := text_problem(key)):
+                    return (f"{where}.{name}" if where else name), "has a key that " + problem
+            if found := value_problem(item, f"{where}.{name}" if where else name):
                 return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            if found := value_problem(item, f"{where}.{i}" if where else str(i)):
-                return found
+        return None
+    for i, item in enumerate(value):
+        if found := value_problem(item, f"{where}.{i}" if where else str(i)):
+            return found
     return None
 
 

@@ -4,20 +4,25 @@ Every watching client holds two queues for as long as its socket is open (its bu
 and its stream's pump). An `asyncio.Queue` is four deques (its items, its getters, its putters
 and the `Event` behind `join`), about 3 kB empty; a `Mailbox` is one deque and a future only
 while someone waits, under 1 kB. It does only what those two need: `put` waits while full,
-`get` while empty, each side has at most one waiter at a time.
+`get` while empty, each side has at most one waiter at a time. The runtime's inbox and a worker
+socket's outgoing frames use one too, unbounded (`UNBOUNDED`): many put without waiting
+(`put_nowait`), one task gets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+UNBOUNDED = sys.maxsize  # a size no queue reaches: `put_nowait` always queues
 
 
 class Mailbox(Generic[T]):
-    """At most `size` items in order; one task puts, one task gets."""
+    """At most `size` items in order; one task puts (any number with `put_nowait`), one task
+    gets."""
 
     __slots__ = ("_getter", "_items", "_putter", "_size")
 
@@ -42,7 +47,8 @@ class Mailbox(Generic[T]):
         if len(self._items) >= self._size:
             return False
         self._items.append(item)
-        _wake(self._getter)
+        if self._getter is not None:  # tested here: a call less per item when no one waits
+            _wake(self._getter)
         return True
 
     async def put(self, item: T) -> None:
@@ -58,7 +64,8 @@ class Mailbox(Generic[T]):
     def get_nowait(self) -> T:
         """The oldest item; `IndexError` if there is none."""
         item = self._items.popleft()
-        _wake(self._putter)
+        if self._putter is not None:
+            _wake(self._putter)
         return item
 
     async def get(self) -> T:
@@ -70,7 +77,10 @@ class Mailbox(Generic[T]):
                 await self._getter
             finally:
                 self._getter = None
-        return self.get_nowait()
+        item = self._items.popleft()  # `get_nowait`, inline: a call less per item
+        if self._putter is not None:
+            _wake(self._putter)
+        return item
 
     def clear(self) -> None:
         """Drop every queued item."""

@@ -92,3 +92,35 @@ async def test_every_engine_serializes_json_with_it(db: Database) -> None:
     if db._sync_engine is not None:
         engines.append(db._sync_engine)
     assert all(e.dialect._json_serializer is fast.json_dumps for e in engines)  # type: ignore[attr-defined]
+
+
+def test_inlined_converters_give_what_calling_them_gives() -> None:
+    """A row function writes the UUID, timestamp and JSON converters into its code: the same
+    parameters as calling each converter, past the timestamps' memory too."""
+    dialect = sqlite.dialect()
+    convert = [("id", fast.processor(sa.Uuid(), dialect)),
+               ("at", fast.processor(sa.DateTime(timezone=True), dialect)),
+               ("doc", fast.processor(JSONType, dialect))]
+    row_function = fast._row_function(convert)
+    docs: list[Any] = [None, {}, [], {"a": 1}, [1], 0, "", False]
+    ids: list[uuid.UUID | None] = [None, uuid.uuid4(), uuid.UUID(int=1)]
+    for n in range(150):
+        row = {"id": ids[n % 3], "at": datetime(2026, 1, 1, n // 60, n % 60, tzinfo=UTC)
+               if n % 7 else None, "doc": docs[n % len(docs)]}
+        expected = tuple(row[key] if proc is None else proc(row[key]) for key, proc in convert)
+        assert row_function(row) == expected
+        assert row_function(row) == expected  # remembered the second time
+
+
+async def test_the_sqlite_path_runs_on_the_driver_connection(db: Database) -> None:
+    """On pysqlite, the DBAPI connection the writer runs its statements on directly is the
+    sqlite3 connection itself (what `driver_connection` gives, without its calls)."""
+
+    def raw_connections(conn: sa.Connection) -> tuple[str, Any, Any]:
+        return (conn.dialect.driver, conn.connection.dbapi_connection,
+                conn.connection.driver_connection)
+
+    driver, dbapi, native = await db.run_write(raw_connections)
+    if driver != "pysqlite":
+        pytest.skip(f"the direct path is pysqlite's only, not {driver}")
+    assert dbapi is native

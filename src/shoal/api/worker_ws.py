@@ -22,6 +22,7 @@ from shoal.api.deps import Services
 from shoal.artifacts.store import validate_files
 from shoal.auth.tokens import hash_opaque_token
 from shoal.errors import UnstorableText
+from shoal.mailbox import UNBOUNDED, Mailbox
 from shoal.protocol import (
     AgentLog,
     AgentTokens,
@@ -53,7 +54,7 @@ async def worker_socket(ws: WebSocket) -> None:
         await ws.close(code=4401, reason="invalid or revoked worker token")
         return
     await ws.accept()
-    outgoing: asyncio.Queue[str | None] = asyncio.Queue()
+    outgoing: Mailbox[str | None] = Mailbox(UNBOUNDED)
 
     async def send(text: str) -> None:
         outgoing.put_nowait(text)
@@ -65,11 +66,18 @@ async def worker_socket(ws: WebSocket) -> None:
 
     async with asyncio.TaskGroup() as tg:
         writer = tg.create_task(_write(ws, outgoing))
-        try:
-            await _serve(ws, services, token_id, send, close, tg)
-        finally:
-            outgoing.put_nowait(None)
-            writer.cancel()
+
+        async def read() -> None:
+            try:
+                await _serve(ws, services, token_id, send, close, tg)
+            finally:
+                outgoing.put_nowait(None)
+                writer.cancel()
+
+        # Reading in a task of its own: a message wakes only its few frames, where awaiting
+        # here would resume every frame of the ASGI stack above this endpoint (the
+        # middlewares and routing, about 18) at each message the worker sends.
+        tg.create_task(read())
 
 
 async def _authenticate(ws: WebSocket, services: Services) -> Any:
@@ -87,7 +95,7 @@ async def _authenticate(ws: WebSocket, services: Services) -> Any:
     return row.id
 
 
-async def _write(ws: WebSocket, outgoing: asyncio.Queue[str | None]) -> None:
+async def _write(ws: WebSocket, outgoing: Mailbox[str | None]) -> None:
     while (text := await outgoing.get()) is not None:
         try:
             await ws.send_text(text)

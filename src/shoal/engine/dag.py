@@ -52,11 +52,19 @@ def topological_order(graph: Mapping[K, Collection[K]]) -> list[K]:
 
     Raises `InvalidGraph` for dangling dependencies or cycles.
     """
-    _check_dangling(graph)
+    unique = _deduplicated(graph)
+    return _order(graph, unique, _dependents(graph, unique))
+
+
+def _order(
+    graph: Mapping[K, Collection[K]], unique: dict[K, list[K]], users: dict[K, list[K]]
+) -> list[K]:
+    """`topological_order`, given the graph's dependencies without repeats and its
+    dependents (a caller that needs them too computes them once)."""
+    _check_dangling(graph, unique)
     index = {node: i for i, node in enumerate(graph)}
     nodes = list(graph)
-    waiting = {node: len(_unique(graph[node])) for node in graph}
-    users = dependents(graph)
+    waiting = {node: len(deps) for node, deps in unique.items()}
     heap = [index[node] for node, count in waiting.items() if count == 0]
     heapq.heapify(heap)
     order: list[K] = []
@@ -112,9 +120,10 @@ def remaining_path_lengths(
     `topological_order`.
     """
     weight = weights or {}
-    users = dependents(graph)
+    unique = _deduplicated(graph)
+    users = _dependents(graph, unique)
     length: dict[K, float] = {}
-    for node in reversed(topological_order(graph)):
+    for node in reversed(_order(graph, unique, users)):
         own = 0.0 if node in done else weight.get(node, 1.0)
         length[node] = own + max((length[user] for user in users[node]), default=0.0)
     return {node: length[node] for node in graph if node not in done}
@@ -125,13 +134,23 @@ def dependents(graph: Mapping[K, Collection[K]]) -> dict[K, list[K]]:
 
     Keys are exactly the graph's nodes; dependencies outside the graph are ignored.
     """
+    return _dependents(graph, _deduplicated(graph))
+
+
+def _dependents(graph: Mapping[K, Collection[K]], unique: dict[K, list[K]]) -> dict[K, list[K]]:
     result: dict[K, list[K]] = {node: [] for node in graph}
-    for node, deps in graph.items():
-        for dep in _unique(deps):
+    for node, deps in unique.items():
+        for dep in deps:
             users = result.get(dep)
             if users is not None:
                 users.append(node)
     return result
+
+
+def _deduplicated(graph: Mapping[K, Collection[K]]) -> dict[K, list[K]]:
+    """Each node's dependencies without repeats, in order: made once per call of a public
+    function here, which reads them up to three times (a submitted plan's every step)."""
+    return {node: list(dict.fromkeys(deps)) for node, deps in graph.items()}
 
 
 def _unique(deps: Collection[K]) -> list[K]:
@@ -169,11 +188,13 @@ def _check_self_dependencies(graph: Mapping[K, Collection[K]]) -> None:
         )
 
 
-def _check_dangling(graph: Mapping[K, Collection[K]]) -> None:
+def _check_dangling(
+    graph: Mapping[K, Collection[K]], unique: dict[K, list[K]] | None = None
+) -> None:
     dangling = [
         {"node": node, "missing": dep}
-        for node, deps in graph.items()
-        for dep in _unique(deps)
+        for node, deps in (unique if unique is not None else _deduplicated(graph)).items()
+        for dep in deps
         if dep not in graph
     ]
     if dangling:

@@ -116,14 +116,15 @@ class Scheduler:
             if state.task.status in PAUSED_TASK:
                 continue  # paused for a person: nothing new starts
             where[sid] = tid
+            opts = sub.options  # its worker options are rarely set: tested here, not by a call
             demands.append(SubtaskDemand(
                 subtask_id=sid, priority=sub.priority, pinned_tool=sub.pinned_tool,
                 recommended_tool=sub.recommended_tool,
                 tool_preferences=state.task.tool_preferences, sensitive=state.task.sensitive,
                 default_tool=self.settings.default_tool,
-                exclude_workers=_ids(sub.options.exclude_workers),
-                pinned_worker=_id(sub.options.pinned_worker),
-                prefer_worker=_id(sub.options.prefer_worker)))
+                exclude_workers=_ids(opts.exclude_workers) if opts.exclude_workers else _NONE,
+                pinned_worker=_id(opts.pinned_worker) if opts.pinned_worker else None,
+                prefer_worker=_id(opts.prefer_worker) if opts.prefer_worker else None))
         return demands, where
 
     def _warn_unplaceable(

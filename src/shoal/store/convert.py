@@ -107,11 +107,12 @@ def _uuid(value: Any) -> uuid.UUID:
 
 # Each table's columns as Python expressions over its record `r`: the one definition from which
 # a whole row (`task_values`, …) and the few columns an update changed (`column_values`) are
-# built as generated functions, one call per row instead of one per column.
+# built as generated functions, one call per row instead of one per column. An enum's
+# `._value_` is its `.value` without the property's two calls.
 _EXPRESSIONS: dict[str, dict[str, str]] = {
     "tasks": {
         "id": "r.id", "user_id": "r.user_id", "description": "r.description",
-        "workflow": "r.workflow", "status": "r.status.value", "progress": "r.progress",
+        "workflow": "r.workflow", "status": "r.status._value_", "progress": "r.progress",
         "checkpoint_frequency": "r.checkpoint_frequency", "privacy_level": "r.privacy_level",
         "tool_preferences": "list(r.tool_preferences)", "metadata": "r.meta.to_json()",
         "error": "r.error", "input_tokens": "r.input_tokens", "output_tokens": "r.output_tokens",
@@ -121,8 +122,8 @@ _EXPRESSIONS: dict[str, dict[str, str]] = {
     },
     "subtasks": {
         "id": "r.id", "task_id": "r.task_id", "key": "r.key", "role": "r.role",
-        "kind": "r.kind.value", "name": "r.name", "description": "r.description",
-        "status": "r.status.value", "progress": "r.progress",
+        "kind": "r.kind._value_", "name": "r.name", "description": "r.description",
+        "status": "r.status._value_", "progress": "r.progress",
         "dependencies": "[str(d) for d in r.dependencies]",
         "recommended_tool": "r.recommended_tool", "pinned_tool": "r.pinned_tool",
         "assigned_worker": "r.assigned_worker", "assigned_tool": "r.assigned_tool",
@@ -146,7 +147,7 @@ _EXPRESSIONS: dict[str, dict[str, str]] = {
     "attempts": {
         "id": "r.id", "subtask_id": "r.subtask_id", "task_id": "r.task_id",
         "worker_id": "r.worker_id", "fence": "r.fence", "tool": "r.tool",
-        "status": "r.status.value", "lease_expires_at": "r.lease_expires_at",
+        "status": "r.status._value_", "lease_expires_at": "r.lease_expires_at",
         "dispatched_at": "r.dispatched_at", "started_at": "r.started_at",
         "finished_at": "r.finished_at", "error": "r.error", "usage": "dict(r.usage)",
         "version": "r.version",

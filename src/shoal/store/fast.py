@@ -17,10 +17,10 @@ and sends a batch's updates, and its events, as one statement each (`store.state
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 import sqlite3
-import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -76,7 +76,10 @@ def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
     statement (ADR 0015). A driver error is wrapped as SQLAlchemy would wrap it, so callers
     (the busy check of `Database.run_write`, the runtime's rollback) see the same exceptions.
     """
-    raw: Any = conn.connection.driver_connection
+    # pysqlite's DBAPI connection is the sqlite3 one itself (its dialect's
+    # `get_driver_connection` returns it as is): an attribute, where `driver_connection` is
+    # three calls through the pool's records.
+    raw: Any = conn.connection.dbapi_connection
     try:
         return raw.executemany(sql, params) if many else raw.execute(sql, params)
     except sqlite3.Error as exc:
@@ -88,30 +91,47 @@ RowFunction = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 def _row_function(getters: list[tuple[str, Processor]]) -> RowFunction:
     """`lambda row: (p0(row["a"]), row["b"], …)`, generated once per statement: cheaper per
-    row than a loop over the getters. Only bind names (quoted with repr) go into the code."""
+    row than a loop over the getters. Only bind names (quoted with repr) go into the code.
+
+    The converters `processor` makes are written into the expression itself (see `_inline`),
+    so the common values (a UUID, a timestamp already formatted, an empty or null JSON value)
+    cost no call at all."""
     env: dict[str, Any] = {}
-    items = []
-    for i, (name, proc) in enumerate(getters):
-        if proc is None:
-            items.append(f"row[{name!r}]")
-        else:
-            env[f"p{i}"] = proc
-            items.append(f"p{i}(row[{name!r}])")
+    items = [_inline(i, f"row[{name!r}]", proc, env) for i, (name, proc) in enumerate(getters)]
     body = ", ".join(items) + ("," if len(items) == 1 else "")
     fn: RowFunction = eval(f"lambda row: ({body})", env)
     return fn
 
 
-_CACHES: weakref.WeakKeyDictionary[sa.Dialect, dict[Hashable, Any]] = (
-    weakref.WeakKeyDictionary())
+def _inline(i: int, read: str, proc: Processor, env: dict[str, Any]) -> str:
+    """The expression that converts `read` (a parameter's value) with `proc`, `p{i}`.
+
+    A UUID becomes its hex digits without a call; a remembered timestamp's text is read from
+    the converter's dict, a call only for one not seen yet; a JSON null or empty container is
+    its text encoded once. Anything else calls `proc`."""
+    if proc is None:
+        return read
+    env[f"p{i}"] = proc
+    v = f"v{i}"
+    if proc is _uuid_hex:
+        return f'(None if ({v} := {read}) is None else f"{{{v}.int:032x}}")'
+    if isinstance(proc, _Remembered):
+        return f"(d{i}[{v}] if ({v} := {read}) in (d{i} := p{i}.seen) else p{i}({v}))"
+    if isinstance(proc, _Json):
+        return (f"(p{i}.null if ({v} := {read}) is None else p{i}.encode({v}) if {v}"
+                f" else p{i}.empty_dict if {v}.__class__ is dict"
+                f" else p{i}.empty_list if {v}.__class__ is list else p{i}.encode({v}))")
+    return f"p{i}({read})"
 
 
 def cache_of(dialect: sa.Dialect) -> dict[Hashable, Any]:
-    """A cache of compiled things for `dialect`, dropped with it (an engine's dialect lives as
-    long as the engine)."""
-    cache = _CACHES.get(dialect)
-    if cache is None:
-        cache = _CACHES[dialect] = {}
+    """A cache of compiled things for `dialect`, kept on the dialect itself: dropped with it
+    (an engine's dialect lives as long as the engine), and found without a weak mapping's
+    lookup (three calls) on every statement of every batch."""
+    try:
+        cache: dict[Hashable, Any] = dialect._shoal_cache  # type: ignore[attr-defined]
+    except AttributeError:
+        cache = dialect._shoal_cache = {}  # type: ignore[attr-defined]
     return cache
 
 
@@ -151,22 +171,10 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
             and (not dialect.supports_native_uuid or not impl.native_uuid)):
         return _uuid_hex  # what SQLAlchemy's gives, without the `hex` property's frame
     if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
-        return _remembering(proc)
+        return _Remembered(proc)
     if proc is None or not isinstance(impl, sa.JSON):
         return proc
-    encode = proc
-    null, empty_dict, empty_list = encode(None), encode({}), encode([])
-
-    def json_processor(value: Any) -> Any:
-        if value is None:
-            return null
-        if not value and type(value) is dict:
-            return empty_dict
-        if not value and type(value) is list:
-            return empty_list
-        return encode(value)
-
-    return json_processor
+    return _Json(proc)
 
 
 def _uuid_hex(value: Any) -> Any:
@@ -174,24 +182,50 @@ def _uuid_hex(value: Any) -> Any:
     return None if value is None else f"{value.int:032x}"
 
 
-def _remembering(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`proc` with its recent answers kept: a batch stamps its rows with a few timestamps
+class _Remembered:
+    """A converter with its recent answers kept: a batch stamps its rows with a few timestamps
     (the batch's now, leases, start times), and formatting a datetime for SQLite costs
     microseconds each time. Equal instants give equal answers, so the value is the key."""
-    seen: dict[Any, Any] = {}
 
-    def remembered(value: Any) -> Any:
+    __slots__ = ("proc", "seen")
+
+    def __init__(self, proc: Callable[[Any], Any]) -> None:
+        self.proc = proc
+        self.seen: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        seen = self.seen
         try:
             return seen[value]
         except KeyError:
             pass
-        answer = proc(value)
+        answer = self.proc(value)
         if len(seen) >= 64:
-            seen.clear()  # a dict is safe to clear while another thread reads it
+            # A fresh dict rather than clearing this one: a reader in another thread that
+            # found a value in the old one (`_inline`'s expression) still reads it there.
+            self.seen = seen = {}
         seen[value] = answer
         return answer
 
-    return remembered
+
+class _Json:
+    """The dialect's JSON converter, with the common empty values (None, {}, []) encoded once
+    instead of on every row."""
+
+    __slots__ = ("empty_dict", "empty_list", "encode", "null")
+
+    def __init__(self, encode: Callable[[Any], Any]) -> None:
+        self.encode = encode
+        self.null, self.empty_dict, self.empty_list = encode(None), encode({}), encode([])
+
+    def __call__(self, value: Any) -> Any:
+        if value is None:
+            return self.null
+        if not value and type(value) is dict:
+            return self.empty_dict
+        if not value and type(value) is list:
+            return self.empty_list
+        return self.encode(value)
 
 
 def column_arrays(
@@ -206,7 +240,8 @@ def column_arrays(
     return arrays
 
 
-def insert(table: sa.Table, keys: Sequence[str]) -> Callable[[sa.Dialect], SQLCompiler]:
+@functools.cache  # the same builder each time: callers make one per statement they run
+def insert(table: sa.Table, keys: tuple[str, ...]) -> Callable[[sa.Dialect], SQLCompiler]:
     """A builder for `INSERT INTO table (keys) VALUES (…)`, one parameter per key."""
 
     def build(dialect: sa.Dialect) -> SQLCompiler:
@@ -217,6 +252,7 @@ def insert(table: sa.Table, keys: Sequence[str]) -> Callable[[sa.Dialect], SQLCo
     return build
 
 
+@functools.cache  # a statement hashes by identity: the callers pass constants
 def statement(stmt: sa.Executable) -> Callable[[sa.Dialect], SQLCompiler]:
     """A builder for a statement whose parameters are all named `bindparam`s."""
 
