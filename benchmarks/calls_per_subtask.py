@@ -3,6 +3,7 @@ that, unlike wall-clock or CPU time, does not move with the machine's speed.
 
     .venv/bin/python benchmarks/calls_per_subtask.py [--db sqlite|postgres] [--only W1,W2,W3]
                                                      [--top N] [--save PREFIX]
+                                                     [--loop uvloop|asyncio]
 
 For each workload: the same control plane and worker process as `bench_dag.py`, one warm-up run,
 then one run under cProfile (the control-plane process only). Prints the calls per subtask, the
@@ -26,6 +27,7 @@ import io
 import pstats
 import sys
 
+import uvloop
 from _layers import LAYERS, Layers
 from _workloads import workloads
 from bench_dag import cluster, postgres_reachable, quiet_logs
@@ -96,13 +98,19 @@ def main() -> None:
                         help="also list the N functions with the most time of their own")
     parser.add_argument("--save", default="", metavar="PREFIX",
                         help="also save each run's profile as PREFIX.W1.prof, …")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
+                        help="the control plane's event loop: uvloop, as every Shoal command "
+                             "and `shoal serve` run it (default), or asyncio's own, whose "
+                             "Python code is counted in the loop's row")
     args = parser.parse_args()
     quiet_logs()
     console = Console(width=None if sys.stdout.isatty() else 160)
     if args.db == "postgres" and not postgres_reachable():
         console.print("[red]PostgreSQL is not reachable; set SHOAL_BENCH_POSTGRES_URL.[/]")
         raise SystemExit(2)
-    asyncio.run(measure(args.db, args.only, args.top, console, args.save))
+    console.print(f"Event loop: {args.loop}")
+    run = asyncio.run if args.loop == "asyncio" else uvloop.run
+    run(measure(args.db, args.only, args.top, console, args.save))
 
 
 if __name__ == "__main__":

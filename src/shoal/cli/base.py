@@ -7,7 +7,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from pydantic import ValidationError
@@ -16,6 +16,12 @@ from rich.text import Text
 
 from shoal.config import Settings
 from shoal.errors import ShoalError
+
+_loop_run: Callable[..., Any]
+try:
+    from uvloop import run as _loop_run
+except ImportError:  # no uvloop (Windows): asyncio's own loop
+    _loop_run = asyncio.run
 
 console = Console()
 err = Console(stderr=True)
@@ -40,11 +46,13 @@ def worker_settings() -> Settings:
 
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command; Shoal errors become one red line and exit code 1."""
+    """Run an async command, on uvloop where it is installed (as uvicorn runs `shoal serve`,
+    so that the embedded control plane of `shoal up` and the workers run on the same loop);
+    Shoal errors become one red line and exit code 1."""
     import httpx
 
     try:
-        return asyncio.run(coro_fn())  # type: ignore[arg-type]
+        return cast("T", _loop_run(coro_fn()))
     except ShoalError as exc:  # whole lines: a command in a message must stay one to copy
         err.print(Text(exc.message, style="red"), soft_wrap=True)
         for detail in exc.details if isinstance(exc.details, list) else []:
