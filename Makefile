@@ -95,7 +95,7 @@ up: setup
 ## missing, and fail under CI=true.
 test: setup clis browser pdf deploy-tools
 	@$(PY) -m compileall -q -j 0 src >/dev/null
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not e2e"

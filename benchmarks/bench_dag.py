@@ -367,14 +367,20 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
     return doc
 
 
-def parse_args() -> argparse.Namespace:
-    """Command-line options."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+def workload_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the databases, sizes and workloads (`bench_peers.py`'s too)."""
     add = parser.add_argument
     add("--db", choices=["sqlite", "postgres", "both"], default="both")
     add("--quick", action="store_true", help="smaller workloads (under 30 s)")
     add("--repeat", type=int, help="runs per workload, median reported (default 3; quick 1)")
     add("--only", default="", metavar="W1,W2,W3", help="run only these workloads")
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    workload_options(parser)
+    add = parser.add_argument
     add(
         "--observe",
         choices=["bus", "sse"],

@@ -37,7 +37,13 @@ from _compare import Role, Row, summary, table
 from _peers import peer_rows
 from _report import Outcome, render
 from _workloads import workloads
-from bench_dag import POSTGRES_URL, bench_database, postgres_reachable, quiet_logs
+from bench_dag import (
+    POSTGRES_URL,
+    bench_database,
+    postgres_reachable,
+    quiet_logs,
+    workload_options,
+)
 from rich.console import Console
 
 HERE = Path(__file__).resolve().parent
@@ -90,12 +96,9 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
 def parse_args() -> argparse.Namespace:
     """Command-line options (those `bench_dag.bench_database` reads included)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    add = parser.add_argument
-    add("--db", choices=["sqlite", "postgres", "both"], default="both")
-    add("--quick", action="store_true", help="smaller workloads")
-    add("--repeat", type=int, help="runs per workload, median reported (default 3; quick 1)")
-    add("--only", default="", metavar="W1,W2,W3", help="run only these workloads")
-    add("--no-peers", action="store_true", help="Shoal and the floor only (no peers' venv)")
+    workload_options(parser)
+    parser.add_argument("--no-peers", action="store_true",
+                        help="Shoal and the floor only (no peers' venv)")
     args = parser.parse_args()
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
