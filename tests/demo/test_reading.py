@@ -128,3 +128,16 @@ KNOWN_MISSES = {
     "How much memory does ffi_prep_cif allocate?",
 }
 
+
+
+def test_a_list_item_is_never_part_of_the_sentence_before_it() -> None:
+    """Items of a list with no blank line between them are sentences of their own, each
+    without its bullet: a quote never runs from one item into the next (the check would not
+    find it as the report cites it)."""
+    text = ("- This is necessary because orderings vary. It is so.\n"
+            "- The reverse parameter still maintains sort stability\n  (records keep order).\n"
+            "2. A numbered item.\n       -l, --list  an option, not an item")
+    assert sentences(text) == [
+        "This is necessary because orderings vary.", "It is so.",
+        "The reverse parameter still maintains sort stability (records keep order).",
+        "A numbered item. -l, --list an option, not an item"]  # an option line is no item

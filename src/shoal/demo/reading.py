@@ -219,11 +219,11 @@ _BULLET = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 
 def sentences(text: str) -> list[str]:
     """`text`'s sentences as it has them (white space made single): a sentence may wrap but
-    never crosses a blank line; headings and table rows are not sentences; a list item's
-    bullet is not part of it."""
+    never crosses a blank line or the start of a list item; headings and table rows are not
+    sentences; a list item's bullet is not part of it."""
     found: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        lines = [line for line in paragraph.splitlines()
+    for block in re.split(r"\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)])\s)", text):
+        lines = [line for line in block.splitlines()
                  if line.strip() and not line.lstrip().startswith(("#", "|"))
                  and not _LINK_DEFINITION.match(line.lstrip())]
         flat = _BULLET.sub("", " ".join(" ".join(lines).split()))
