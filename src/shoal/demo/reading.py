@@ -34,6 +34,7 @@ from functools import lru_cache
 from rapidfuzz.distance import Levenshtein
 
 from shoal.retrieval.index import TOKENIZE
+from shoal.retrieval.search import STOP_WORDS
 
 ENOUGH = 0.45
 """The share of a question's term weight a sentence must hold to answer a question that asks
@@ -52,19 +53,18 @@ POLAR = re.compile(r"(?:is|are|was|were|do|does|did|can|could|should|will|would|
 FUZZY_LENGTH = 6
 """Terms this long or longer match a term one edit away (a spelling variant)."""
 
-_FUNCTION_WORDS = """
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each either else ever every
-few for from further had has have having he her here hers herself him himself his how however
-i if in into is it its itself just least less many may me might more most must my myself need
-neither no nor not of off often on once only or other ought our ours ourselves out over own per
-same shall she should so some such than that the their theirs them themselves then there these
-they this those through to too under until up upon us very was we were what when where whether
-which while who whom whose why will with within without would yet you your yours yourself
-yourselves also there's what's one ones get gets got make makes made use used uses using
+_MORE_FUNCTION_WORDS = """
+about above after again against all also am any because been before being below between both
+but doing down during each either else ever every few further get gets got having he her here
+hers herself him himself his however if into itself just least less made make makes many may
+might more most must myself need neither no nor not off often once one ones only other ought
+ours ourselves out over own per same shall some such theirs themselves there's those through
+too under until up upon us use used uses using very what's whether while whose within without
+yet yours yourself yourselves
 """
-FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
-"""Words that say how a question asks, not what it asks about (with its framing verbs)."""
+FUNCTION_WORDS = STOP_WORDS | frozenset(_MORE_FUNCTION_WORDS.split())
+"""Words that say how a question asks, not what it asks about: the search's stop words
+(`shoal.retrieval.search.STOP_WORDS`) and more of their kind, with framing verbs."""
 
 FRAMING = frozenset(("find", "passages", "documents", "sources", "source", "answer", "question",
                      "say", "says", "tell", "explain", "describe"))

@@ -35,7 +35,7 @@ CANDIDATES = 50
 MAX_QUERY_TERMS = 32
 
 _WORD = re.compile(r"\w+")
-_STOP_WORDS = frozenset({
+STOP_WORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "could", "did", "do", "does", "for",
     "from", "had", "has", "have", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on",
     "or", "our", "she", "should", "so", "than", "that", "the", "their", "them", "then", "there",
@@ -75,7 +75,7 @@ def fts_query(text: str) -> str | None:
     """`text` as an FTS5 query that any of its words matches (stop words dropped unless they
     are all there is), or None when it has no words."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-    kept = [w for w in words if w not in _STOP_WORDS] or words
+    kept = [w for w in words if w not in STOP_WORDS] or words
     if not kept:
         return None
     return " OR ".join(f'"{w}"' for w in kept[:MAX_QUERY_TERMS])
