@@ -10,7 +10,7 @@ from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.tools.base import ToolOutcome, ToolRun
 from shoal.tools.echo import EchoTool
-from tests.runtime.harness import echo_worker, login, sse_events, submit, task_detail
+from tests.runtime.harness import GatedEcho, echo_worker, login, sse_events, submit, task_detail
 
 
 @pytest.fixture
@@ -129,4 +129,31 @@ async def test_subtask_updates_count_attempts(server: RunningServer, settings: S
                for e in events if e["type"] == "subtask_update"]
     assert updates[-1] == ("completed", 2, 0)
     assert any(a == 1 for _, a, _ in updates)  # said during the first attempt
+    await client.aclose()
+
+
+async def test_live_attempts_are_indexed_by_number_while_they_run(
+    server: RunningServer, settings: Settings,
+) -> None:
+    """The runtime finds a worker's copy of an attempt id by its number (`attempt_ids`): while
+    an attempt runs the index holds the runtime's own id object, and its entry goes when the
+    attempt ends, so the index does not grow with the attempts ever run."""
+    client = await login(server, settings)
+    memory = server.services.runtime.memory
+    tool = GatedEcho()
+    async with echo_worker(server, settings, tools={"echo": tool}):
+        plan = [{"name": "first", "description": "go", "tool": "echo"},
+                {"name": "held", "description": "wait", "tool": "echo", "dependencies": [0],
+                 "options": {"gated": True}}]
+        task_id = await submit(client, plan)
+        await tool.started.wait()  # the first ended, the second runs
+        (aid, tid), = memory.attempt_task.items()
+        assert str(tid) == task_id
+        assert memory.attempt_ids == {aid.int: aid}
+        assert memory.attempt_ids[aid.int] is aid
+        tool.gate.set()
+        events = await sse_events(client, task_id, until={"task_complete", "task_failed"})
+        assert events[-1]["type"] == "task_complete"
+    assert memory.attempt_ids == {}
+    assert memory.attempt_task == {}
     await client.aclose()

@@ -22,7 +22,7 @@ import jwt
 
 from shoal.config import Settings
 from shoal.errors import Unauthorized
-from shoal.ids import UserId
+from shoal.ids import Id, UserId
 
 TokenType = Literal["access", "refresh"]
 """The two kinds of JWT a person holds."""
@@ -131,7 +131,7 @@ def _sign(base: dict[str, Any], kind: TokenType, expires: datetime, key: bytes,
 def _claims(payload: dict[str, Any], kind: TokenType) -> Claims:
     roles = payload["roles"]
     try:
-        user_id = UserId(uuid.UUID(payload["sub"]))
+        user_id = UserId(Id(payload["sub"]))
     except (ValueError, TypeError, AttributeError):
         raise Unauthorized("The token names no valid user. Sign in again.") from None
     if not isinstance(roles, list) or not isinstance(payload["username"], str):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from shoal import ids
 from shoal.engine.model import (
     AttemptRecord,
     CheckpointRecord,
@@ -39,7 +40,7 @@ class Context:
     now: datetime
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     rand: float = 0.5
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4
+    new_id: Callable[[], uuid.UUID] = ids.new_id
     max_subtasks: int = 500
     review_without_peer: Literal["skip", "same_worker", "checkpoint"] = "skip"
 

@@ -28,6 +28,11 @@ class TaskMemory:
         self.queued: dict[uuid.UUID, uuid.UUID] = {}  # queued subtask → task
         self.with_files: set[uuid.UUID] = set()  # tasks some subtask of which has files
         self.warned: set[uuid.UUID] = set()  # subtasks already reported as unplaceable
+        # A live attempt's id by its number: a worker's message carries its own copy of the
+        # id, which the runtime swaps for its own (looked up here by the number, no Python
+        # call), so that every dict and set holding it finds it by identity (comparing two
+        # UUIDs that are not the same object is two Python calls, and hashing a plain one two).
+        self.attempt_ids: dict[int, uuid.UUID] = {}
 
     def remember(self, st: TaskState, work: TaskWork | None = None) -> None:
         """Install a committed state and keep the indexes in step."""
@@ -36,13 +41,16 @@ class TaskMemory:
             for aid, att in work.merged.changed_attempts.items():
                 if att.status in (AttemptStatus.DISPATCHED, AttemptStatus.RUNNING):
                     self.attempt_task[aid] = tid
+                    self.attempt_ids[aid.int] = aid
                     self.leases.setdefault(aid, att.lease_expires_at or self._clock())
                 else:
                     self.attempt_task.pop(aid, None)
+                    self.attempt_ids.pop(aid.int, None)
                     self.leases.pop(aid, None)
         else:
             for aid in st.attempts:
                 self.attempt_task[aid] = tid
+                self.attempt_ids[aid.int] = aid
         # A subtask's status changes only through a decision, which names it; so a state this
         # memory already held needs only the subtasks the batch touched re-indexed.
         touched: Any = st.subtasks
@@ -73,6 +81,7 @@ class TaskMemory:
             return
         for aid in st.attempts:
             self.attempt_task.pop(aid, None)
+            self.attempt_ids.pop(aid.int, None)
             self.leases.pop(aid, None)
         for sid in st.subtasks:
             self.queued.pop(sid, None)

@@ -15,6 +15,7 @@ from shoal.engine.inputs import Declined, EngineInput, Expired, Finished, Starte
 from shoal.engine.step import Context
 from shoal.errors import StaleAttempt
 from shoal.events import EventType, NewEvent
+from shoal.ids import as_id, new_id
 from shoal.protocol import SERVER_FEATURES, ForgetTasks, Registered
 from shoal.runtime.batch import Batch, Reader, TaskWork
 from shoal.runtime.fleet import Connection, Fleet, Sample
@@ -53,7 +54,7 @@ class WorkerJobs:
     async def register(self, rd: Reader, b: Batch, job: Register, ctx: Context) -> None:
         msg, token_id, send, close = job.msg, job.token_id, job.send, job.close
         known = await worker_rows.find_worker_id(await rd.conn(), msg.machine_id)
-        worker_id = known or uuid.uuid4()
+        worker_id = as_id(known) if known else new_id()
         b.sql.append(functools.partial(worker_rows.save_worker, worker_id=worker_id, msg=msg,
                                        exists=known is not None, token_id=token_id, now=b.now))
         wc = Connection(worker_id=worker_id, machine_id=msg.machine_id, name=msg.machine_name,
@@ -180,15 +181,16 @@ class WorkerJobs:
 
     async def result(self, rd: Reader, b: Batch, job: Result, ctx: Context) -> None:
         wc, msg, manifest, rejected = job.conn, job.msg, job.manifest, job.rejected
-        wc.running.discard(msg.attempt_id)
+        aid = self._memory.attempt_ids.get(msg.attempt_id.int, msg.attempt_id)  # the runtime's
+        wc.running.discard(aid)
         wc.silent = False
-        tid = self._memory.attempt_task.get(msg.attempt_id)
+        tid = self._memory.attempt_task.get(aid)
         if tid is None:  # counted as refused too: which tool ran it, memory no longer knows
             b.fenced.append("")
             job.result = lambda: (False, "This attempt has ended; its result is refused.")
             return
         work = await self._work(rd, b, tid)
-        att = work.state.attempts.get(msg.attempt_id)
+        att = work.state.attempts.get(aid)
         if att is None or att.fence != msg.fence or (  # (`is` first: UUID's == is two calls)
                 att.worker_id is not wc.worker_id and att.worker_id != wc.worker_id):
             b.fenced.append(att.tool if att is not None else "")
@@ -196,10 +198,10 @@ class WorkerJobs:
             return
         if msg.status == "declined":  # it never ran: placed again, elsewhere or later
             wc.declined()
-            inp: EngineInput = Declined(msg.attempt_id, msg.error or "The worker declined it.")
+            inp: EngineInput = Declined(aid, msg.error or "The worker declined it.")
         else:
             inp = Finished(
-                attempt_id=msg.attempt_id, status=msg.status, output=msg.output,
+                attempt_id=aid, status=msg.status, output=msg.output,
                 files=tuple(manifest), rejected_files=tuple(rejected),
                 usage=msg.usage.model_dump(), error=msg.error,
                 denials=tuple(msg.denials), duration_seconds=msg.duration_seconds)

@@ -45,7 +45,7 @@ from shoal.engine import planning, quality, waves
 from shoal.engine.model import Budget, Deadline, SourceRef, StepKind, TaskMeta, TaskRecord
 from shoal.errors import InvalidGraph, InvalidInput, NotFound, RateLimited, Unavailable
 from shoal.events import as_json
-from shoal.ids import ID_PREFIX, id_range, parse_id
+from shoal.ids import ID_PREFIX, id_range, new_id, parse_id
 from shoal.limits import MAX_INT64, value_problem
 from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
@@ -111,7 +111,7 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
             retry_after=10)
     now = utcnow()
     task = TaskRecord(
-        id=uuid.uuid4(), user_id=user.user_id, description=body.description,
+        id=new_id(), user_id=user.user_id, description=body.description,
         status=TaskStatus.PENDING, created_at=now, updated_at=now, workflow=body.workflow,
         checkpoint_frequency=body.checkpoint_frequency, privacy_level=body.privacy_level,
         tool_preferences=tuple(body.tool_preferences or ()), meta=meta,

@@ -1,0 +1,70 @@
+"""`Id`: a UUID that equals and hashes as the plain UUID of the same value, hashed in C."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import sys
+import uuid
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from shoal.ids import Id, as_id, id_of_int, new_id
+
+
+def test_an_id_is_the_uuid_of_its_value() -> None:
+    """Equal both ways, the same hash, text, bytes and order: the two mix as keys."""
+    for _ in range(200):
+        made = new_id()
+        plain = uuid.UUID(str(made))
+        assert made == plain
+        assert plain == made
+        assert hash(made) == hash(plain)
+        assert {plain: 1}[made] == 1
+        assert {made: 2}[plain] == 2
+        assert (made.hex, made.bytes, made.version, made.variant) == (
+            plain.hex, plain.bytes, 4, uuid.RFC_4122)
+        assert made != new_id()
+    low, high = Id(int=1), uuid.UUID(int=2)
+    assert low < high
+    assert sorted([high, low]) == [low, high]
+    assert Id("12345678-1234-5678-1234-567812345678") == uuid.UUID(
+        "12345678123456781234567812345678")
+
+
+def test_an_id_survives_copies_and_pickles_and_stays_immutable() -> None:
+    made = new_id()
+    for other in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert isinstance(other, Id)
+        assert other == made
+        assert hash(other) == hash(made)
+    with pytest.raises(TypeError, match="immutable"):
+        made.int = 5  # type: ignore[misc]
+    assert as_id(made) is made
+    plain = uuid.uuid4()
+    assert isinstance(as_id(plain), Id)
+    assert as_id(plain) == plain
+    assert id_of_int(plain.int) == plain
+
+
+def test_hashing_an_id_runs_no_python_function() -> None:
+    """The point of `Id`: a dict lookup by one is no Python frame (a plain UUID's is one)."""
+    made, plain = new_id(), uuid.uuid4()
+    table = {made: 1, plain: 2}
+    calls: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        table[made], hash(made)
+        mine = list(calls)
+        table[plain]
+    finally:
+        sys.setprofile(None)
+    assert mine == []
+    assert calls == ["__hash__"]
