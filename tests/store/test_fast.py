@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from shoal.states import SubtaskStatus
 from shoal.store import fast
 from shoal.store.convert import subtask_values, subtasks
 from shoal.store.db import Database
-from shoal.store.models import JSONType
+from shoal.store.models import JSONType, UTCDateTime
 from shoal.store.state import insert_rows
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -110,6 +110,38 @@ def test_inlined_converters_give_what_calling_them_gives() -> None:
         expected = tuple(row[key] if proc is None else proc(row[key]) for key, proc in convert)
         assert row_function(row) == expected
         assert row_function(row) == expected  # remembered the second time
+
+
+def test_timestamps_and_json_are_converted_as_sqlalchemy_converts_them() -> None:
+    """The row functions' own forms of the timestamp and JSON converters (`isoformat`, the C
+    encoder) give SQLAlchemy's parameters on both dialects, for every kind of value; the
+    converters called as functions do too."""
+    east = timezone(timedelta(hours=5, minutes=30))
+    stamps: list[datetime | None] = [
+        None, NOW, NOW.replace(microsecond=0), datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), datetime(2026, 3, 4, 5, 6, 7),
+        datetime(2026, 3, 4, 5, 6, 7, 8, tzinfo=east), NOW.replace(fold=1)]
+    docs: list[Any] = [None, {}, [], {"a": [1, 2.5, "é\n\x00", None, True]}, [{"b": {}}], 0, "",
+                       False, {"": None}, "text", 3.25]
+    for dialect in (sqlite.dialect(), asyncpg.dialect()):
+        cases = [(UTCDateTime(), stamps), (JSONType, docs)]
+        for type_, values in cases:
+            ours = fast.processor(type_, dialect)
+            theirs = type_.dialect_impl(dialect).bind_processor(dialect)
+            if theirs is None:
+                assert ours is None
+                continue
+            assert ours is not None
+            row_function = fast._row_function([("v", ours)])
+            for value in values:
+                assert row_function({"v": value}) == (theirs(value),), (dialect.name, value)
+                assert ours(value) == theirs(value)
+    sqlite_stamp = fast.processor(UTCDateTime(), sqlite.dialect())
+    sqlite_json = fast.processor(JSONType, sqlite.dialect())
+    assert isinstance(sqlite_stamp, fast._Timestamp)
+    assert sqlite_stamp.text
+    assert isinstance(sqlite_json, fast._Json)
+    assert sqlite_json.direct
 
 
 async def test_the_sqlite_path_runs_on_the_driver_connection(db: Database) -> None:

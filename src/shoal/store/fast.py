@@ -22,6 +22,7 @@ import json
 import json.encoder
 import sqlite3
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -78,8 +79,9 @@ def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
     """
     # pysqlite's DBAPI connection is the sqlite3 one itself (its dialect's
     # `get_driver_connection` returns it as is): an attribute, where `driver_connection` is
-    # three calls through the pool's records.
-    raw: Any = conn.connection.dbapi_connection
+    # three calls through the pool's records. The pool's connection is `conn.connection`, read
+    # from the attribute behind that property while it is set (the property is a call).
+    raw: Any = (conn._dbapi_connection or conn.connection).dbapi_connection
     try:
         return raw.executemany(sql, params) if many else raw.execute(sql, params)
     except sqlite3.Error as exc:
@@ -115,8 +117,20 @@ def _inline(i: int, read: str, proc: Processor, env: dict[str, Any]) -> str:
     v = f"v{i}"
     if proc is _uuid_hex:
         return f'(None if ({v} := {read}) is None else f"{{{v}.int:032x}}")'
+    if isinstance(proc, _Timestamp):
+        env["UTC"] = UTC
+        if proc.text:  # SQLite's text: what the converter gives, by one C method
+            return (f'(None if ({v} := {read}) is None else {v}.isoformat(" ", "microseconds")'
+                    f"[:26] if {v}.tzinfo is UTC else p{i}({v}))")
+        return f"({v} if ({v} := {read}) is None or {v}.tzinfo is UTC else p{i}({v}))"
     if isinstance(proc, _Remembered):
         return f"(d{i}[{v}] if ({v} := {read}) in (d{i} := p{i}.seen) else p{i}({v}))"
+    if isinstance(proc, _Json) and proc.direct:  # the converter is `json_dumps`: its C part
+        env["JOIN"], env["ENCODE"] = "".join, _C_ENCODER
+        return (f"(p{i}.null if ({v} := {read}) is None"
+                f" else (JOIN(ENCODE({v}, 0)) if {v} else p{i}.empty_dict) if {v}.__class__ is dict"
+                f" else (JOIN(ENCODE({v}, 0)) if {v} else p{i}.empty_list) if {v}.__class__ is list"
+                f" else p{i}.encode({v}))")
     if isinstance(proc, _Json):
         return (f"(p{i}.null if ({v} := {read}) is None else p{i}.encode({v}) if {v}"
                 f" else p{i}.empty_dict if {v}.__class__ is dict"
@@ -171,7 +185,7 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
             and (not dialect.supports_native_uuid or not impl.native_uuid)):
         return _uuid_hex  # what SQLAlchemy's gives, without the `hex` property's frame
     if proc is not None and isinstance(getattr(impl, "impl", impl), sa.DateTime):
-        return _Remembered(proc)
+        return _Timestamp.of(proc) or _Remembered(proc)
     if proc is None or not isinstance(impl, sa.JSON):
         return proc
     return _Json(proc)
@@ -180,6 +194,36 @@ def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor
 def _uuid_hex(value: Any) -> Any:
     """A UUID as 32 hex digits (SQLite's text column), as `UUID.hex` gives it."""
     return None if value is None else f"{value.int:032x}"
+
+
+class _Timestamp:
+    """A timestamp converter whose answer for an aware UTC datetime is known without calling
+    it: SQLite's text, "2026-11-28 15:47:31.000007" (the UTC instant, naive, with its
+    microseconds), which `isoformat` gives in one C call where the converter takes eight
+    Python ones; or, on a driver that takes datetimes (asyncpg), the value itself. Which of
+    the two (if either) is found by asking the converter, once, about a sample instant."""
+
+    __slots__ = ("proc", "text")
+
+    _SAMPLE = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+
+    def __init__(self, proc: Callable[[Any], Any], *, text: bool) -> None:
+        self.proc, self.text = proc, text
+
+    @classmethod
+    def of(cls, proc: Callable[[Any], Any]) -> _Timestamp | None:
+        """The fast form of `proc`, or None when it answers neither way."""
+        answer, sample = proc(cls._SAMPLE), cls._SAMPLE
+        if answer == sample.isoformat(" ", "microseconds")[:26]:
+            return cls(proc, text=True)
+        if isinstance(answer, datetime) and answer == sample and answer.tzinfo is not None:
+            return cls(proc, text=False)
+        return None
+
+    def __call__(self, value: Any) -> Any:
+        if value is None or value.__class__ is not datetime or value.tzinfo is not UTC:
+            return self.proc(value)
+        return value.isoformat(" ", "microseconds")[:26] if self.text else value
 
 
 class _Remembered:
@@ -210,13 +254,18 @@ class _Remembered:
 
 class _Json:
     """The dialect's JSON converter, with the common empty values (None, {}, []) encoded once
-    instead of on every row."""
+    instead of on every row; `direct` when it gives what `json_dumps` gives (the engines'
+    serializer, on a driver that takes text), so a row function can run the C encoder itself
+    rather than through SQLAlchemy's converter and `json_dumps` (five calls a value)."""
 
-    __slots__ = ("empty_dict", "empty_list", "encode", "null")
+    __slots__ = ("direct", "empty_dict", "empty_list", "encode", "null")
+
+    _SAMPLE = {"a": [1, 2.5, "é\n", None, True], "b": {}}
 
     def __init__(self, encode: Callable[[Any], Any]) -> None:
         self.encode = encode
         self.null, self.empty_dict, self.empty_list = encode(None), encode({}), encode([])
+        self.direct = _C_ENCODER is not None and encode(self._SAMPLE) == json_dumps(self._SAMPLE)
 
     def __call__(self, value: Any) -> Any:
         if value is None:
