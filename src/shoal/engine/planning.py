@@ -250,9 +250,11 @@ def _read_item(item: Any, at: int, *, strict: bool) -> _Draft:
 
 def _required_text(item: Mapping[str, Any], at: int, field: str, *, strict: bool) -> str:
     value = item.get(field)
-    if not isinstance(value, str) or not value.strip():
+    if value.__class__ is not str and not isinstance(value, str):  # the class: no call
         raise _item_error(at, field, f"needs a non-empty \"{field}\" string")
     value = value.strip()
+    if not value:
+        raise _item_error(at, field, f"needs a non-empty \"{field}\" string")
     if field == "name" and len(value) > MAX_NAME_LENGTH:
         if strict:
             raise _item_error(at, field, f"has a name longer than {MAX_NAME_LENGTH} characters")
@@ -262,9 +264,11 @@ def _required_text(item: Mapping[str, Any], at: int, field: str, *, strict: bool
 
 def _optional_text(item: Mapping[str, Any], at: int, field: str, *, strict: bool) -> str | None:
     value = item.get(field)
+    if value is None:
+        return None
     if isinstance(value, str):
         return value.strip() or None
-    if value is None or not strict:
+    if not strict:
         return None
     raise _item_error(at, field, f"has a \"{field}\" that is not a tool name (a string)")
 
@@ -273,7 +277,8 @@ def _complexity(value: Any, at: int, *, strict: bool) -> int:
     """1 to 5; the planner's odd values are clamped or defaulted, a user's are refused."""
     if value is None:
         return DEFAULT_COMPLEXITY
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5:
+    plain = value.__class__ is int  # told by its class, without a call
+    if (plain or (isinstance(value, int) and not isinstance(value, bool))) and 1 <= value <= 5:
         return value
     if strict:
         raise _item_error(at, "complexity", "has a \"complexity\" that is not a whole number "
@@ -307,7 +312,8 @@ def _resolve_refs(draft: _Draft, at: int, index: Mapping[str, int], count: int) 
 
 
 def _resolve_ref(ref: Any, at: int, index: Mapping[str, int], count: int) -> int:
-    if isinstance(ref, int) and not isinstance(ref, bool) and 0 <= ref < count:
+    plain = ref.__class__ is int  # told by its class, without a call
+    if (plain or (isinstance(ref, int) and not isinstance(ref, bool))) and 0 <= ref < count:
         return ref
     if isinstance(ref, str):
         found = index.get(ref.strip().casefold())
