@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+import uvloop
 from _layers import LAYERS, Layers
 from _report import percentile
 from bench_dag import (
@@ -389,7 +390,7 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
         argv = ["--db", args.db, "--seconds", str(args.seconds), "--interval",
                 str(args.interval), "--copies", str(args.copies), "--json", str(out),
                 *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
-                *(["--floor"] if args.floor else []),
+                "--loop", args.loop, *(["--floor"] if args.floor else []),
                 *(["--profile", args.profile] if args.profile else [])]
         proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
         if await proc.wait() != 0:
@@ -456,12 +457,16 @@ def main() -> None:
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--floor", action="store_true",
                         help="watchers: the fan-out floor instead of Shoal (no Shoal logic)")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
+                        help="the event loop of the process measured (the control plane, or "
+                             "the floor): uvloop, as `shoal serve` runs (default), or asyncio's")
     parser.add_argument("--json", default="", help=argparse.SUPPRESS)  # one size, figures here
     args = parser.parse_args()
     if args.db == "postgres" and not postgres_reachable():
         sys.exit("PostgreSQL is not reachable.")
     quiet_logs()
-    asyncio.run(main_async(args, Console(width=140)))
+    run = uvloop.run if args.loop == "uvloop" and args.json else asyncio.run
+    run(main_async(args, Console(width=140)))
 
 
 if __name__ == "__main__":
