@@ -26,6 +26,10 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _storable(cls, value: Any) -> Any:
+        kind = value.__class__  # the plain values of most fields pass without a call
+        if value is None or kind is int or kind is bool or (
+                kind is str and "\x00" not in value and value.isascii()):
+            return value
         found = value_problem(value)
         if found:
             inner, problem = found
