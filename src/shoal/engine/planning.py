@@ -279,7 +279,8 @@ def _complexity(value: Any, at: int, *, strict: bool) -> int:
         return DEFAULT_COMPLEXITY
     plain = value.__class__ is int  # told by its class, without a call
     if (plain or (isinstance(value, int) and not isinstance(value, bool))) and 1 <= value <= 5:
-        return value
+        number: int = value
+        return number
     if strict:
         raise _item_error(at, "complexity", "has a \"complexity\" that is not a whole number "
                           "from 1 to 5")
@@ -314,7 +315,8 @@ def _resolve_refs(draft: _Draft, at: int, index: Mapping[str, int], count: int) 
 def _resolve_ref(ref: Any, at: int, index: Mapping[str, int], count: int) -> int:
     plain = ref.__class__ is int  # told by its class, without a call
     if (plain or (isinstance(ref, int) and not isinstance(ref, bool))) and 0 <= ref < count:
-        return ref
+        index_of: int = ref
+        return index_of
     if isinstance(ref, str):
         found = index.get(ref.strip().casefold())
         if found is not None:
