@@ -164,23 +164,26 @@ class Watching:
     got: dict[int, list[float]] = field(default_factory=dict)
 
     def figures(self, clients: int, stored: dict[int, float], cpu: float,
-                kernel: float = float("nan")) -> dict[str, Any]:
-        """The run's figures for the events `stored` (number → timestamp)."""
+                kernel: float = float("nan"), *, tasks: int = 1) -> dict[str, Any]:
+        """The run's figures for the events `stored` (number → timestamp), each of which
+        `clients / tasks` watchers follow."""
         got = self.got
         lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
         delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
-        return {"clients": clients, "events": len(stored), "missing": clients * len(stored)
-                - delivered, "p50": percentile(lags, 50), "p99": percentile(lags, 99),
+        return {"clients": clients, "tasks": tasks, "events": len(stored),
+                "missing": clients // tasks * len(stored) - delivered,
+                "p50": percentile(lags, 50), "p99": percentile(lags, 99),
                 "max": max(lags, default=0.0), "kb": self.kb, "connect_s": self.connect_s,
                 "cpu_us": cpu * 1e6 / max(1, delivered),
                 "kernel_us": kernel * 1e6 / max(1, delivered)}
 
 
 @contextlib.asynccontextmanager
-async def watchers(url: str, token: str, clients: int, *, warm: bool = True
-                   ) -> AsyncIterator[Watching]:
+async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
+                   tasks: list[str] | None = None) -> AsyncIterator[Watching]:
     """`clients` simulated watchers of `url`, subscribed (after WARM that came and went, if
-    `warm`); on exit, their deliveries."""
+    `warm`) to every task's events, or each to one of `tasks` in turn; on exit, their
+    deliveries."""
     if warm:
         await warm_up("sim_clients.py", "--url", url, "--token", token)
     gc.collect()
@@ -188,8 +191,8 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True
     parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
     procs = [await asyncio.create_subprocess_exec(
         sys.executable, str(SIM / "sim_clients.py"), "--url", url, "--token", token,
-        "--count", str(n), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        limit=2**26) for n in parts]
+        "--count", str(n), "--tasks", ",".join(tasks or ()), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, limit=2**26) for n in parts]
     started = time.monotonic()
     for proc in procs:
         assert proc.stdout is not None
@@ -213,8 +216,12 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True
         await proc.wait()
 
 
-async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[str, Any]:
-    """One run with `clients` watchers subscribed live while a 10-step chain runs."""
+async def measure_clients(kind: str, clients: int, profile: str = "",
+                          tasks: int = 1) -> dict[str, Any]:
+    """One run with `clients` watchers subscribed live while a 10-step chain runs (or `tasks`
+    chains at once, each followed by `clients / tasks` of the watchers)."""
+    if tasks > 1:
+        return await _measure_spread(kind, clients, tasks, profile)
     with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
@@ -240,6 +247,84 @@ async def measure_clients(kind: str, clients: int, profile: str = "") -> dict[st
     if profiler is not None:
         print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
     return figures
+
+
+async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> dict[str, Any]:
+    """`tasks` chains submitted at once, each followed by `clients / tasks` watchers subscribed
+    to it alone; each chain's first step holds it long enough for every watcher to subscribe
+    (a task id is known only once submitted). What is measured starts once all have: the
+    events' numbers and times come from the bus from then on, and the CPU is counted then.
+    Running a hundred chains costs CPU of its own, which one chain spread over the same
+    deliveries does not: the same chains are run first with no watcher, and their CPU is
+    taken off, so the figure is what the deliveries cost."""
+    if clients % tasks:
+        raise SystemExit(f"--clients {clients} is not a multiple of --tasks {tasks}")
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url).model_copy(update={"max_active_tasks": tasks})
+            async with running_server(settings) as srv, \
+                    worker_process(srv, tmp, uvloop=False, records={}):
+                client = await signed_in_client(srv, settings)
+                token = client.headers["Authorization"].removeprefix("Bearer ")
+                async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own
+                    ids = await _submit_held(client, tasks, 0.2)
+                    unwatched = time.process_time(), system_seconds()
+                    await _follow_all(sub, set(ids), {})
+                    unwatched = (time.process_time() - unwatched[0],
+                                 system_seconds() - unwatched[1])
+                ids = await _submit_held(client, tasks, 5 + clients * 0.004)
+                profiler = cProfile.Profile() if profile else None
+                stored: dict[int, float] = {}
+                async with watchers(srv.url, token, clients, tasks=ids) as watching, \
+                        srv.services.bus.subscribe() as sub:
+                    if profiler is not None:
+                        profiler.enable()
+                    cpu, kernel = time.process_time(), system_seconds()
+                    await _follow_all(sub, set(ids), stored)
+                    print(f"{tasks} chains: {time.process_time() - cpu:.2f} s of CPU watched, "
+                          f"{unwatched[0]:.2f} s not (taken off)", file=sys.stderr)
+                    cpu = time.process_time() - cpu - unwatched[0]
+                    kernel = system_seconds() - kernel - unwatched[1]
+                    if profiler is not None:
+                        profiler.disable()
+                        profiler.dump_stats(f"{profile}.{clients}x{tasks}")
+                await client.aclose()
+    figures = watching.figures(clients, stored, cpu, kernel, tasks=tasks)
+    if profiler is not None:
+        print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"])
+    return figures
+
+
+async def _submit_held(client: httpx.AsyncClient, tasks: int, hold: float) -> list[str]:
+    """Submit `tasks` chains whose first step waits `hold` seconds; their ids."""
+    first = {"name": "hold", "description": "Wait for the watchers", "tool": "echo",
+             "options": {"delay": hold}}
+    plan = [first, *({**step, "dependencies": step["dependencies"] or ["hold"]}
+                     for step in CHAIN)]
+    ids = []
+    for i in range(tasks):
+        created = await client.post("/api/v1/tasks", json={
+            "description": f"Watched by a few ({i})", "plan": plan})
+        created.raise_for_status()
+        ids.append(created.json()["task_id"])
+    return ids
+
+
+WATCHED = frozenset({"task_update", "subtask_update", "task_complete", "task_failed"})
+
+
+async def _follow_all(sub: Any, ids: set[str], stored: dict[int, float]) -> None:
+    """Note the number and time of each watched event of the tasks `ids` until all ended."""
+    running = set(ids)
+    async for event in sub:
+        task = str(event.task_id)
+        if task in ids and event.type.value in WATCHED:
+            stored[event.seq] = event.timestamp.timestamp()
+            if event.type.value in ("task_complete", "task_failed"):
+                running.discard(task)
+                if not running:
+                    return
 
 
 def print_layers(stats: pstats.Stats, deliveries: int) -> None:
@@ -378,7 +463,7 @@ async def one(args: argparse.Namespace) -> dict[str, Any]:
             return await measure_floor(n, 33)
         if args.copies > 1:
             return await measure_clients_on_copies(n, args.copies)
-        return await measure_clients(args.db, n, args.profile)
+        return await measure_clients(args.db, n, args.profile, args.tasks)
     return await measure(args.db, int(args.workers), args.seconds, args.interval)
 
 
@@ -390,6 +475,7 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
         argv = ["--db", args.db, "--seconds", str(args.seconds), "--interval",
                 str(args.interval), "--copies", str(args.copies), "--json", str(out),
                 *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
+                "--tasks", str(args.tasks),
                 "--loop", args.loop, *(["--floor"] if args.floor else []),
                 *(["--profile", args.profile] if args.profile else [])]
         proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
@@ -424,7 +510,8 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
 async def clients_table(args: argparse.Namespace, console: Console) -> None:
     what = ("the fan-out floor (no Shoal logic)" if args.floor else
             f"{args.copies} copies (postgres + Redis)" if args.copies > 1 else
-            f"one copy ({args.db})")
+            f"one copy ({args.db}), {args.tasks} tasks each followed by an equal share"
+            if args.tasks > 1 else f"one copy ({args.db})")
     table = Table(title=f"Watchers of a running task on {what}: from the event's "
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
@@ -453,6 +540,9 @@ def main() -> None:
     parser.add_argument("--profile", default="", metavar="FILE",
                         help="watchers: profile the control plane while the task runs "
                              "(cProfile, saved as FILE.N; the top functions printed)")
+    parser.add_argument("--tasks", type=int, default=1,
+                        help="watchers: this many chains at once, each followed by an equal "
+                             "share of the watchers (subscribed to it alone)")
     parser.add_argument("--copies", type=int, default=1,
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--floor", action="store_true",

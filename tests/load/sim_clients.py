@@ -1,8 +1,8 @@
 """Simulated watchers: N client WebSockets on `/ws`, each subscribed live to the user's task
-events. Prints `subscribed N` once all are; then, when standard input closes (or, with
-`--until-ended`, once every watcher has seen a task end), one JSON line: for each event
-sequence number, how many deliveries the watchers got and when the last one did
-(`time.time()`).
+events (or, with `--tasks`, to one of those tasks' events, the watchers spread evenly). Prints
+`subscribed N` once all are; then, when standard input closes (or, with `--until-ended`, once
+every watcher has seen a task end), one JSON line: for each event sequence number, how many
+deliveries the watchers got and when the last one did (`time.time()`).
 
 Used by `tests/load` (a reduced size) and `benchmarks/bench_load.py --clients` (the full one):
 
@@ -37,12 +37,21 @@ class Watchers:
         self.joined = self.ended = 0
         self.all_ended = asyncio.Event()
         self.got: dict[int, list[float]] = {}
+        self.tasks: list[str] = [t for t in args.tasks.split(",") if t]
+        self.started = 0
+
+    def subscription(self) -> str:
+        """The next watcher's subscribe message: every task's events, or one task's in turn."""
+        message: dict[str, object] = {"type": "subscribe", "event_types": TYPES, "batch": True}
+        if self.tasks:
+            message["task_id"] = self.tasks[self.started % len(self.tasks)]
+        self.started += 1
+        return json.dumps(message)
 
     async def one(self) -> None:
         async with self.ready:
             ws = await connect(self.url, open_timeout=120, max_size=2**24, ping_interval=None)
-            await ws.send(json.dumps({"type": "subscribe", "event_types": TYPES,
-                                      "batch": True}))
+            await ws.send(self.subscription())
             while json.loads(await ws.recv()).get("type") != "subscribed":
                 pass
         self.joined += 1
@@ -78,6 +87,8 @@ async def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--token", required=True)
     parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--tasks", default="",
+                        help="task ids, comma-separated: each watcher follows one, in turn")
     parser.add_argument("--until-ended", action="store_true",
                         help="report once every watcher has seen a task end")
     args = parser.parse_args()

@@ -16,9 +16,10 @@ import httpx
 
 from shoal import admin
 from shoal.api.server import RunningServer, running_server
+from shoal.api.streams import current_seq
 from shoal.config import Settings
 from tests.load.sim_clients import ENDS, TYPES
-from tests.runtime.harness import echo_worker, login, submit, wait_until
+from tests.runtime.harness import GatedEcho, echo_worker, login, submit, wait_until
 
 HERE = Path(__file__).resolve().parent
 WORKERS = 500
@@ -122,3 +123,37 @@ async def test_every_watcher_gets_every_event_once(settings: Settings) -> None:
     assert set(got) <= wanted, f"events of other types or tasks: {sorted(set(got) - wanted)}"
     assert {seq: n for seq, n in got.items() if n != WATCHERS} == {}, \
         "events some watchers missed or got twice"
+
+
+async def test_watchers_of_one_task_each_get_its_events_once(settings: Settings) -> None:
+    """Watchers spread over several running tasks, each subscribed to one (`--tasks`, as
+    `bench_load.py --tasks` runs them): every event of a task committed once all had subscribed
+    reaches each of its watchers once, and no watcher gets another task's."""
+    tasks, tool = 4, GatedEcho()
+    held = [{"name": "hold", "description": "Held", "tool": "echo", "options": {"gated": True}},
+            *({"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
+               "dependencies": [f"s{i - 1}" if i else "hold"]} for i in range(STEPS))]
+    settings = settings.model_copy(update={"max_active_tasks": tasks})
+    async with running_server(settings) as srv, \
+            echo_worker(srv, settings, slots=tasks, tools={"echo": tool}):
+        client = await login(srv, settings)
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        ids = [await submit(client, held, f"Watched by a few ({i})") for i in range(tasks)]
+        await wait_until(lambda: tool.runs == tasks, what="every task's held first step")
+        async with simulator("sim_clients.py", "--url", srv.url, "--token", token,
+                             "--count", str(WATCHERS), "--tasks", ",".join(ids),
+                             "--until-ended") as proc:
+            await line(proc, "subscribed")
+            since = await current_seq(srv.services)
+            tool.gate.set()
+            got = {int(seq): count for seq, (count, _) in json.loads(await line(proc, "{"))
+                   .items()}
+        stored = {task_id: await stored_events(client, task_id) for task_id in ids}
+        await client.aclose()
+    mine = {seq for events in stored.values() for seq, kind in events if kind in WATCHED}
+    assert set(got) <= mine, f"events of other types or tasks: {sorted(set(got) - mine)}"
+    wanted = {seq for seq in mine if seq > since}
+    assert len(wanted) > tasks * STEPS
+    assert {seq: got.get(seq, 0) for seq in wanted
+            if got.get(seq, 0) != WATCHERS // tasks} == {}, \
+        "events some of their task's watchers missed or got twice"
