@@ -248,8 +248,8 @@ class Metrics:
                     if len(ready) >= MAX_READY:  # tasks handed to another copy left theirs
                         ready.clear()
                     ready[sid] = max(now, sub.not_before) if sub.not_before else now
-            elif sub.status is not SubtaskStatus.IN_PROGRESS:
-                ready.pop(sid, None)
+            elif sub.status is not SubtaskStatus.IN_PROGRESS and sid in ready:
+                del ready[sid]  # (`in` and `del`: operators, where `pop` is a call)
 
     def task_completed(self, state: TaskState) -> None:
         """Observe a completed task's wave metrics, if it ran a typed plan (its committed
@@ -274,9 +274,12 @@ class Metrics:
         usage = att.usage
         if not usage:
             return
-        model = self._models(_text(usage.get("model")))
-        inp, out = _number(usage.get("input_tokens")), _number(usage.get("output_tokens"))
-        cost = _number(usage.get("cost_usd"))
+        get = usage.get
+        inp, out, cost = get("input_tokens"), get("output_tokens"), get("cost_usd")
+        if not (inp or out or cost):  # nothing spent (a tool that counts no tokens)
+            return
+        model = self._models(_text(get("model")))
+        inp, out, cost = _number(inp), _number(out), _number(cost)
         if inp:
             self.input_tokens.add((tool, model), inp)
         if out:
@@ -288,9 +291,13 @@ class Metrics:
                    sent: datetime) -> None:
         """Observe the dispatch latency of attempts sent at `sent`; a subtask not noted as
         queued became ready in the batch that started at `ready`."""
-        pop, observe = self._ready_at.pop, self.dispatch_latency.observe
+        ready_at, observe = self._ready_at, self.dispatch_latency.observe
         for sid in subtask_ids:
-            observe((), max(0.0, (sent - pop(sid, ready)).total_seconds()))
+            became = ready
+            if sid in ready_at:  # (`in` and `del`: operators, where `pop` is a call)
+                became = ready_at[sid]
+                del ready_at[sid]
+            observe((), max(0.0, (sent - became).total_seconds()))
 
     def fenced(self, tool: str | None) -> None:
         """Count a result refused because its attempt had lost its lease."""

@@ -76,7 +76,8 @@ async def execute_message(
         role=sub.role, tool=att.tool, name=sub.name, instructions=instructions,
         upstream=upstream,
         timeout=float(options.pop("timeout", timeout)), options=options,
-        mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers],
+        mcp_servers=[McpServer(**s.to_json()) for s in sub.options.mcp_servers]
+        if sub.options.mcp_servers else [],
         output_file=sub.options.output_file,
         traceparent=attempt_traceparent(state.task.id, sub.id),
         budget=_budget_left(state),

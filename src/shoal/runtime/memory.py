@@ -37,16 +37,21 @@ class TaskMemory:
     def remember(self, st: TaskState, work: TaskWork | None = None) -> None:
         """Install a committed state and keep the indexes in step."""
         tid = st.task.id
-        if work is not None:
+        if work is not None:  # (`in` and `del` here, not `pop`: operators are not calls)
+            attempt_task, attempt_ids, leases = self.attempt_task, self.attempt_ids, self.leases
             for aid, att in work.merged.changed_attempts.items():
                 if att.status in (AttemptStatus.DISPATCHED, AttemptStatus.RUNNING):
-                    self.attempt_task[aid] = tid
-                    self.attempt_ids[aid.int] = aid
-                    self.leases.setdefault(aid, att.lease_expires_at or self._clock())
+                    attempt_task[aid] = tid
+                    attempt_ids[aid.int] = aid
+                    if aid not in leases:
+                        leases[aid] = att.lease_expires_at or self._clock()
                 else:
-                    self.attempt_task.pop(aid, None)
-                    self.attempt_ids.pop(aid.int, None)
-                    self.leases.pop(aid, None)
+                    if aid in attempt_task:
+                        del attempt_task[aid]
+                    if aid.int in attempt_ids:
+                        del attempt_ids[aid.int]
+                    if aid in leases:
+                        del leases[aid]
         else:
             for aid in st.attempts:
                 self.attempt_task[aid] = tid
@@ -65,7 +70,8 @@ class TaskMemory:
             if sub.status is SubtaskStatus.QUEUED:
                 queued[sid] = tid
             else:
-                queued.pop(sid, None)
+                if sid in queued:
+                    del queued[sid]
                 if warned:  # (rarely any: a UUID's hash is two calls)
                     warned.discard(sid)
         if st.task.status in TERMINAL_TASK:

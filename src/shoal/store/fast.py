@@ -153,7 +153,11 @@ def prepared(
     conn: sa.Connection, key: Hashable, build: Callable[[sa.Dialect], SQLCompiler]
 ) -> Prepared | None:
     """The statement `build(dialect)` compiles to, prepared once per dialect and `key`."""
-    cache = cache_of(conn.dialect)
+    dialect = conn.dialect
+    try:  # `cache_of`, inline: this runs for every statement of every batch
+        cache: dict[Hashable, Any] = dialect._shoal_cache  # type: ignore[attr-defined]
+    except AttributeError:
+        cache = cache_of(dialect)
     try:
         found: Prepared | None = cache[("prepared", key)]
     except KeyError:

@@ -128,7 +128,8 @@ class BatchWriter:
             self._updates["tasks"].append(_update("tasks", old.task, task, old.task.version))
             task = evolve(task, version=old.task.version + 1)
         subs = dict(new.subtasks)
-        self._inserts["subtasks"].extend(subtask_values(subs[i]) for i in d.new_subtasks)
+        if d.new_subtasks:  # (tested first: a generator is two calls even when empty)
+            self._inserts["subtasks"].extend(subtask_values(subs[i]) for i in d.new_subtasks)
         for sid in d.changed_subtasks:
             before = old.subtasks[sid]
             after = subs[sid]
@@ -144,7 +145,7 @@ class BatchWriter:
             if aid in live:
                 live[aid] = evolve(att, version=att.version + 1)
         pending = dict(new.checkpoints)
-        for cid, cp in d.changed_checkpoints.items():
+        for cid, cp in d.changed_checkpoints.items() if d.changed_checkpoints else ():
             if cid in d.new_checkpoints:
                 self._inserts["checkpoints"].append(checkpoint_values(cp))
                 continue
@@ -259,14 +260,20 @@ def update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
     if len(rows) == 1:  # the common case: a chain's step touches one row per table
         touched = rows[0][1]
         changed = frozenset(touched if touched is not None else table.columns.keys())
-    else:
-        if len({values["id"] for values, _, _ in rows}) != len(rows):
-            raise Conflict(f"One {name} row was staged twice in one batch.", code="stale_write")
-        changed = frozenset().union(*(t if t is not None else table.columns.keys()
-                                      for _, t, _ in rows))
+    else:  # a loop, not comprehensions: each of those is a call (Python 3.11)
+        seen: dict[Any, None] = {}
+        every: set[str] = set()
+        for values, touched, _ in rows:
+            if values["id"] in seen:
+                raise Conflict(f"One {name} row was staged twice in one batch.",
+                               code="stale_write")
+            seen[values["id"]] = None
+            every |= touched if touched is not None else frozenset(table.columns.keys())
+        changed = frozenset(every)
     key = (name, changed)
-    columns = _COLUMNS_FOR.get(key)
-    if columns is None:
+    try:
+        return _COLUMNS_FOR[key]
+    except KeyError:
         columns = _COLUMNS_FOR[key] = tuple(
             c.name for c in table.columns if c.name in changed and c.name not in ("id", "version"))
     return columns
@@ -278,7 +285,13 @@ _COLUMNS_FOR: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}  # few dist
 def _update_rows(conn: sa.Connection, name: str, rows: list[_Update]) -> None:
     """One version-checked executemany of `rows` of table `name`; `Conflict` if any is stale."""
     columns = update_columns(name, rows)
-    params = [_params(values, columns, version) for values, _, version in rows]
+    binds = _binds(columns)
+    params: list[dict[str, Any]] = []
+    for values, _, version in rows:  # a loop, not a function per row: every batch runs it
+        row = {"b_id": values["id"], "b_version": version + 1, "b_expected": version}
+        for bind, column in binds:
+            row[bind] = values[column]
+        params.append(row)
     update = _update_statement(name, columns)
     stmt = fast.prepared(conn, ("update", name, columns), fast.statement(update))
     count = (stmt.execute(conn, params) if stmt is not None
@@ -399,9 +412,7 @@ def _update_statement(name: str, columns: tuple[str, ...]) -> sa.Update:
             .values({c: sa.bindparam(f"b_{c}", type_=table.c[c].type) for c in sets}))
 
 
-def _params(values: dict[str, Any], columns: tuple[str, ...], version: int) -> dict[str, Any]:
-    params = {f"b_{c}": values[c] for c in columns}
-    params["b_id"] = values["id"]
-    params["b_version"] = version + 1
-    params["b_expected"] = version
-    return params
+@functools.cache
+def _binds(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each column's bind name in `_update_statement`, with the column."""
+    return tuple((f"b_{c}", c) for c in columns)
