@@ -126,6 +126,22 @@ async def test_rows_updated_together_with_different_changes_load_back_equal(
     assert staged.subtasks[b.id].description == "changed"
 
 
+async def test_a_row_staged_twice_in_one_batch_conflicts(db: Database) -> None:
+    """Two updates of one row in one statement would check the same version twice: the writer
+    refuses them (`stale_write`) and writes nothing."""
+    state = await started_task(db)
+    a = next(iter(state.subtasks.values()))
+    decision = Decision(state=replace(state, subtasks={**state.subtasks,
+                                                       a.id: replace(a, progress=50)}),
+                        changed_subtasks={a.id})
+    writer = BatchWriter()
+    writer.stage(state, decision)
+    writer.stage(state, decision)
+    with pytest.raises(Conflict, match="staged twice"):
+        await db.run_write(writer.flush)
+    assert await load(db, state.task.id) == state
+
+
 async def test_stale_write_conflicts_and_writes_nothing(db: Database) -> None:
     """A decision made on a stale subtask version raises Conflict and rolls back entirely."""
     started = await started_task(db)
