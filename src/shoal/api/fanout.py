@@ -127,19 +127,36 @@ class Lane:
             await self._entered.__aexit__(None, None, None)
 
     async def _send(self, items: list[dict[str, Any]]) -> None:
-        """Write `items` (as `client_ws._send_stream` would) to every member that can take it
-        now; let go of the others, where they are."""
+        """Write `items` (as `client_ws._send_stream` would) to every member that can take
+        them now; let go of the others, where they are."""
         frames = _frames(self.interest, items)
         self.lanes.written += 1
         top = next((seq for item in reversed(items) if (seq := item.get("seq"))), 0)
-        for member in list(self.members):
-            if member in self.members:
-                await self._send_to(member, frames, top)
-        if not self.members:
+        members = self.members
+        if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
+            ((_, text),) = frames
+            for member in list(members):
+                if member not in members:
+                    continue
+                if member.lock.locked() or not member.writable.is_set():
+                    self.release(member)
+                    continue
+                try:
+                    await member.send_text(text)  # written at once: it does not suspend
+                except Exception as exc:
+                    self.release(member, exc)
+                    continue
+                member.sent.advance(member.span, top)
+        else:
+            for member in list(members):
+                if member in members:
+                    await self._send_to(member, frames, top)
+        if not members:
             self.end()
 
     async def _send_to(self, member: Member, frames: list[tuple[int, str]], top: int) -> None:
-        """Write `frames` to `member` if it takes each at once; else let it go, where it is."""
+        """Write `frames` to `member` if it takes each at once; else let it go, where it is
+        (the frames before sent: the stream it goes back to starts after them)."""
         through = 0
         for seq, text in frames:
             # Checked before each frame: the one before may have filled the transport.

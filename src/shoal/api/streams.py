@@ -84,7 +84,7 @@ async def replay_then_live_batches(
                                   "timestamp": utcnow().isoformat().replace("+00:00", "Z")})
                 if follow is not None:  # from here on, each yield has used all it took
                     follow.ready = True
-                if items:
+                if items or follow is not None:  # (an empty list: the consumer may hand over)
                     yield items
                 while events := await sub.take(limit):
                     items = await live.wanted(events, None if routed is None else sub)
