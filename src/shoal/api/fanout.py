@@ -67,14 +67,17 @@ def writable_of(ws: WebSocket) -> asyncio.Event | None:
 
 class Member:
     """One socket in a lane: how to write to it, when it can take a frame at once, and what it
-    has sent; `left` is done when the lane lets it go (an exception: its send failed)."""
+    has sent; `left` is done when the lane lets it go (an exception: its send failed).
 
-    __slots__ = ("lane", "left", "lock", "send_text", "sent", "span", "writable")
+    `through`: the last number of what the lane wrote to it, recorded in its span (`advance`)
+    only when it leaves: nothing reads the span while the lane writes."""
+
+    __slots__ = ("lane", "left", "lock", "send_text", "sent", "span", "through", "writable")
 
     def __init__(self, lane: Lane, send_text: SendText, lock: asyncio.Lock,
                  writable: asyncio.Event, sent: Sent, span: Span) -> None:
         self.lane, self.send_text, self.lock, self.writable = lane, send_text, lock, writable
-        self.sent, self.span = sent, span
+        self.sent, self.span, self.through = sent, span, span.through
         self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
@@ -88,6 +91,7 @@ class Lane:
         self.members: dict[Member, None] = {}  # in joining order
         self.idle = True  # the writer waits for the bus: it has written all it took
         self.started = self.ended = False
+        self.top = 0  # the last number of the lists written
         metrics = live.services.runtime.metrics
         live.fanout_lag = self._lag_for_all(metrics.delivered_all)
         self.task = asyncio.create_task(self._write(), name="shoal-fanout-lane")
@@ -132,6 +136,7 @@ class Lane:
         frames = _frames(self.interest, items)
         self.lanes.written += 1
         top = next((seq for item in reversed(items) if (seq := item.get("seq"))), 0)
+        top = self.top = top or self.top  # (only live-only items: where the last list was)
         members = self.members
         if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
             ((_, text),) = frames
@@ -146,7 +151,7 @@ class Lane:
                 except Exception as exc:
                     self.release(member, exc)
                     continue
-                member.sent.advance(member.span, top)
+                member.through = top
         else:
             for member in list(members):
                 if member in members:
@@ -157,11 +162,9 @@ class Lane:
     async def _send_to(self, member: Member, frames: list[tuple[int, str]], top: int) -> None:
         """Write `frames` to `member` if it takes each at once; else let it go, where it is
         (the frames before sent: the stream it goes back to starts after them)."""
-        through = 0
         for seq, text in frames:
             # Checked before each frame: the one before may have filled the transport.
             if member.lock.locked() or not member.writable.is_set():
-                member.sent.advance(member.span, through)
                 self.release(member)
                 return
             try:
@@ -169,16 +172,13 @@ class Lane:
             except Exception as exc:
                 self.release(member, exc)
                 return
-            through = max(through, seq)
-        member.sent.advance(member.span, top)
+            member.through = max(member.through, seq)
+        member.through = max(member.through, top)
 
     def release(self, member: Member, error: BaseException | None = None) -> None:
         """Let `member` go back to its own stream (or fail with `error`)."""
-        if self.members.pop(member, False) is None and not member.left.done():
-            if error is None:
-                member.left.set_result(None)
-            else:
-                member.left.set_exception(error)
+        if self.members.pop(member, False) is None:
+            _let_go(member, error)
         if not self.members:
             self.end()
 
@@ -193,10 +193,21 @@ class Lane:
             del self.lanes.lanes[self.key]
         members, self.members = self.members, {}
         for member in members:
-            if not member.left.done():
-                member.left.set_result(None)
+            _let_go(member)
         if self.started and self.idle and asyncio.current_task() is not self.task:
             self.task.cancel()
+
+
+def _let_go(member: Member, error: BaseException | None = None) -> None:
+    """Record where `member` is in its span, and wake its stream (to carry on, or to fail)."""
+    member.sent.advance(member.span, member.through)
+    left = member.left
+    if not left.done():
+        member.lane.lanes.released += 1
+        if error is None:
+            left.set_result(None)
+        else:
+            left.set_exception(error)
 
 
 def _frames(interest: Interest, items: list[dict[str, Any]]) -> list[tuple[int, str]]:
@@ -217,6 +228,7 @@ class Lanes:
         self.lanes: dict[Key, Lane] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.written = 0  # lists written by a lane (each to all its members): tests read it
+        self.joined = self.released = 0  # sockets that joined a lane, and that it let go
 
     async def join(self, services: Services, user_id: uuid.UUID, interest: Interest,
                    kind: StreamKind, limit: int, follow: Follow, send_text: SendText,
@@ -255,6 +267,7 @@ class Lanes:
             return None
         member = Member(lane, send_text, lock, writable, sent, span)
         lane.members[member] = None
+        self.joined += 1
         return member
 
     async def _open(self, key: Key, services: Services, user_id: uuid.UUID,
