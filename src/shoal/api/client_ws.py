@@ -393,37 +393,55 @@ def _begin(sock: _Socket, plan: _Plan) -> _Plan:
 
 async def _push(sock: _Socket, plan: _Plan) -> None:
     """Stream `plan` to the client; each frame is sent, and counted as sent, under the lock.
-    Once live, the stream may hand the socket over to its lane (`shoal.api.fanout`); when the
-    lane lets it go, it carries on with a stream of its own from where its span is."""
+    Once live (or at once, if its lane is where the plan starts), the socket may be handed
+    over to its lane (`shoal.api.fanout`); when the lane lets it go, it carries on with a
+    stream of its own from where its span is."""
     interest, span = plan.interest, sock.span
     assert span is not None
+    seat = _seat(sock, plan)
+    member = sock.lanes.join_at(seat, plan.after) if (
+        sock.lanes is not None and seat is not None and not plan.announce) else None
     with contextlib.suppress(WebSocketDisconnect):  # the reader sees the client leave too
         while True:
-            follow = streams.Follow()
-            stream = streams.replay_then_live_batches(
-                sock.services, user_id=sock.user_id, task_id=interest.task_id,
-                since=plan.after, also=interest.also, announce=plan.announce,
-                kind=StreamKind.WEBSOCKET, limit=BATCH if interest.batch else streams.PAGE,
-                follow=follow)
-            try:
-                member = await _send_stream(sock, plan, stream, span, follow)
-            finally:
-                await stream.aclose()  # its bus subscription: now, not when collected
+            if member is None:
+                follow = streams.Follow()
+                stream = streams.replay_then_live_batches(
+                    sock.services, user_id=sock.user_id, task_id=interest.task_id,
+                    since=plan.after, also=interest.also, announce=plan.announce,
+                    kind=StreamKind.WEBSOCKET, limit=seat.limit if seat else streams.PAGE,
+                    follow=follow)
+                try:
+                    member = await _send_stream(sock, plan, stream, span, follow, seat)
+                finally:
+                    await stream.aclose()  # its bus subscription: now, not when collected
             if member is None or sock.lanes is None:
                 return
             await sock.lanes.ride(member)
+            member = None
             # Let go where it is: every event it wanted through `span.through` was sent.
             plan = _Plan(interest, span.through, skip=True, announce=False)
 
 
+def _seat(sock: _Socket, plan: _Plan) -> fanout.Seat | None:
+    """The socket's stream as its lane would see it; None if it may not use one (it asks for
+    other tasks' events too, or renames events; or no lane can tell when it can write)."""
+    if sock.lanes is None or sock.writable is None or plan.interest.also or sock.rename:
+        return None
+    assert sock.span is not None
+    return fanout.Seat(sock.user_id, plan.interest, StreamKind.WEBSOCKET,
+                       BATCH if plan.interest.batch else streams.PAGE, sock.ws.send_text,
+                       sock.lock, sock.writable, sock.sent, sock.span)
+
+
 async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[list[dict[str, Any]]],
-                       span: Span, follow: streams.Follow | None = None) -> fanout.Member | None:
+                       span: Span, follow: streams.Follow | None = None,
+                       seat: fanout.Seat | None = None) -> fanout.Member | None:
     """Each list of the stream as one `batch` frame (with `batch`) or a frame per event; what
     the bus queued while a frame was being sent comes in the next list. The lane's member, if
     the socket joined one after a list (the stream is then left)."""
     interest = plan.interest
     wants, skip, sent = interest.wants, plan.skip, sock.sent
-    lanes = sock.lanes if follow is not None and not interest.also else None
+    lanes = sock.lanes if follow is not None and seat is not None else None
     async for items in stream:
         async with sock.lock:
             out = [item for item in items if item["type"] == "caught_up" or (
@@ -438,12 +456,9 @@ async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[list[di
                     '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")
             if sent.record_all(span, items):
                 sock.catching_up = False
-            if lanes is not None and follow is not None and follow.ready and (
-                    not sock.catching_up and sock.rename is None and sock.writable is not None):
-                member = await lanes.join(
-                    sock.services, sock.user_id, interest, StreamKind.WEBSOCKET,
-                    BATCH if interest.batch else streams.PAGE, follow, sock.ws.send_text,
-                    sock.lock, sock.writable, sent, span)
+            if lanes is not None and follow is not None and seat is not None and (
+                    follow.ready and not sock.catching_up):
+                member = await lanes.join(sock.services, seat, follow)
                 if member is not None:
                     return member
     return None

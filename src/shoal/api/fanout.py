@@ -22,6 +22,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -65,6 +66,28 @@ def writable_of(ws: WebSocket) -> asyncio.Event | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """A socket's stream, as a lane sees it: whose, what it carries, how to write to the
+    socket, when it can take a frame at once (`writable`, its `lock` free), what it sent."""
+
+    user_id: uuid.UUID
+    interest: Interest
+    kind: StreamKind
+    limit: int
+    send_text: SendText
+    lock: asyncio.Lock
+    writable: asyncio.Event
+    sent: Sent
+    span: Span
+
+    @property
+    def key(self) -> Key:
+        """The lane this stream shares: sockets with the same key follow the same events."""
+        interest = self.interest
+        return (self.user_id, interest.task_id, interest.types, interest.batch, self.kind)
+
+
 class Member:
     """One socket in a lane: how to write to it, when it can take a frame at once, and what it
     has sent; `left` is done when the lane lets it go (an exception: its send failed).
@@ -74,10 +97,10 @@ class Member:
 
     __slots__ = ("lane", "left", "lock", "send_text", "sent", "span", "through", "writable")
 
-    def __init__(self, lane: Lane, send_text: SendText, lock: asyncio.Lock,
-                 writable: asyncio.Event, sent: Sent, span: Span) -> None:
-        self.lane, self.send_text, self.lock, self.writable = lane, send_text, lock, writable
-        self.sent, self.span, self.through = sent, span, span.through
+    def __init__(self, lane: Lane, seat: Seat) -> None:
+        self.lane, self.send_text, self.lock = lane, seat.send_text, seat.lock
+        self.writable, self.sent, self.span = seat.writable, seat.sent, seat.span
+        self.through = seat.span.through
         self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
@@ -230,10 +253,19 @@ class Lanes:
         self.written = 0  # lists written by a lane (each to all its members): tests read it
         self.joined = self.released = 0  # sockets that joined a lane, and that it let go
 
-    async def join(self, services: Services, user_id: uuid.UUID, interest: Interest,
-                   kind: StreamKind, limit: int, follow: Follow, send_text: SendText,
-                   lock: asyncio.Lock, writable: asyncio.Event, sent: Sent,
-                   span: Span) -> Member | None:
+    def join_at(self, seat: Seat, after: int) -> Member | None:
+        """A socket whose new stream would start after `after` (nothing owed before it, no
+        `caught_up` to say) joins its lane at once, if the lane is exactly there: no
+        subscription, no replay of its own. The member, or None.
+
+        Why nothing is lost or repeated: as in `join`, with the socket's stream replaced by
+        its plan: it has sent what it wants through `after`, and nothing after."""
+        lane = self.lanes.get(seat.key)
+        if lane is None or not seat.writable.is_set() or not seat.sent.nothing_past(after):
+            return None
+        return self._sit(lane, seat, after)
+
+    async def join(self, services: Services, seat: Seat, follow: Follow) -> Member | None:
         """Move a socket from its own stream (`follow`, just after it sent a list and recorded
         it) to the lane of its stream, when that loses and repeats nothing; the member, or
         None (the socket carries on with its own stream).
@@ -249,40 +281,44 @@ class Lanes:
         event before that was that member's to go through). All of this is checked with no
         await before the member is added."""
         sub, live = follow.sub, follow.live
-        if (not follow.ready or sub is None or live is None or not writable.is_set()
-                or not sent.nothing_past(live.last)):
+        if (not follow.ready or sub is None or live is None or not seat.writable.is_set()
+                or not seat.sent.nothing_past(live.last)):
             return None
-        key: Key = (user_id, interest.task_id, interest.types, interest.batch, kind)
-        lane = self.lanes.get(key)
+        lane = self.lanes.get(seat.key)
         if lane is None:
             if not sub.empty():
                 return None
-            lane = await self._open(key, services, user_id, interest, kind, limit, live.last)
-        last = live.last
-        if (lane.ended or not follow.ready or not sub.empty() or not lane.idle
-                or not lane.sub.empty() or lane.live.last != last
-                or not sent.nothing_past(last)):
-            if not lane.members:
-                lane.end()  # opened for this socket, which cannot join after all
+            lane = await self._open(services, seat, live.last)
+        if not follow.ready or not sub.empty() or not seat.sent.nothing_past(live.last):
+            member = None  # (only after a wait for a RedisBus's listener)
+        else:
+            member = self._sit(lane, seat, live.last)
+        if member is None and not lane.members:
+            lane.end()  # opened for this socket, which cannot join after all
+        return member
+
+    def _sit(self, lane: Lane, seat: Seat, last: int) -> Member | None:
+        """Add the socket, at `last`, to `lane` if the lane is idle and there too."""
+        if lane.ended or not lane.idle or not lane.sub.empty() or lane.live.last != last:
             return None
-        member = Member(lane, send_text, lock, writable, sent, span)
+        member = Member(lane, seat)
         lane.members[member] = None
         self.joined += 1
         return member
 
-    async def _open(self, key: Key, services: Services, user_id: uuid.UUID,
-                    interest: Interest, kind: StreamKind, limit: int, last: int) -> Lane:
+    async def _open(self, services: Services, seat: Seat, last: int) -> Lane:
         """A lane at `last`, subscribed now (a `MemoryBus` registers the subscription before
         its first await; a `RedisBus` may wait for its listener first, so `join` checks again
         after this)."""
-        entered = services.bus.subscribe(interest.task_id)
+        entered = services.bus.subscribe(seat.interest.task_id)
         sub = await entered.__aenter__()
-        found = self.lanes.get(key)
+        found = self.lanes.get(seat.key)
         if found is not None:  # another socket opened it while this one waited
             await entered.__aexit__(None, None, None)
             return found
-        live = Live(services, user_id, interest.task_id, frozenset(), kind, last)
-        lane = self.lanes[key] = Lane(self, key, interest, limit, live, entered, sub)
+        live = Live(services, seat.user_id, seat.interest.task_id, frozenset(), seat.kind, last)
+        lane = self.lanes[seat.key] = Lane(self, seat.key, seat.interest, seat.limit, live,
+                                           entered, sub)
         return lane
 
     async def ride(self, member: Member) -> None:
