@@ -250,3 +250,35 @@ async def test_a_lagging_lane_sends_its_members_back_to_the_store(
             await w.until(last)
     for w in watchers:
         assert w.seqs == log.seqs
+
+
+async def test_a_client_that_stops_reading_is_let_go_when_its_transport_pauses(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """For real: a client that reads nothing fills its TCP buffers until uvicorn pauses its
+    transport; the lane lets it go (it never waits for it), the others get every burst, and
+    once the client reads again it gets everything, in order, once."""
+    fast = [await watch(max_size=None) for _ in range(2)]
+    slow = await watch(max_size=None, max_queue=1)
+    lanes = lanes_of(server)
+    async with asyncio.timeout(DEADLINE * 3):
+        for w in [*fast, slow]:
+            await w.subscribe(batch=True)
+        last = await log.burst(1)
+        for w in [*fast, slow]:
+            await w.until(last)
+        released = lanes.released
+        bursts = 0
+        while lanes.released == released:  # the slow one's buffers are not full yet
+            bursts += 1
+            assert bursts < 400, "the transport never paused"
+            last = await log.burst(4, pad=50_000)
+            for w in fast:
+                await w.until(last)
+        assert len(the_lane(server).members) == 2
+        last = await log.burst(2)
+        for w in fast:
+            await w.until(last)
+        await slow.until(last)
+    for w in [*fast, slow]:
+        assert w.seqs == log.seqs

@@ -327,6 +327,8 @@ class Lanes:
             await member.left
         finally:
             member.lane.release(member)
+            if member.left.done() and not member.left.cancelled():
+                member.left.exception()  # seen, even if this task was cancelled meanwhile
 
     async def close(self) -> None:
         """End every lane and wait for their writers."""
