@@ -125,11 +125,14 @@ async def test_watchers_of_one_stream_share_one_lane_under_uvicorn(
         for w in watchers:
             await w.until(last)
         written = lanes_of(server).written
+        lags = server.services.runtime.metrics.fanout_lag.series[("websocket",)]
+        observed = sum(lags[:-1])  # the buckets and +Inf: the count
         last = await log.burst(5)
         for w in watchers:
             await w.until(last)
     assert len(the_lane(server).members) == 3
     assert lanes_of(server).written == written + 1  # one list, written to all three
+    assert sum(lags[:-1]) == observed + 5 * 3  # each event's lag, once per socket it reached
     for w in watchers:
         assert w.seqs == log.seqs
 

@@ -214,7 +214,8 @@ class Lane:
         self.ended = True
         if self.lanes.lanes.get(self.key) is self:
             del self.lanes.lanes[self.key]
-        members, self.members = self.members, {}
+        members = list(self.members)
+        self.members.clear()  # in place: a writer's loop over it sees each one gone
         for member in members:
             _let_go(member)
         if self.started and self.idle and asyncio.current_task() is not self.task:
