@@ -22,7 +22,7 @@ from shoal.config import Settings
 from shoal.events import Event, EventType, NewEvent
 from shoal.store.events import append_events
 from shoal.store.models import utcnow
-from tests.runtime.harness import DEADLINE
+from tests.runtime.harness import DEADLINE, wait_until
 
 
 class Watcher:
@@ -285,3 +285,58 @@ async def test_a_client_that_stops_reading_is_let_go_when_its_transport_pauses(
         await slow.until(last)
     for w in [*fast, slow]:
         assert w.seqs == log.seqs
+
+
+async def test_when_the_bus_closes_members_end_their_streams_rather_than_rejoin(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """A closed bus ends the lane; its members go back to streams of their own, which find the
+    bus closed and end too: no socket joins a lane again (that would hand over for ever)."""
+    watchers = [await watch() for _ in range(2)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+    lanes, lane = lanes_of(server), the_lane(server)
+    joined = lanes.joined
+    await server.services.bus.close()
+    await lane.task
+
+    def pushing() -> bool:
+        return any(getattr(t.get_coro(), "__qualname__", "") == "_push"
+                   for t in asyncio.all_tasks())
+
+    await wait_until(lambda: not pushing(), what="the sockets' streams to end")
+    assert lanes.lanes == {}
+    assert lanes.joined == joined
+
+
+async def test_a_socket_ahead_of_its_lane_does_not_join_it_until_the_lane_catches_up(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """Events stored but not yet published: a socket's replay has sent them while the lane
+    has not seen them. It joins only once the lane is where it is; else the lane would send
+    them again."""
+    first, second = await watch(), await watch()
+    async with asyncio.timeout(DEADLINE):
+        await first.subscribe(batch=True)
+        last = await log.burst(2)
+        await first.until(last)
+        early = await log.store(3)  # committed; their publish comes later
+        await second.subscribe(batch=True, since=0)
+        await second.until(early[-1].seq)
+        await server.services.bus.publish(early)
+        for _ in range(50):  # it joins after a burst that finds both idle at the same place
+            last = await log.burst(1)
+            for w in (first, second):
+                await w.until(last)
+            if len(the_lane(server).members) == 2:
+                break
+        assert len(the_lane(server).members) == 2
+        last = await log.burst(2)
+        for w in (first, second):
+            await w.until(last)
+    assert first.seqs == log.seqs
+    assert second.seqs == log.seqs

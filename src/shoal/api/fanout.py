@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+_TRIES = 3  # times a stream checks whether its lane has caught up with it, after a list
+
 Key = tuple[uuid.UUID, uuid.UUID | None, frozenset[str], bool, StreamKind]
 SendText = Callable[[str], Coroutine[Any, Any, None]]
 
@@ -290,10 +292,16 @@ class Lanes:
             if not sub.empty():
                 return None
             lane = await self._open(services, seat, live.last)
-        if not follow.ready or not sub.empty() or not seat.sent.nothing_past(live.last):
-            member = None  # (only after a wait for a RedisBus's listener)
-        else:
+        member = None
+        for _ in range(_TRIES):
+            if not follow.ready or not sub.empty() or not seat.sent.nothing_past(live.last):
+                break  # it has more to go through on its own
             member = self._sit(lane, seat, live.last)
+            if member is not None or lane.ended or (lane.idle and lane.sub.empty()):
+                break
+            # The lane has yet to write what this stream just did (woken by the same publish,
+            # it runs next): let it, then check everything again.
+            await asyncio.sleep(0)
         if member is None and not lane.members:
             lane.end()  # opened for this socket, which cannot join after all
         return member
