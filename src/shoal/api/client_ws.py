@@ -404,7 +404,7 @@ async def _push(sock: _Socket, plan: _Plan) -> None:
     with contextlib.suppress(WebSocketDisconnect):  # the reader sees the client leave too
         while True:
             if member is None:
-                follow = streams.Follow()
+                follow = streams.Follow() if seat is not None else None  # (no lane: no offer)
                 stream = streams.replay_then_live_batches(
                     sock.services, user_id=sock.user_id, task_id=interest.task_id,
                     since=plan.after, also=interest.also, announce=plan.announce,

@@ -30,6 +30,7 @@ import structlog
 from shoal.api.streams import Follow, Live
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.bus.base import Lagged, Subscription
+from shoal.errors import ShoalError
 from shoal.events import as_json
 from shoal.metrics import StreamKind
 
@@ -291,7 +292,11 @@ class Lanes:
         if lane is None:
             if not sub.empty():
                 return None
-            lane = await self._open(services, seat, live.last)
+            try:
+                lane = await self._open(services, seat, live.last)
+            except ShoalError as exc:  # (a RedisBus that cannot subscribe now)
+                log.warning("fanout.lane_not_opened", error=exc.code)
+                return None  # the stream carries on, on its own subscription
         member = None
         for _ in range(_TRIES):
             if not follow.ready or not sub.empty() or not seat.sent.nothing_past(live.last):
