@@ -133,15 +133,16 @@ class Distribution:
         counts[bisect.bisect_left(self.bounds, value)] += 1  # the first bucket `le` ≥ value
         counts[-1] += value
 
-    def observe_all(self, key: tuple[str, ...], values: list[float]) -> None:
-        """`observe` each of `values` in the series `key`."""
+    def observe_all(self, key: tuple[str, ...], values: list[float], times: int = 1) -> None:
+        """`observe` each of `values` in the series `key`, `times` times each (one stream's
+        lags, for every socket a shared writer sent them to)."""
         counts = self.series.get(key)
         if counts is None:
             counts = self.series[key] = [0.0] * (len(self.bounds) + 2)
         bounds, where = self.bounds, bisect.bisect_left
         for value in values:
-            counts[where(bounds, value)] += 1
-        counts[-1] += sum(values)
+            counts[where(bounds, value)] += times
+        counts[-1] += sum(values) * times
 
     def family(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
@@ -331,10 +332,12 @@ class Metrics:
         """Observe the lag of one live event delivered to a client stream."""
         self.fanout_lag.observe((kind.value,), max(0.0, (now - stored).total_seconds()))
 
-    def delivered_all(self, kind: StreamKind, stored: Iterable[datetime], now: datetime) -> None:
-        """Observe the lag of live events stored at `stored`, delivered together at `now`."""
+    def delivered_all(self, kind: StreamKind, stored: Iterable[datetime], now: datetime,
+                      times: int = 1) -> None:
+        """Observe the lag of live events stored at `stored`, delivered together at `now` (to
+        `times` sockets)."""
         self.fanout_lag.observe_all((kind.value,), [
-            max(0.0, (now - at).total_seconds()) for at in stored])
+            max(0.0, (now - at).total_seconds()) for at in stored], times)
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})

@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shoal import __version__, heap
-from shoal.api import client_ws, health, worker_ws
+from shoal.api import client_ws, fanout, health, worker_ws
 from shoal.api.apidocs import add_api_docs
 from shoal.api.body_limit import BodyLimit
 from shoal.api.deps import Services, checked_path
@@ -115,6 +115,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await build_services(settings)
         app.state.services = services
+        app.state.lanes = lanes = fanout.Lanes()  # the client WebSocket's shared writers
         traces = await TaskTraces.open(services, tracing)  # does nothing unless tracing
         runner = asyncio.create_task(services.runtime.run(), name="shoal-runtime")
         await _wait_ready(services.runtime, runner)
@@ -135,6 +136,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(runner, timeout=30)
             await services.bus.close()
+            await lanes.close()
             services.pdf.close()
             await traces.close()
             await services.db.dispose()

@@ -57,7 +57,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.routing import WebSocketRoute
 
-from shoal.api import decisions, streams
+from shoal.api import decisions, fanout, streams
 from shoal.api.deps import Services, bearer_token
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.auth.tokens import Claims, decode_token
@@ -173,6 +173,8 @@ class _Socket:
     subscribed: bool = False
     catching_up: bool = False  # a replay is under way: its `caught_up` is still owed
     rename: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # names=workflow's
+    lanes: fanout.Lanes | None = None  # the app's fast lanes (None: this socket never uses one)
+    writable: asyncio.Event | None = None  # set while its transport takes frames at once
 
     async def send(self, frame: dict[str, Any]) -> None:
         """One frame (the caller holds `lock`)."""
@@ -203,6 +205,8 @@ async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
         resume_from = None
         await _error(ws, exc)
     sock = _Socket(ws, services, claims.user_id, resume_from)
+    sock.writable = fanout.writable_of(ws)
+    sock.lanes = getattr(ws.app.state, "lanes", None) if sock.writable is not None else None
     async with asyncio.TaskGroup() as tg:
         pusher: list[asyncio.Task[None]] = []
         if resume_from is not None:  # as if subscribed to everything after the URL's since
@@ -388,23 +392,56 @@ def _begin(sock: _Socket, plan: _Plan) -> _Plan:
 
 
 async def _push(sock: _Socket, plan: _Plan) -> None:
-    """Stream `plan` to the client; each frame is sent, and counted as sent, under the lock."""
+    """Stream `plan` to the client; each frame is sent, and counted as sent, under the lock.
+    Once live (or at once, if its lane is where the plan starts), the socket may be handed
+    over to its lane (`shoal.api.fanout`); when the lane lets it go, it carries on with a
+    stream of its own from where its span is."""
     interest, span = plan.interest, sock.span
     assert span is not None
-    stream = streams.replay_then_live_batches(
-        sock.services, user_id=sock.user_id, task_id=interest.task_id, since=plan.after,
-        also=interest.also, announce=plan.announce, kind=StreamKind.WEBSOCKET,
-        limit=BATCH if interest.batch else streams.PAGE)
+    seat = _seat(sock, plan)
+    member = sock.lanes.join_at(seat, plan.after) if (
+        sock.lanes is not None and seat is not None and not plan.announce) else None
     with contextlib.suppress(WebSocketDisconnect):  # the reader sees the client leave too
-        await _send_stream(sock, plan, stream, span)
+        while True:
+            if member is None:
+                follow = streams.Follow() if seat is not None else None  # (no lane: no offer)
+                stream = streams.replay_then_live_batches(
+                    sock.services, user_id=sock.user_id, task_id=interest.task_id,
+                    since=plan.after, also=interest.also, announce=plan.announce,
+                    kind=StreamKind.WEBSOCKET, limit=seat.limit if seat else streams.PAGE,
+                    follow=follow)
+                try:
+                    member = await _send_stream(sock, plan, stream, span, follow, seat)
+                finally:
+                    await stream.aclose()  # its bus subscription: now, not when collected
+            if member is None or sock.lanes is None:
+                return
+            await sock.lanes.ride(member)
+            member = None
+            # Let go where it is: every event it wanted through `span.through` was sent.
+            plan = _Plan(interest, span.through, skip=True, announce=False)
 
 
-async def _send_stream(sock: _Socket, plan: _Plan,
-                       stream: AsyncIterator[list[dict[str, Any]]], span: Span) -> None:
+def _seat(sock: _Socket, plan: _Plan) -> fanout.Seat | None:
+    """The socket's stream as its lane would see it; None if it may not use one (it asks for
+    other tasks' events too, or renames events; or no lane can tell when it can write)."""
+    if sock.lanes is None or sock.writable is None or plan.interest.also or sock.rename:
+        return None
+    assert sock.span is not None
+    return fanout.Seat(sock.user_id, plan.interest, StreamKind.WEBSOCKET,
+                       BATCH if plan.interest.batch else streams.PAGE, sock.ws.send_text,
+                       sock.lock, sock.writable, sock.sent, sock.span)
+
+
+async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[list[dict[str, Any]]],
+                       span: Span, follow: streams.Follow | None = None,
+                       seat: fanout.Seat | None = None) -> fanout.Member | None:
     """Each list of the stream as one `batch` frame (with `batch`) or a frame per event; what
-    the bus queued while a frame was being sent comes in the next list."""
+    the bus queued while a frame was being sent comes in the next list. The lane's member, if
+    the socket joined one after a list (the stream is then left)."""
     interest = plan.interest
     wants, skip, sent = interest.wants, plan.skip, sock.sent
+    lanes = sock.lanes if follow is not None and seat is not None else None
     async for items in stream:
         async with sock.lock:
             out = [item for item in items if item["type"] == "caught_up" or (
@@ -419,6 +456,12 @@ async def _send_stream(sock: _Socket, plan: _Plan,
                     '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")
             if sent.record_all(span, items):
                 sock.catching_up = False
+            if lanes is not None and follow is not None and seat is not None and (
+                    follow.ready and not sock.catching_up):
+                member = await lanes.join(sock.services, seat, follow)
+                if member is not None:
+                    return member
+    return None
 
 
 def _frame(kind: str, data: dict[str, Any]) -> dict[str, Any]:

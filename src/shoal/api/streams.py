@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +49,8 @@ async def replay_then_live(
 async def replay_then_live_batches(
     services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
     kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
-    limit: int = PAGE,
-) -> AsyncIterator[list[dict[str, Any]]]:
+    limit: int = PAGE, follow: Follow | None = None,
+) -> AsyncGenerator[list[dict[str, Any]], None]:
     """Every event after `since` visible to the user (for one task, if given), then live ones,
     in lists: the replay in pages of at most `limit`, then what the bus queued for this
     subscriber while the last list was being sent (at most `limit` at a time), so a burst
@@ -60,12 +61,17 @@ async def replay_then_live_batches(
     item (no `seq`) once the replay of the past has been sent.
 
     Each live event, including one fetched from the store to fill a gap in the bus's order, is
-    observed in the `kind` stream's fan-out lag; the replay of the past is not."""
-    live = _Live(services, user_id, task_id, also, kind, since)
+    observed in the `kind` stream's fan-out lag; the replay of the past is not.
+
+    `follow`, if given, is kept up to date with the stream's subscription and live half, for
+    a caller that may hand the stream over to a shared writer (`shoal.api.fanout`)."""
+    live = Live(services, user_id, task_id, also, kind, since)
     routed = task_id if task_id is not None and not also else None  # only its task's events
     while True:
         try:
             async with services.bus.subscribe(routed) as sub:
+                if follow is not None:
+                    follow.sub, follow.live, follow.ready = sub, live, False
                 items: list[dict[str, Any]] = []
                 async for event in _replay(services, user_id, task_id, live.last):
                     live.last = event.seq
@@ -76,7 +82,9 @@ async def replay_then_live_batches(
                 if announce:
                     items.append({"type": "caught_up", "data": {"seq": live.last},
                                   "timestamp": utcnow().isoformat().replace("+00:00", "Z")})
-                if items:
+                if follow is not None:  # from here on, each yield has used all it took
+                    follow.ready = True
+                if items or follow is not None:  # (an empty list: the consumer may hand over)
                     yield items
                 while events := await sub.take(limit):
                     items = await live.wanted(events, None if routed is None else sub)
@@ -87,7 +95,18 @@ async def replay_then_live_batches(
             continue  # fell behind the bus: resubscribe and catch up from the store
 
 
-class _Live:
+@dataclass(slots=True)
+class Follow:
+    """Where a stream is, for its consumer: its bus subscription, its live half, and whether
+    it is live (`ready`: its replay is done, and at each of its yields it has used every
+    event it took from `sub`, so `live.last` is the last number it went through)."""
+
+    sub: Subscription | None = None
+    live: Live | None = None
+    ready: bool = False
+
+
+class Live:
     """The live half of one stream: which of the bus's events go to its client, in order, with
     the gaps in the log's order filled from the store."""
 

@@ -116,6 +116,18 @@ class Sent:
             self._singles.append(seq)
             self._single_set.add(seq)
 
+    def advance(self, span: Span, seq: int) -> None:
+        """Every event of `span`'s stream through `seq` went through it: `record_all` for a
+        stream without `any_task_types`, whose events are all of its task, in O(1)."""
+        if seq > span.through:
+            span.through = seq
+            if seq > self._high:
+                self._high = seq
+
+    def nothing_past(self, seq: int) -> bool:
+        """Whether no event numbered after `seq` was sent: `has_sent` is False for each."""
+        return self._high <= seq and all(single <= seq for single in self._single_set)
+
     def resume_point(self, interest: Interest, base: int) -> int:
         """Where a stream of `interest` that should start after `base` can start: past every
         stretch right after `base` that a stream covering it already went through."""

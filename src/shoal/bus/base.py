@@ -34,6 +34,10 @@ class Subscription(Protocol):
         """Iterate events as they are published; raises `Lagged` after an overflow."""
         ...
 
+    def empty(self) -> bool:
+        """Whether nothing is queued: every event delivered so far has been taken."""
+        ...
+
     async def take(self, limit: int) -> list[Event]:
         """The events queued now (at most `limit`, waiting for one if none is); `[]` once
         the subscription ended, `Lagged` after an overflow."""

@@ -48,6 +48,10 @@ class QueueSubscription:
         self._state = _State.OPEN
         self.gap_through = 0  # a routed subscription: events up to this seq may be missing
 
+    def empty(self) -> bool:
+        """Whether nothing is queued: every event delivered so far has been taken."""
+        return self._queue.empty()
+
     @property
     def lagged(self) -> bool:
         """Whether this subscription missed events and its reader must resync from the store."""

@@ -1,0 +1,356 @@
+"""The client WebSocket's fast lane: one writer per live stream, for every socket following it.
+
+Each socket that follows events live would otherwise run its own task, bus subscription and
+filter, and encode each frame itself: a burst woke one task per watcher. Sockets that follow
+the same stream (one user's events, of one task or all, of the same types, batched or not,
+without `any_task_types` or workflow names) and are caught up share one `Lane` instead: one
+bus subscription, one `Live` (gap filling, fan-out lag), a frame encoded once and written to
+each socket in turn by one task.
+
+A socket joins only from its own stream (`client_ws._push`), at a point where both are
+exactly at the same place (`Lanes.join`), and goes back to its own stream, from where its
+span says it is (`Span.through`), whenever the lane cannot serve it at once: its transport
+is paused (a slow reader must not stall the others), its lock is held (a client frame is being
+answered: `answered` comes before the events it causes, `subscribed` between two streams), the
+lane's subscription lagged, or the bus closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from shoal.api.streams import Follow, Live
+from shoal.api.subscriptions import Interest, Sent, Span
+from shoal.bus.base import Lagged, Subscription
+from shoal.errors import ShoalError
+from shoal.events import as_json
+from shoal.metrics import StreamKind
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from starlette.websockets import WebSocket
+
+    from shoal.api.deps import Services
+
+log = structlog.get_logger(__name__)
+
+_TRIES = 3  # times a stream checks whether its lane has caught up with it, after a list
+
+Key = tuple[uuid.UUID, uuid.UUID | None, frozenset[str], bool, StreamKind]
+SendText = Callable[[str], Coroutine[Any, Any, None]]
+
+
+def writable_of(ws: WebSocket) -> asyncio.Event | None:
+    """The event uvicorn's WebSocket protocol clears while its transport is paused, found from
+    the socket's ASGI `send` (a bound method of the protocol, under Starlette's wrappers that
+    close over the `send` they were given); None if there is none (another server, a test
+    client): such a socket never takes the fast lane.
+
+    While it is set, the protocol's `send` writes the frame without suspending; so a lane can
+    write to many sockets in turn without one of them holding the others up."""
+    send: Any = ws._send
+    for _ in range(8):
+        event = getattr(getattr(send, "__self__", None), "writable", None)
+        if isinstance(event, asyncio.Event):
+            return event
+        code, cells = getattr(send, "__code__", None), getattr(send, "__closure__", None)
+        if code is None or not cells or "send" not in code.co_freevars:
+            return None
+        send = cells[code.co_freevars.index("send")].cell_contents
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """A socket's stream, as a lane sees it: whose, what it carries, how to write to the
+    socket, when it can take a frame at once (`writable`, its `lock` free), what it sent."""
+
+    user_id: uuid.UUID
+    interest: Interest
+    kind: StreamKind
+    limit: int
+    send_text: SendText
+    lock: asyncio.Lock
+    writable: asyncio.Event
+    sent: Sent
+    span: Span
+
+    @property
+    def key(self) -> Key:
+        """The lane this stream shares: sockets with the same key follow the same events."""
+        interest = self.interest
+        return (self.user_id, interest.task_id, interest.types, interest.batch, self.kind)
+
+
+class Member:
+    """One socket in a lane: how to write to it, when it can take a frame at once, and what it
+    has sent; `left` is done when the lane lets it go (an exception: its send failed).
+
+    `through`: the last number of what the lane wrote to it, recorded in its span (`advance`)
+    only when it leaves: nothing reads the span while the lane writes."""
+
+    __slots__ = ("lane", "left", "lock", "send_text", "sent", "span", "through", "writable")
+
+    def __init__(self, lane: Lane, seat: Seat) -> None:
+        self.lane, self.send_text, self.lock = lane, seat.send_text, seat.lock
+        self.writable, self.sent, self.span = seat.writable, seat.sent, seat.span
+        self.through = seat.span.through
+        self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class Lane:
+    """One live stream written to many sockets by one task."""
+
+    def __init__(self, lanes: Lanes, key: Key, interest: Interest, limit: int, live: Live,
+                 entered: AbstractAsyncContextManager[Subscription], sub: Subscription) -> None:
+        self.lanes, self.key, self.interest, self.limit = lanes, key, interest, limit
+        self.live, self.sub, self._entered = live, sub, entered
+        self.members: dict[Member, None] = {}  # in joining order
+        self.idle = True  # the writer waits for the bus: it has written all it took
+        self.started = self.ended = False
+        self.top = 0  # the last number of the lists written
+        metrics = live.services.runtime.metrics
+        live.fanout_lag = self._lag_for_all(metrics.delivered_all)
+        self.task = asyncio.create_task(self._write(), name="shoal-fanout-lane")
+        lanes.tasks.add(self.task)
+        self.task.add_done_callback(lanes.tasks.discard)
+
+    def _lag_for_all(self, observe: Callable[..., None]) -> Callable[..., None]:
+        """The fan-out lag, observed once per event for every member (as each socket's own
+        stream would), not once per lane."""
+        def observed(kind: StreamKind, stamps: list[datetime], now: datetime) -> None:
+            observe(kind, stamps, now, len(self.members))
+        return observed
+
+    async def _write(self) -> None:
+        sub, live, limit = self.sub, self.live, self.limit
+        routed = sub if self.interest.task_id is not None else None
+        self.started = True
+        try:
+            while not self.ended:
+                self.idle = True
+                events = await sub.take(limit)
+                self.idle = False
+                if not events:  # the bus closed
+                    return
+                items = await live.wanted(events, routed)
+                if items:
+                    await self._send(items)
+                if not self.members:
+                    return
+        except Lagged:
+            pass  # every member resyncs from the store on its own stream
+        except Exception:
+            log.exception("fanout.lane_failed")  # members carry on, each on its own stream
+        finally:
+            self.idle = False
+            self.end()
+            await self._entered.__aexit__(None, None, None)
+
+    async def _send(self, items: list[dict[str, Any]]) -> None:
+        """Write `items` (as `client_ws._send_stream` would) to every member that can take
+        them now; let go of the others, where they are."""
+        frames = _frames(self.interest, items)
+        self.lanes.written += 1
+        top = next((seq for item in reversed(items) if (seq := item.get("seq"))), 0)
+        top = self.top = top or self.top  # (only live-only items: where the last list was)
+        members = self.members
+        if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
+            ((_, text),) = frames
+            for member in list(members):
+                if member not in members:
+                    continue
+                if member.lock.locked() or not member.writable.is_set():
+                    self.release(member)
+                    continue
+                try:
+                    await member.send_text(text)  # written at once: it does not suspend
+                except Exception as exc:
+                    self.release(member, exc)
+                    continue
+                member.through = top
+        else:
+            for member in list(members):
+                if member in members:
+                    await self._send_to(member, frames, top)
+        if not members:
+            self.end()
+
+    async def _send_to(self, member: Member, frames: list[tuple[int, str]], top: int) -> None:
+        """Write `frames` to `member` if it takes each at once; else let it go, where it is
+        (the frames before sent: the stream it goes back to starts after them)."""
+        for seq, text in frames:
+            # Checked before each frame: the one before may have filled the transport.
+            if member.lock.locked() or not member.writable.is_set():
+                self.release(member)
+                return
+            try:
+                await member.send_text(text)  # written at once: it does not suspend
+            except Exception as exc:
+                self.release(member, exc)
+                return
+            member.through = max(member.through, seq)
+        member.through = max(member.through, top)
+
+    def release(self, member: Member, error: BaseException | None = None) -> None:
+        """Let `member` go back to its own stream (or fail with `error`)."""
+        if self.members.pop(member, False) is None:
+            _let_go(member, error)
+        if not self.members:
+            self.end()
+
+    def end(self) -> None:
+        """Take no more members, let every member go, and stop the writer: at once if it waits
+        for the bus, else after the list it is writing. (A writer cancelled before it started
+        would never leave the bus: one not started yet sees `ended` and leaves.)"""
+        if self.ended:
+            return
+        self.ended = True
+        if self.lanes.lanes.get(self.key) is self:
+            del self.lanes.lanes[self.key]
+        members = list(self.members)
+        self.members.clear()  # in place: a writer's loop over it sees each one gone
+        for member in members:
+            _let_go(member)
+        if self.started and self.idle and asyncio.current_task() is not self.task:
+            self.task.cancel()
+
+
+def _let_go(member: Member, error: BaseException | None = None) -> None:
+    """Record where `member` is in its span, and wake its stream (to carry on, or to fail)."""
+    member.sent.advance(member.span, member.through)
+    left = member.left
+    if not left.done():
+        member.lane.lanes.released += 1
+        if error is None:
+            left.set_result(None)
+        else:
+            left.set_exception(error)
+
+
+def _frames(interest: Interest, items: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """The frames `items` go out as, each with the highest number it carries."""
+    out = [item for item in items if interest.wants(item)]
+    if len(out) == 1 or (out and not interest.batch):
+        return [(item.get("seq") or 0, as_json(item)) for item in out]
+    if out:  # one frame, encoded once for every member
+        return [(max(item.get("seq") or 0 for item in out),
+                 '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")]
+    return []
+
+
+class Lanes:
+    """The lanes of one app, by stream; closed when the app stops."""
+
+    def __init__(self) -> None:
+        self.lanes: dict[Key, Lane] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.written = 0  # lists written by a lane (each to all its members): tests read it
+        self.joined = self.released = 0  # sockets that joined a lane, and that it let go
+
+    def join_at(self, seat: Seat, after: int) -> Member | None:
+        """A socket whose new stream would start after `after` (nothing owed before it, no
+        `caught_up` to say) joins its lane at once, if the lane is exactly there: no
+        subscription, no replay of its own. The member, or None.
+
+        Why nothing is lost or repeated: as in `join`, with the socket's stream replaced by
+        its plan: it has sent what it wants through `after`, and nothing after."""
+        lane = self.lanes.get(seat.key)
+        if lane is None or not seat.writable.is_set() or not seat.sent.nothing_past(after):
+            return None
+        return self._sit(lane, seat, after)
+
+    async def join(self, services: Services, seat: Seat, follow: Follow) -> Member | None:
+        """Move a socket from its own stream (`follow`, just after it sent a list and recorded
+        it) to the lane of its stream, when that loses and repeats nothing; the member, or
+        None (the socket carries on with its own stream).
+
+        Why nothing is lost or repeated: the stream is `ready` and its subscription's queue
+        is empty, so it has gone through every event published since it subscribed, and the
+        replay before; it went through the log up to `live.last` = L, and the socket sent all
+        it wanted of those (`nothing_past(L)`: none after L). The lane is idle (waiting for
+        the bus) with an empty queue, and its `live.last` is L too: every event published
+        since it subscribed has been written, and those up to L it wanted went to its members.
+        Every event after L is in neither stream yet, and reaches the lane's subscription
+        when published (it subscribed when its first member was at L, the same way: every
+        event before that was that member's to go through). All of this is checked with no
+        await before the member is added."""
+        sub, live = follow.sub, follow.live
+        if (not follow.ready or sub is None or live is None or not seat.writable.is_set()
+                or not seat.sent.nothing_past(live.last)):
+            return None
+        lane = self.lanes.get(seat.key)
+        if lane is None:
+            if not sub.empty():
+                return None
+            try:
+                lane = await self._open(services, seat, live.last)
+            except ShoalError as exc:  # (a RedisBus that cannot subscribe now)
+                log.warning("fanout.lane_not_opened", error=exc.code)
+                return None  # the stream carries on, on its own subscription
+        member = None
+        for _ in range(_TRIES):
+            if not follow.ready or not sub.empty() or not seat.sent.nothing_past(live.last):
+                break  # it has more to go through on its own
+            member = self._sit(lane, seat, live.last)
+            if member is not None or lane.ended or (lane.idle and lane.sub.empty()):
+                break
+            # The lane has yet to write what this stream just did (woken by the same publish,
+            # it runs next): let it, then check everything again.
+            await asyncio.sleep(0)
+        if member is None and not lane.members:
+            lane.end()  # opened for this socket, which cannot join after all
+        return member
+
+    def _sit(self, lane: Lane, seat: Seat, last: int) -> Member | None:
+        """Add the socket, at `last`, to `lane` if the lane is idle and there too."""
+        if lane.ended or not lane.idle or not lane.sub.empty() or lane.live.last != last:
+            return None
+        member = Member(lane, seat)
+        lane.members[member] = None
+        self.joined += 1
+        return member
+
+    async def _open(self, services: Services, seat: Seat, last: int) -> Lane:
+        """A lane at `last`, subscribed now (a `MemoryBus` registers the subscription before
+        its first await; a `RedisBus` may wait for its listener first, so `join` checks again
+        after this)."""
+        entered = services.bus.subscribe(seat.interest.task_id)
+        sub = await entered.__aenter__()
+        found = self.lanes.get(seat.key)
+        if found is not None:  # another socket opened it while this one waited
+            await entered.__aexit__(None, None, None)
+            return found
+        live = Live(services, seat.user_id, seat.interest.task_id, frozenset(), seat.kind, last)
+        lane = self.lanes[seat.key] = Lane(self, seat.key, seat.interest, seat.limit, live,
+                                           entered, sub)
+        return lane
+
+    async def ride(self, member: Member) -> None:
+        """Wait while the lane writes to `member`; leave it however this ends."""
+        try:
+            await member.left
+        finally:
+            member.lane.release(member)
+            if member.left.done() and not member.left.cancelled():
+                member.left.exception()  # seen, even if this task was cancelled meanwhile
+
+    async def close(self) -> None:
+        """End every lane and wait for their writers."""
+        for lane in list(self.lanes.values()):
+            lane.end()
+        if self.tasks:
+            _, pending = await asyncio.wait(list(self.tasks), timeout=5)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,342 @@
+"""The client WebSocket's fast lane (`shoal.api.fanout`): sockets following the same stream
+share one writer, and still each get every event once, in order, whatever happens around the
+handover: joining while events flow, a socket too slow to take a frame at once, a resubscribe,
+the lane's subscription lagging, sockets of the per-socket path beside them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from shoal.api.fanout import Lane, Lanes
+from shoal.api.server import RunningServer
+from shoal.auth.tokens import decode_token
+from shoal.config import Settings
+from shoal.events import Event, EventType, NewEvent
+from shoal.store.events import append_events
+from shoal.store.models import utcnow
+from tests.runtime.harness import DEADLINE, wait_until
+
+
+class Watcher:
+    """One client socket: the numbers of the events it was sent, in order."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.seqs: list[int] = []
+        self.kinds: list[str] = []
+
+    async def frame(self) -> list[dict[str, Any]]:
+        data = json.loads(await self.ws.recv())
+        items = data["items"] if data["type"] == "batch" else [data]
+        self.kinds.append(data["type"])
+        self.seqs += [item["seq"] for item in items if item.get("seq")]
+        return list(items)
+
+    async def until(self, seq: int) -> None:
+        """Read until the event numbered `seq` has come."""
+        while not self.seqs or self.seqs[-1] < seq:
+            await self.frame()
+
+    async def subscribe(self, **message: Any) -> dict[str, Any]:
+        """Send a subscription; the `subscribed` frame (events before it are kept)."""
+        await self.ws.send(json.dumps({"type": "subscribe", **message}))
+        while True:
+            for item in await self.frame():
+                if item["type"] == "subscribed":
+                    return item
+
+
+class Log:
+    """Events of one user's task, stored and published as a control plane's would be."""
+
+    def __init__(self, server: RunningServer, user_id: uuid.UUID) -> None:
+        self.server, self.user_id = server, user_id
+        self.task_id = uuid.uuid4()
+        self.seqs: list[int] = []
+
+    async def store(self, count: int, pad: int = 0) -> list[Event]:
+        async with self.server.services.db.begin() as conn:
+            events = await append_events(conn, [NewEvent(
+                EventType.NOTICE, {"task_id": str(self.task_id), "n": i, "pad": "x" * pad},
+                task_id=self.task_id, user_id=self.user_id) for i in range(count)], utcnow())
+        self.seqs += [event.seq for event in events]
+        return events
+
+    async def burst(self, count: int, pad: int = 0) -> int:
+        """Store and publish `count` events; the last one's number."""
+        events = await self.store(count, pad)
+        await self.server.services.bus.publish(events)
+        return events[-1].seq
+
+
+@pytest.fixture
+async def log(server: RunningServer, client: httpx.AsyncClient, settings: Settings) -> Log:
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    user_id = decode_token(token, settings=settings, expected_type="access").user_id
+    return Log(server, user_id)
+
+
+@pytest.fixture
+async def watch(server: RunningServer, client: httpx.AsyncClient) -> AsyncIterator[Any]:
+    """Open client sockets (`?since=` if given); all closed at the end."""
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    opened: list[ClientConnection] = []
+
+    async def open_socket(since: int | None = None, **options: Any) -> Watcher:
+        query = f"?token={token}" + (f"&since={since}" if since is not None else "")
+        ws = await connect(server.url.replace("http://", "ws://") + "/ws" + query, **options)
+        opened.append(ws)
+        return Watcher(ws)
+
+    yield open_socket
+    for ws in opened:
+        await ws.close()
+
+
+def lanes_of(server: RunningServer) -> Lanes:
+    lanes: Lanes = server.app.state.lanes
+    return lanes
+
+
+def the_lane(server: RunningServer) -> Lane:
+    (lane,) = lanes_of(server).lanes.values()
+    return lane
+
+
+async def test_watchers_of_one_stream_share_one_lane_under_uvicorn(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """Under the real server, sockets following the same stream end up in one lane, which then
+    writes each burst once for all of them (this fails, rather than the lane silently going
+    unused, if uvicorn's protocol can no longer be found from a socket)."""
+    watchers = [await watch() for _ in range(3)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(3)
+        for w in watchers:
+            await w.until(last)
+        written = lanes_of(server).written
+        lags = server.services.runtime.metrics.fanout_lag.series[("websocket",)]
+        observed = sum(lags[:-1])  # the buckets and +Inf: the count
+        last = await log.burst(5)
+        for w in watchers:
+            await w.until(last)
+    assert len(the_lane(server).members) == 3
+    assert lanes_of(server).written == written + 1  # one list, written to all three
+    assert sum(lags[:-1]) == observed + 5 * 3  # each event's lag, once per socket it reached
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
+async def test_sockets_join_while_events_flow_and_miss_nothing(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """Sockets that open (some resuming from the start) while bursts keep coming each get a
+    gapless run of the log, once, in order; those of the per-socket path (`any_task_types`,
+    not batched) the same as those in the lane."""
+    await log.burst(4)
+    watchers: list[tuple[Watcher, int | None]] = []
+    async with asyncio.timeout(DEADLINE):
+        for round_ in range(30):
+            if round_ % 3 == 0:
+                since = 0 if round_ % 2 else None
+                w = await watch(since)
+                if round_ % 9 == 6:
+                    await w.subscribe(batch=True, any_task_types=["checkpoint_ready"])
+                elif round_ % 9 == 3:
+                    await w.subscribe(task_id=str(log.task_id))
+                else:
+                    await w.subscribe(batch=True)
+                watchers.append((w, since))
+            await log.burst(1 + round_ % 4)
+            await asyncio.sleep(0)
+        last = await log.burst(2)
+        for w, _ in watchers:
+            await w.until(last)
+    assert lanes_of(server).written > 0
+    for w, since in watchers:
+        if since is not None:
+            assert w.seqs == [s for s in log.seqs if s > since]
+        else:  # from when it subscribed: a tail of the log
+            assert w.seqs == log.seqs[log.seqs.index(w.seqs[0]):]
+
+
+async def test_a_socket_that_cannot_take_a_frame_at_once_leaves_the_lane_and_misses_nothing(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """A member whose transport is paused is let go (the others go on getting every burst
+    meanwhile), and once it can write again it gets everything from where it was."""
+    watchers = [await watch() for _ in range(3)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        members = list(the_lane(server).members)
+        assert len(members) == 3
+        slow = members[1]
+        slow.writable.clear()  # as uvicorn's protocol does when its transport is paused
+        try:
+            for _ in range(5):
+                last = await log.burst(3)
+            reading = [asyncio.create_task(w.until(last)) for w in watchers]
+            done: set[asyncio.Task[None]] = set()
+            while len(done) < 2:  # two go on getting every burst, the slow one stalls no one
+                done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
+            (stalled,) = (t for t in reading if t not in done)
+            assert slow not in the_lane(server).members
+            assert len(the_lane(server).members) == 2
+        finally:
+            slow.writable.set()
+        await stalled
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
+async def test_a_socket_in_a_lane_resubscribes_as_any_other(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """Resubscribing from the lane: every frame of the old stream before `subscribed`, the new
+    one's after it, carrying on from where the old one was (it wants less: no gap)."""
+    w, other = await watch(), await watch()
+    async with asyncio.timeout(DEADLINE):
+        await w.subscribe(batch=True)
+        await other.subscribe(batch=True)
+        last = await log.burst(2)
+        await w.until(last)
+        await other.until(last)
+        assert len(the_lane(server).members) == 2
+        last = await log.burst(3)
+        subscribed = await w.subscribe(batch=True, task_id=str(log.task_id))
+        assert subscribed["data"]["since"] == w.seqs[-1]  # where the lane had got it to
+        last = await log.burst(4)
+        await w.until(last)
+        await other.until(last)
+    assert w.seqs == log.seqs
+    assert other.seqs == log.seqs
+
+
+async def test_a_lagging_lane_sends_its_members_back_to_the_store(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """When the lane's subscription lags, each member resyncs from the store on a stream of its
+    own, then joins a lane again: nothing lost, nothing twice."""
+    watchers = [await watch() for _ in range(3)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        lane = the_lane(server)
+        await log.store(5)  # stored, and lost to the bus: only the store has them
+        server.services.bus.lag_all()
+        last = await log.burst(3)
+        for w in watchers:
+            await w.until(last)
+        assert lane.ended
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
+async def test_a_client_that_stops_reading_is_let_go_when_its_transport_pauses(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """For real: a client that reads nothing fills its TCP buffers until uvicorn pauses its
+    transport; the lane lets it go (it never waits for it), the others get every burst, and
+    once the client reads again it gets everything, in order, once."""
+    fast = [await watch(max_size=None) for _ in range(2)]
+    slow = await watch(max_size=None, max_queue=1)
+    lanes = lanes_of(server)
+    async with asyncio.timeout(DEADLINE * 3):
+        for w in [*fast, slow]:
+            await w.subscribe(batch=True)
+        last = await log.burst(1)
+        for w in [*fast, slow]:
+            await w.until(last)
+        released = lanes.released
+        bursts = 0
+        while lanes.released == released:  # the slow one's buffers are not full yet
+            bursts += 1
+            assert bursts < 400, "the transport never paused"
+            last = await log.burst(4, pad=50_000)
+            for w in fast:
+                await w.until(last)
+        assert len(the_lane(server).members) == 2
+        last = await log.burst(2)
+        for w in fast:
+            await w.until(last)
+        await slow.until(last)
+    for w in [*fast, slow]:
+        assert w.seqs == log.seqs
+
+
+async def test_when_the_bus_closes_members_end_their_streams_rather_than_rejoin(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """A closed bus ends the lane; its members go back to streams of their own, which find the
+    bus closed and end too: no socket joins a lane again (that would hand over for ever)."""
+    watchers = [await watch() for _ in range(2)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+    lanes, lane = lanes_of(server), the_lane(server)
+    joined = lanes.joined
+    await server.services.bus.close()
+    await lane.task
+
+    def pushing() -> bool:
+        return any(getattr(t.get_coro(), "__qualname__", "") == "_push"
+                   for t in asyncio.all_tasks())
+
+    await wait_until(lambda: not pushing(), what="the sockets' streams to end")
+    assert lanes.lanes == {}
+    assert lanes.joined == joined
+
+
+async def test_a_socket_ahead_of_its_lane_does_not_join_it_until_the_lane_catches_up(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """Events stored but not yet published: a socket's replay has sent them while the lane
+    has not seen them. It joins only once the lane is where it is; else the lane would send
+    them again."""
+    first, second = await watch(), await watch()
+    async with asyncio.timeout(DEADLINE):
+        await first.subscribe(batch=True)
+        last = await log.burst(2)
+        await first.until(last)
+        early = await log.store(3)  # committed; their publish comes later
+        await second.subscribe(batch=True, since=0)
+        await second.until(early[-1].seq)
+        await server.services.bus.publish(early)
+        for _ in range(50):  # it joins after a burst that finds both idle at the same place
+            last = await log.burst(1)
+            for w in (first, second):
+                await w.until(last)
+            if len(the_lane(server).members) == 2:
+                break
+        assert len(the_lane(server).members) == 2
+        last = await log.burst(2)
+        for w in (first, second):
+            await w.until(last)
+    assert first.seqs == log.seqs
+    assert second.seqs == log.seqs
