@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -112,6 +112,13 @@ def test_inlined_converters_give_what_calling_them_gives() -> None:
         assert row_function(row) == expected  # remembered the second time
 
 
+class _Later(datetime):
+    """A datetime of another class, whose text the row function must not guess."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return "later"
+
+
 def test_timestamps_and_json_are_converted_as_sqlalchemy_converts_them() -> None:
     """The row functions' own forms of the timestamp and JSON converters (`isoformat`, the C
     encoder) give SQLAlchemy's parameters on both dialects, for every kind of value; the
@@ -123,8 +130,9 @@ def test_timestamps_and_json_are_converted_as_sqlalchemy_converts_them() -> None
         datetime(2026, 3, 4, 5, 6, 7, 8, tzinfo=east), NOW.replace(fold=1)]
     docs: list[Any] = [None, {}, [], {"a": [1, 2.5, "é\n\x00", None, True]}, [{"b": {}}], 0, "",
                        False, {"": None}, "text", 3.25]
+    plain: list[Any] = [*stamps, date(2026, 3, 4), _Later(2026, 3, 4, 5, 6, 7, 8, tzinfo=UTC)]
     for dialect in (sqlite.dialect(), asyncpg.dialect()):
-        cases = [(UTCDateTime(), stamps), (JSONType, docs)]
+        cases = [(UTCDateTime(), stamps), (JSONType, docs), (sa.DateTime(timezone=True), plain)]
         for type_, values in cases:
             ours = fast.processor(type_, dialect)
             theirs = type_.dialect_impl(dialect).bind_processor(dialect)

@@ -117,12 +117,13 @@ def _inline(i: int, read: str, proc: Processor, env: dict[str, Any]) -> str:
     v = f"v{i}"
     if proc is _uuid_hex:
         return f'(None if ({v} := {read}) is None else f"{{{v}.int:032x}}")'
-    if isinstance(proc, _Timestamp):
-        env["UTC"] = UTC
+    if isinstance(proc, _Timestamp):  # an aware UTC datetime itself (not a date, a subclass)
+        env["UTC"], env["DATETIME"] = UTC, datetime
+        utc = f"{v}.__class__ is DATETIME and {v}.tzinfo is UTC"
         if proc.text:  # SQLite's text: what the converter gives, by one C method
             return (f'(None if ({v} := {read}) is None else {v}.isoformat(" ", "microseconds")'
-                    f"[:26] if {v}.tzinfo is UTC else p{i}({v}))")
-        return f"({v} if ({v} := {read}) is None or {v}.tzinfo is UTC else p{i}({v}))"
+                    f"[:26] if {utc} else p{i}({v}))")
+        return f"({v} if ({v} := {read}) is None or {utc} else p{i}({v}))"
     if isinstance(proc, _Remembered):
         return f"(d{i}[{v}] if ({v} := {read}) in (d{i} := p{i}.seen) else p{i}({v}))"
     if isinstance(proc, _Json) and proc.direct:  # the converter is `json_dumps`: its C part
