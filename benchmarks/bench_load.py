@@ -256,7 +256,9 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> 
     events' numbers and times come from the bus from then on, and the CPU is counted then.
     Running a hundred chains costs CPU of its own, which one chain spread over the same
     deliveries does not: the same chains are run first with no watcher, and their CPU is
-    taken off, so the figure is what the deliveries cost."""
+    taken off, so the figure is what the deliveries cost. In both runs every chain is held
+    at its first step until the CPU is being counted (`_still_held` checks it), so neither
+    count misses a chain's work."""
     if clients % tasks:
         raise SystemExit(f"--clients {clients} is not a multiple of --tasks {tasks}")
     with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
@@ -268,12 +270,13 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> 
                 client = await signed_in_client(srv, settings)
                 token = client.headers["Authorization"].removeprefix("Bearer ")
                 async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own
-                    ids = await _submit_held(client, tasks, 0.2)
+                    ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
                     unwatched = time.process_time(), system_seconds()
+                    _still_held(held)
                     await _follow_all(sub, set(ids), {})
                     unwatched = (time.process_time() - unwatched[0],
                                  system_seconds() - unwatched[1])
-                ids = await _submit_held(client, tasks, 5 + clients * 0.004)
+                ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
                 profiler = cProfile.Profile() if profile else None
                 stored: dict[int, float] = {}
                 async with watchers(srv.url, token, clients, tasks=ids) as watching, \
@@ -281,6 +284,7 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> 
                     if profiler is not None:
                         profiler.enable()
                     cpu, kernel = time.process_time(), system_seconds()
+                    _still_held(held)
                     await _follow_all(sub, set(ids), stored)
                     print(f"{tasks} chains: {time.process_time() - cpu:.2f} s of CPU watched, "
                           f"{unwatched[0]:.2f} s not (taken off)", file=sys.stderr)
@@ -296,8 +300,11 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> 
     return figures
 
 
-async def _submit_held(client: httpx.AsyncClient, tasks: int, hold: float) -> list[str]:
-    """Submit `tasks` chains whose first step waits `hold` seconds; their ids."""
+async def _submit_held(client: httpx.AsyncClient, tasks: int,
+                       hold: float) -> tuple[list[str], float]:
+    """Submit `tasks` chains whose first step waits `hold` seconds; their ids, and the
+    `time.monotonic()` until which no chain can have gone past that step."""
+    held = time.monotonic() + hold
     first = {"name": "hold", "description": "Wait for the watchers", "tool": "echo",
              "options": {"delay": hold}}
     plan = [first, *({**step, "dependencies": step["dependencies"] or ["hold"]}
@@ -308,7 +315,16 @@ async def _submit_held(client: httpx.AsyncClient, tasks: int, hold: float) -> li
             "description": f"Watched by a few ({i})", "plan": plan})
         created.raise_for_status()
         ids.append(created.json()["task_id"])
-    return ids
+    return ids, held
+
+
+def _still_held(held: float) -> None:
+    """Stop if a chain may have gone past its held step before the CPU was counted: its work
+    would be missing from the count (the unwatched chains' did go missing when their hold
+    was shorter than submitting them all took)."""
+    if time.monotonic() >= held:
+        raise SystemExit("a chain may have run before the CPU was counted: its first step "
+                         "held it too short a time for this machine")
 
 
 WATCHED = frozenset({"task_update", "subtask_update", "task_complete", "task_failed"})
