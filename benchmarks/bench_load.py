@@ -163,6 +163,15 @@ class Watching:
     kb: float = 0.0
     got: dict[int, list[float]] = field(default_factory=dict)
 
+    def merge(self, other: Watching) -> None:
+        """Add `other`'s deliveries (and its connect time and memory: divide them after)."""
+        self.connect_s += other.connect_s
+        self.kb += other.kb
+        for seq, (count, last) in other.got.items():
+            seen = self.got.setdefault(seq, [0, 0.0])
+            seen[0] += count
+            seen[1] = max(seen[1], last)
+
     def figures(self, clients: int, stored: dict[int, float], cpu: float,
                 kernel: float = float("nan"), *, tasks: int = 1) -> dict[str, Any]:
         """The run's figures for the events `stored` (number → timestamp), each of which
@@ -217,11 +226,11 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
 
 
 async def measure_clients(kind: str, clients: int, profile: str = "",
-                          tasks: int = 1) -> dict[str, Any]:
+                          tasks: int = 1, rounds: int = 3) -> dict[str, Any]:
     """One run with `clients` watchers subscribed live while a 10-step chain runs (or `tasks`
     chains at once, each followed by `clients / tasks` of the watchers)."""
     if tasks > 1:
-        return await _measure_spread(kind, clients, tasks, profile)
+        return await _measure_spread(kind, clients, tasks, profile, rounds)
     with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
@@ -249,18 +258,24 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
     return figures
 
 
-async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> dict[str, Any]:
+async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
+                          rounds: int = 3) -> dict[str, Any]:
     """`tasks` chains submitted at once, each followed by `clients / tasks` watchers subscribed
     to it alone; each chain's first step holds it long enough for every watcher to subscribe
     (a task id is known only once submitted). What is measured starts once all have: the
     events' numbers and times come from the bus from then on, and the CPU is counted then.
+
     Running a hundred chains costs CPU of its own, which one chain spread over the same
-    deliveries does not: the same chains are run first with no watcher, and their CPU is
-    taken off, so the figure is what the deliveries cost. In both runs every chain is held
-    at its first step until the CPU is being counted (`_still_held` checks it), so neither
-    count misses a chain's work."""
+    deliveries does not, and that cost moves by some 10 % from one run to the next, as much
+    as the deliveries' own: so the same chains are run with no watcher, then watched, `rounds`
+    times in turn on the same control plane, and the unwatched runs' CPU is taken off the
+    watched runs'. In every run each chain is held at its first step until the CPU is being
+    counted (`_still_held` checks it), so no count misses a chain's work."""
     if clients % tasks:
         raise SystemExit(f"--clients {clients} is not a multiple of --tasks {tasks}")
+    merged, stored = Watching(), dict[int, float]()
+    cpu = kernel = bare = bare_kernel = kb = 0.0
+    profiler = cProfile.Profile() if profile else None
     with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
@@ -269,33 +284,35 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str) -> 
                     worker_process(srv, tmp, uvloop=False, records={}):
                 client = await signed_in_client(srv, settings)
                 token = client.headers["Authorization"].removeprefix("Bearer ")
-                async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own
-                    ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
-                    unwatched = time.process_time(), system_seconds()
-                    _still_held(held)
-                    await _follow_all(sub, set(ids), {})
-                    unwatched = (time.process_time() - unwatched[0],
-                                 system_seconds() - unwatched[1])
-                ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
-                profiler = cProfile.Profile() if profile else None
-                stored: dict[int, float] = {}
-                async with watchers(srv.url, token, clients, tasks=ids) as watching, \
-                        srv.services.bus.subscribe() as sub:
-                    if profiler is not None:
-                        profiler.enable()
-                    cpu, kernel = time.process_time(), system_seconds()
-                    _still_held(held)
-                    await _follow_all(sub, set(ids), stored)
-                    print(f"{tasks} chains: {time.process_time() - cpu:.2f} s of CPU watched, "
-                          f"{unwatched[0]:.2f} s not (taken off)", file=sys.stderr)
-                    cpu = time.process_time() - cpu - unwatched[0]
-                    kernel = system_seconds() - kernel - unwatched[1]
-                    if profiler is not None:
-                        profiler.disable()
-                        profiler.dump_stats(f"{profile}.{clients}x{tasks}")
+                for _ in range(rounds):
+                    async with srv.services.bus.subscribe() as sub:  # unwatched: the chains'
+                        ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
+                        began = time.process_time(), system_seconds()
+                        _still_held(held)
+                        await _follow_all(sub, set(ids), {})
+                        bare += time.process_time() - began[0]
+                        bare_kernel += system_seconds() - began[1]
+                    ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
+                    async with watchers(srv.url, token, clients, tasks=ids) as watching, \
+                            srv.services.bus.subscribe() as sub:
+                        if profiler is not None:
+                            profiler.enable()
+                        began = time.process_time(), system_seconds()
+                        _still_held(held)
+                        await _follow_all(sub, set(ids), stored)
+                        cpu += time.process_time() - began[0]
+                        kernel += system_seconds() - began[1]
+                        if profiler is not None:
+                            profiler.disable()
+                    kb = kb or watching.kb  # the first round's: later ones reuse its memory
+                    merged.merge(watching)
                 await client.aclose()
-    figures = watching.figures(clients, stored, cpu, kernel, tasks=tasks)
+    print(f"{tasks} chains, {rounds} rounds: {cpu:.2f} s of CPU watched, {bare:.2f} s not "
+          "(taken off)", file=sys.stderr)
+    merged.kb, merged.connect_s = kb, merged.connect_s / rounds
+    figures = merged.figures(clients, stored, cpu - bare, kernel - bare_kernel, tasks=tasks)
     if profiler is not None:
+        profiler.dump_stats(f"{profile}.{clients}x{tasks}")
         print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"])
     return figures
 
@@ -394,12 +411,10 @@ async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:
                 cpu = cpu_seconds(pids)
                 await follow_chain(client, stored)
             cpu = cpu_seconds(pids) - cpu
-    merged = Watching(connect_s=sum(p.connect_s for p in parts), kb=float("nan"))
+    merged = Watching()
     for part in parts:
-        for seq, (count, last) in part.got.items():
-            seen = merged.got.setdefault(seq, [0, 0.0])
-            seen[0] += count
-            seen[1] = max(seen[1], last)
+        merged.merge(part)
+    merged.kb = float("nan")
     return merged.figures(clients, stored, cpu)
 
 
@@ -479,7 +494,7 @@ async def one(args: argparse.Namespace) -> dict[str, Any]:
             return await measure_floor(n, 33)
         if args.copies > 1:
             return await measure_clients_on_copies(n, args.copies)
-        return await measure_clients(args.db, n, args.profile, args.tasks)
+        return await measure_clients(args.db, n, args.profile, args.tasks, args.rounds)
     return await measure(args.db, int(args.workers), args.seconds, args.interval)
 
 
@@ -491,7 +506,7 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
         argv = ["--db", args.db, "--seconds", str(args.seconds), "--interval",
                 str(args.interval), "--copies", str(args.copies), "--json", str(out),
                 *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
-                "--tasks", str(args.tasks),
+                "--tasks", str(args.tasks), "--rounds", str(args.rounds),
                 "--loop", args.loop, *(["--floor"] if args.floor else []),
                 *(["--profile", args.profile] if args.profile else [])]
         proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
@@ -559,6 +574,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1,
                         help="watchers: this many chains at once, each followed by an equal "
                              "share of the watchers (subscribed to it alone)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="watchers, with --tasks: run the chains unwatched then watched "
+                             "this many times in turn (their own CPU, taken off, varies)")
     parser.add_argument("--copies", type=int, default=1,
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--floor", action="store_true",
