@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +150,7 @@ CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
           "options": {"delay": 0.1}, "dependencies": [f"s{i - 1}"] if i else []}
          for i in range(10)]
 PER_PROCESS = 2500  # simulated watchers per client process
-FLOOR_BURSTS = 11  # the floor's events: as many as the chain's, in bursts as far apart
-FLOOR_GAP = 0.1
+FLOOR_GAP = 0.1  # between the floor's bursts: as far apart as the chain's steps
 
 
 @dataclass
@@ -241,6 +240,10 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
                 token = client.headers["Authorization"].removeprefix("Bearer ")
                 profiler = cProfile.Profile() if profile else None
                 stored: dict[int, float] = {}
+                # A chain first, unwatched: the task's first burst is then not also the first
+                # time this control plane and its worker run one (the watchers and the floor
+                # are warmed too).
+                await follow_chain(client, {})
                 async with watchers(srv.url, token, clients) as watching:
                     if profiler is not None:
                         profiler.enable()
@@ -445,8 +448,38 @@ class FanOutFloor:
             await ws.send_text(text)
 
 
-async def measure_floor(clients: int, events: int) -> dict[str, Any]:
-    """The floor with `clients` watchers: `events` events in FLOOR_BURSTS bursts."""
+async def chain_bursts(kind: str) -> list[list[dict[str, Any]]]:
+    """The watched events of one run of the chain on a real control plane, in the lists the
+    bus delivered them in (a commit's, as a lane takes them): what the floor sends, so that it
+    writes, and its watchers read, the same bytes as Shoal's (a task's first burst carries its
+    plan: some 4 kB a frame where later ones are about 1 kB)."""
+    bursts: list[list[dict[str, Any]]] = []
+
+    async def record(sub: Any) -> None:
+        while events := await sub.take(1000):
+            if burst := [dict(e.wire()) for e in events if e.type.value in WATCHED]:
+                bursts.append(burst)
+            if any(e.type.value in ("task_complete", "task_failed") for e in events):
+                return
+
+    with tempfile.TemporaryDirectory(prefix="shoal-floor-chain-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url)
+            async with running_server(settings) as srv, \
+                    worker_process(srv, tmp, uvloop=False, records={}):
+                client = await signed_in_client(srv, settings)
+                async with srv.services.bus.subscribe() as sub:
+                    await asyncio.gather(record(sub), follow_chain(client, {}))
+                await client.aclose()
+    return bursts
+
+
+async def measure_floor(kind: str, clients: int) -> dict[str, Any]:
+    """The floor with `clients` watchers: the chain's own bursts (`chain_bursts`), one every
+    FLOOR_GAP (no sooner can the chain's steps end) or, if writing one took longer, at once,
+    its events numbered and stamped anew."""
+    bursts = await chain_bursts(kind)
     floor = FanOutFloor()
     with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
         settings = bench_settings(Path(name), "sqlite+aiosqlite://")
@@ -463,16 +496,18 @@ async def measure_floor(clients: int, events: int) -> dict[str, Any]:
         stored: dict[int, float] = {}
         async with watchers(url, "floor", clients) as watching:
             cpu, kernel, seq = time.process_time(), system_seconds(), 0
-            for burst in range(FLOOR_BURSTS):
+            due = time.monotonic()
+            for burst in bursts:
+                await asyncio.sleep(due - time.monotonic())  # (at once if it is late)
+                due += FLOOR_GAP
                 items = []
-                for _ in range(len(range(burst, events, FLOOR_BURSTS))):
+                for event in burst:
                     seq += 1
                     stored[seq] = time.time()
-                    items.append({"type": "subtask_update", "seq": seq, "data": {
-                        "task_id": "0", "subtask_id": str(seq), "status": "completed"},
-                        "timestamp": datetime.fromtimestamp(stored[seq]).isoformat()})
+                    stamp = datetime.fromtimestamp(stored[seq], UTC)
+                    items.append({**event, "seq": seq,
+                                  "timestamp": stamp.isoformat().replace("+00:00", "Z")})
                 await floor.burst(items)
-                await asyncio.sleep(FLOOR_GAP)
         cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
         server.should_exit = True
         await task
@@ -491,7 +526,7 @@ async def one(args: argparse.Namespace) -> dict[str, Any]:
     if args.clients:
         n = int(args.clients)
         if args.floor:
-            return await measure_floor(n, 33)
+            return await measure_floor(args.db, n)
         if args.copies > 1:
             return await measure_clients_on_copies(n, args.copies)
         return await measure_clients(args.db, n, args.profile, args.tasks, args.rounds)
