@@ -224,37 +224,50 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
         await proc.wait()
 
 
+@contextlib.asynccontextmanager
+async def chain_plane(kind: str, tasks: int | None = None,
+                      ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """A control plane on a fresh `kind` database with a worker process (running at most
+    `tasks` tasks at once, if given), and a client signed in to it."""
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url)
+            if tasks is not None:
+                settings = settings.model_copy(update={"max_active_tasks": tasks})
+            async with running_server(settings) as srv, \
+                    worker_process(srv, tmp, uvloop=False, records={}):
+                client = await signed_in_client(srv, settings)
+                try:
+                    yield srv, client
+                finally:
+                    await client.aclose()
+
+
 async def measure_clients(kind: str, clients: int, profile: str = "",
                           tasks: int = 1, rounds: int = 3) -> dict[str, Any]:
     """One run with `clients` watchers subscribed live while a 10-step chain runs (or `tasks`
     chains at once, each followed by `clients / tasks` of the watchers)."""
     if tasks > 1:
         return await _measure_spread(kind, clients, tasks, profile, rounds)
-    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
-        tmp = Path(name)
-        async with database(kind, tmp) as url:
-            settings = bench_settings(tmp, url)
-            async with running_server(settings) as srv, \
-                    worker_process(srv, tmp, uvloop=False, records={}):
-                client = await signed_in_client(srv, settings)
-                token = client.headers["Authorization"].removeprefix("Bearer ")
-                profiler = cProfile.Profile() if profile else None
-                stored: dict[int, float] = {}
-                # A chain first, unwatched: the task's first burst is then not also the first
-                # time this control plane and its worker run one (the watchers and the floor
-                # are warmed too).
-                await follow_chain(client, {})
-                async with watchers(srv.url, token, clients) as watching:
-                    if profiler is not None:
-                        profiler.enable()
-                    cpu, kernel = time.process_time(), system_seconds()
-                    await follow_chain(client, stored)
-                cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
-                if profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(f"{profile}.{clients}")
-                    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-                await client.aclose()
+    async with chain_plane(kind) as (srv, client):
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        profiler = cProfile.Profile() if profile else None
+        stored: dict[int, float] = {}
+        # A chain first, unwatched: the task's first burst is then not also the first time
+        # this control plane and its worker run one (the watchers and the floor are warmed
+        # too).
+        await follow_chain(client, {})
+        async with watchers(srv.url, token, clients) as watching:
+            if profiler is not None:
+                profiler.enable()
+            cpu, kernel = time.process_time(), system_seconds()
+            await follow_chain(client, stored)
+        cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}.{clients}")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
     figures = watching.figures(clients, stored, cpu, kernel)
     if profiler is not None:
         print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
@@ -279,37 +292,30 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
     merged, stored = Watching(), dict[int, float]()
     cpu = kernel = bare = bare_kernel = kb = 0.0
     profiler = cProfile.Profile() if profile else None
-    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
-        tmp = Path(name)
-        async with database(kind, tmp) as url:
-            settings = bench_settings(tmp, url).model_copy(update={"max_active_tasks": tasks})
-            async with running_server(settings) as srv, \
-                    worker_process(srv, tmp, uvloop=False, records={}):
-                client = await signed_in_client(srv, settings)
-                token = client.headers["Authorization"].removeprefix("Bearer ")
-                for _ in range(rounds):
-                    async with srv.services.bus.subscribe() as sub:  # unwatched: the chains'
-                        ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
-                        began = time.process_time(), system_seconds()
-                        _still_held(held)
-                        await _follow_all(sub, set(ids), {})
-                        bare += time.process_time() - began[0]
-                        bare_kernel += system_seconds() - began[1]
-                    ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
-                    async with watchers(srv.url, token, clients, tasks=ids) as watching, \
-                            srv.services.bus.subscribe() as sub:
-                        if profiler is not None:
-                            profiler.enable()
-                        began = time.process_time(), system_seconds()
-                        _still_held(held)
-                        await _follow_all(sub, set(ids), stored)
-                        cpu += time.process_time() - began[0]
-                        kernel += system_seconds() - began[1]
-                        if profiler is not None:
-                            profiler.disable()
-                    kb = kb or watching.kb  # the first round's: later ones reuse its memory
-                    merged.merge(watching)
-                await client.aclose()
+    async with chain_plane(kind, tasks) as (srv, client):
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        for _ in range(rounds):
+            async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own CPU
+                ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
+                began = time.process_time(), system_seconds()
+                _still_held(held)
+                await _follow_all(sub, set(ids), {})
+                bare += time.process_time() - began[0]
+                bare_kernel += system_seconds() - began[1]
+            ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
+            async with watchers(srv.url, token, clients, tasks=ids) as watching, \
+                    srv.services.bus.subscribe() as sub:
+                if profiler is not None:
+                    profiler.enable()
+                began = time.process_time(), system_seconds()
+                _still_held(held)
+                await _follow_all(sub, set(ids), stored)
+                cpu += time.process_time() - began[0]
+                kernel += system_seconds() - began[1]
+                if profiler is not None:
+                    profiler.disable()
+            kb = kb or watching.kb  # the first round's: later ones reuse its memory
+            merged.merge(watching)
     print(f"{tasks} chains, {rounds} rounds: {cpu:.2f} s of CPU watched, {bare:.2f} s not "
           "(taken off)", file=sys.stderr)
     merged.kb, merged.connect_s = kb, merged.connect_s / rounds
@@ -462,16 +468,8 @@ async def chain_bursts(kind: str) -> list[list[dict[str, Any]]]:
             if any(e.type.value in ("task_complete", "task_failed") for e in events):
                 return
 
-    with tempfile.TemporaryDirectory(prefix="shoal-floor-chain-") as name:
-        tmp = Path(name)
-        async with database(kind, tmp) as url:
-            settings = bench_settings(tmp, url)
-            async with running_server(settings) as srv, \
-                    worker_process(srv, tmp, uvloop=False, records={}):
-                client = await signed_in_client(srv, settings)
-                async with srv.services.bus.subscribe() as sub:
-                    await asyncio.gather(record(sub), follow_chain(client, {}))
-                await client.aclose()
+    async with chain_plane(kind) as (srv, client), srv.services.bus.subscribe() as sub:
+        await asyncio.gather(record(sub), follow_chain(client, {}))
     return bursts
 
 
