@@ -1,0 +1,403 @@
+"""Fan-out: simulated watchers of running tasks on a real control plane (one task, many tasks,
+several copies) and the fan-out floor they are compared with; `bench_load.py --clients` runs
+them, each size in a process of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import cProfile
+import gc
+import json
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from _layers import LAYERS, Layers
+from _report import percentile
+from _sims import SIM, rss_kb, system_seconds, warm_up
+from bench_dag import bench_settings, database, signed_in_client, worker_process
+from bench_throughput import copies, cpu_seconds, descendants, quiet  # puts `tests` on the path
+from rich.console import Console
+from rich.table import Table
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from tests.e2e.procs import cluster, signed_in
+
+from shoal.api.listen import bind_socket
+from shoal.api.server import running_server, uvicorn_options
+
+CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
+          "options": {"delay": 0.1}, "dependencies": [f"s{i - 1}"] if i else []}
+         for i in range(10)]
+PER_PROCESS = 2500  # simulated watchers per client process
+FLOOR_GAP = 0.1  # between the floor's bursts: as far apart as the chain's steps
+
+
+@dataclass
+class Watching:
+    """Watchers in their processes: when all had subscribed, memory per watcher, and (once the
+    block has left) what each event number reached."""
+
+    connect_s: float = 0.0
+    kb: float = 0.0
+    got: dict[int, list[float]] = field(default_factory=dict)
+
+    def merge(self, other: Watching) -> None:
+        """Add `other`'s deliveries (and its connect time and memory: divide them after)."""
+        self.connect_s += other.connect_s
+        self.kb += other.kb
+        for seq, (count, last) in other.got.items():
+            seen = self.got.setdefault(seq, [0, 0.0])
+            seen[0] += count
+            seen[1] = max(seen[1], last)
+
+    def figures(self, clients: int, stored: dict[int, float], cpu: float,
+                kernel: float = float("nan"), *, tasks: int = 1) -> dict[str, Any]:
+        """The run's figures for the events `stored` (number → timestamp), each of which
+        `clients / tasks` watchers follow."""
+        got = self.got
+        lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
+        delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
+        return {"clients": clients, "tasks": tasks, "events": len(stored),
+                "missing": clients // tasks * len(stored) - delivered,
+                "p50": percentile(lags, 50), "p99": percentile(lags, 99),
+                "max": max(lags, default=0.0), "kb": self.kb, "connect_s": self.connect_s,
+                "cpu_us": cpu * 1e6 / max(1, delivered),
+                "kernel_us": kernel * 1e6 / max(1, delivered)}
+
+
+@contextlib.asynccontextmanager
+async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
+                   tasks: list[str] | None = None) -> AsyncIterator[Watching]:
+    """`clients` simulated watchers of `url`, subscribed (after WARM that came and went, if
+    `warm`) to every task's events, or each to one of `tasks` in turn; on exit, their
+    deliveries."""
+    if warm:
+        await warm_up("sim_clients.py", "--url", url, "--token", token)
+    gc.collect()
+    before, watching = rss_kb(), Watching()
+    parts = [min(PER_PROCESS, clients - i) for i in range(0, clients, PER_PROCESS)]
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, str(SIM / "sim_clients.py"), "--url", url, "--token", token,
+        "--count", str(n), "--tasks", ",".join(tasks or ()), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, limit=2**26) for n in parts]
+    started = time.monotonic()
+    for proc in procs:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 900)
+        if not line.startswith(b"subscribed"):
+            raise RuntimeError(f"the watchers did not subscribe: {line!r}")
+    watching.connect_s = time.monotonic() - started
+    gc.collect()
+    watching.kb = (rss_kb() - before) / clients
+    yield watching
+    await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+    for proc in procs:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.close()
+        for seq, (count, last) in json.loads(
+                await asyncio.wait_for(proc.stdout.readline(), 300)).items():
+            seen = watching.got.setdefault(int(seq), [0, 0.0])
+            seen[0] += count
+            seen[1] = max(seen[1], last)
+        await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def chain_plane(kind: str, tasks: int | None = None,
+                      ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """A control plane on a fresh `kind` database with a worker process (running at most
+    `tasks` tasks at once, if given), and a client signed in to it."""
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-") as name:
+        tmp = Path(name)
+        async with database(kind, tmp) as url:
+            settings = bench_settings(tmp, url)
+            if tasks is not None:
+                settings = settings.model_copy(update={"max_active_tasks": tasks})
+            async with running_server(settings) as srv, \
+                    worker_process(srv, tmp, uvloop=False, records={}):
+                client = await signed_in_client(srv, settings)
+                try:
+                    yield srv, client
+                finally:
+                    await client.aclose()
+
+
+async def measure_clients(kind: str, clients: int, profile: str = "",
+                          tasks: int = 1, rounds: int = 3) -> dict[str, Any]:
+    """One run with `clients` watchers subscribed live while a 10-step chain runs (or `tasks`
+    chains at once, each followed by `clients / tasks` of the watchers)."""
+    if tasks > 1:
+        return await _measure_spread(kind, clients, tasks, profile, rounds)
+    async with chain_plane(kind) as (srv, client):
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        profiler = cProfile.Profile() if profile else None
+        stored: dict[int, float] = {}
+        # A chain first, unwatched: the task's first burst is then not also the first time
+        # this control plane and its worker run one (the watchers and the floor are warmed
+        # too).
+        await follow_chain(client, {})
+        async with watchers(srv.url, token, clients) as watching:
+            if profiler is not None:
+                profiler.enable()
+            cpu, kernel = time.process_time(), system_seconds()
+            await follow_chain(client, stored)
+        cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}.{clients}")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+    figures = watching.figures(clients, stored, cpu, kernel)
+    if profiler is not None:
+        print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
+    return figures
+
+
+async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
+                          rounds: int = 3) -> dict[str, Any]:
+    """`tasks` chains submitted at once, each followed by `clients / tasks` watchers subscribed
+    to it alone; each chain's first step holds it long enough for every watcher to subscribe
+    (a task id is known only once submitted). What is measured starts once all have: the
+    events' numbers and times come from the bus from then on, and the CPU is counted then.
+
+    Running a hundred chains costs CPU of its own, which one chain spread over the same
+    deliveries does not, and that cost moves by some 10 % from one run to the next, as much
+    as the deliveries' own: so the same chains are run with no watcher, then watched, `rounds`
+    times in turn on the same control plane, and the unwatched runs' CPU is taken off the
+    watched runs'. In every run each chain is held at its first step until the CPU is being
+    counted (`_still_held` checks it), so no count misses a chain's work."""
+    if clients % tasks:
+        raise SystemExit(f"--clients {clients} is not a multiple of --tasks {tasks}")
+    merged, stored = Watching(), dict[int, float]()
+    cpu = kernel = bare = bare_kernel = kb = 0.0
+    profiler = cProfile.Profile() if profile else None
+    async with chain_plane(kind, tasks) as (srv, client):
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        for _ in range(rounds):
+            async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own CPU
+                ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
+                began = time.process_time(), system_seconds()
+                _still_held(held)
+                await _follow_all(sub, set(ids), {})
+                bare += time.process_time() - began[0]
+                bare_kernel += system_seconds() - began[1]
+            ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
+            async with watchers(srv.url, token, clients, tasks=ids) as watching, \
+                    srv.services.bus.subscribe() as sub:
+                if profiler is not None:
+                    profiler.enable()
+                began = time.process_time(), system_seconds()
+                _still_held(held)
+                await _follow_all(sub, set(ids), stored)
+                cpu += time.process_time() - began[0]
+                kernel += system_seconds() - began[1]
+                if profiler is not None:
+                    profiler.disable()
+            kb = kb or watching.kb  # the first round's: later ones reuse its memory
+            merged.merge(watching)
+    print(f"{tasks} chains, {rounds} rounds: {cpu:.2f} s of CPU watched, {bare:.2f} s not "
+          "(taken off)", file=sys.stderr)
+    merged.kb, merged.connect_s = kb, merged.connect_s / rounds
+    figures = merged.figures(clients, stored, cpu - bare, kernel - bare_kernel, tasks=tasks)
+    if profiler is not None:
+        profiler.dump_stats(f"{profile}.{clients}x{tasks}")
+        print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"])
+    return figures
+
+
+async def _submit_held(client: httpx.AsyncClient, tasks: int,
+                       hold: float) -> tuple[list[str], float]:
+    """Submit `tasks` chains whose first step waits `hold` seconds; their ids, and the
+    `time.monotonic()` until which no chain can have gone past that step."""
+    held = time.monotonic() + hold
+    first = {"name": "hold", "description": "Wait for the watchers", "tool": "echo",
+             "options": {"delay": hold}}
+    plan = [first, *({**step, "dependencies": step["dependencies"] or ["hold"]}
+                     for step in CHAIN)]
+    ids = []
+    for i in range(tasks):
+        created = await client.post("/api/v1/tasks", json={
+            "description": f"Watched by a few ({i})", "plan": plan})
+        created.raise_for_status()
+        ids.append(created.json()["task_id"])
+    return ids, held
+
+
+def _still_held(held: float) -> None:
+    """Stop if a chain may have gone past its held step before the CPU was counted: its work
+    would be missing from the count (the unwatched chains' did go missing when their hold
+    was shorter than submitting them all took)."""
+    if time.monotonic() >= held:
+        raise SystemExit("a chain may have run before the CPU was counted: its first step "
+                         "held it too short a time for this machine")
+
+
+WATCHED = frozenset({"task_update", "subtask_update", "task_complete", "task_failed"})
+
+
+async def _follow_all(sub: Any, ids: set[str], stored: dict[int, float]) -> None:
+    """Note the number and time of each watched event of the tasks `ids` until all ended."""
+    running = set(ids)
+    async for event in sub:
+        task = str(event.task_id)
+        if task in ids and event.type.value in WATCHED:
+            stored[event.seq] = event.timestamp.timestamp()
+            if event.type.value in ("task_complete", "task_failed"):
+                running.discard(task)
+                if not running:
+                    return
+
+
+def print_layers(stats: pstats.Stats, deliveries: int) -> None:
+    """The profiled calls per delivered event, by layer (`_layers.py`)."""
+    layers = Layers(stats)
+    table = Table(title="Control-plane calls per delivered event by layer (own functions / "
+                        "with the helpers they call)", title_justify="left")
+    for col in ("layer", "own", "with helpers"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    for name in (*LAYERS, "all"):
+        own = sum(layers.own.values()) if name == "all" else layers.own.get(name, 0)
+        total = sum(layers.total.values()) if name == "all" else layers.total.get(name, 0)
+        table.add_row(name, f"{own / max(1, deliveries):.1f}",
+                      f"{total / max(1, deliveries):.1f}")
+    Console(width=140).print(table)
+
+
+async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> None:
+    """Submit the chain and follow it to its end; `stored` gets each watched event's number
+    and timestamp."""
+    created = await client.post("/api/v1/tasks", json={
+        "description": "Watched by many", "plan": CHAIN})
+    task_id = created.json()["task_id"]
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                if event["type"] in ("task_update", "subtask_update", "task_complete"):
+                    stored[event["seq"]] = datetime.fromisoformat(
+                        event["timestamp"]).timestamp()
+                if event["type"] in ("task_complete", "task_failed"):
+                    return
+
+
+async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:
+    """`clients` watchers spread evenly over `n` copies (`shoal serve` processes on PostgreSQL
+    and Redis, as `bench_throughput.py` starts them) while the chain runs on the first: its
+    events reach the others' watchers through Redis. CPU per delivery is all copies'; memory
+    per watcher is not measured (the copies are other processes)."""
+    per = [clients // n + (i < clients % n) for i in range(n)]
+    stored: dict[int, float] = {}
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-copies-") as name, quiet():
+        root = Path(name)
+        async with database("postgres", root) as url, cluster(root, url) as group, \
+                copies(group, n) as run, signed_in(run.urls[0], "bench") as client:
+            token = client.headers["Authorization"].removeprefix("Bearer ")
+            async with contextlib.AsyncExitStack() as stack:
+                parts = [await stack.enter_async_context(watchers(u, token, k, warm=False))
+                         for u, k in zip(run.urls, per, strict=True)]
+                pids = [p for server in run.servers for p in descendants(server.pid)]
+                cpu = cpu_seconds(pids)
+                await follow_chain(client, stored)
+            cpu = cpu_seconds(pids) - cpu
+    merged = Watching()
+    for part in parts:
+        merged.merge(part)
+    merged.kb = float("nan")
+    return merged.figures(clients, stored, cpu)
+
+
+class FanOutFloor:
+    """The fan-out floor: the same watchers, the same uvicorn and WebSocket stack and options,
+    and no Shoal logic: a subscription is a socket in a list, and a burst is one frame, encoded
+    once, sent to each socket in turn."""
+
+    def __init__(self) -> None:
+        self.sockets: list[WebSocket] = []
+        self.app = Starlette(routes=[WebSocketRoute("/ws", self.socket)])
+
+    async def socket(self, ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.receive_text()  # the subscription
+        await ws.send_text('{"type": "subscribed"}')
+        self.sockets.append(ws)
+        try:
+            with contextlib.suppress(WebSocketDisconnect):
+                while True:
+                    await ws.receive_text()
+        finally:
+            self.sockets.remove(ws)
+
+    async def burst(self, items: list[dict[str, Any]]) -> None:
+        text = '{"type": "batch", "items": [' + ", ".join(map(json.dumps, items)) + "]}"
+        for ws in self.sockets:
+            await ws.send_text(text)
+
+
+async def chain_bursts(kind: str) -> list[list[dict[str, Any]]]:
+    """The watched events of one run of the chain on a real control plane, in the lists the
+    bus delivered them in (a commit's, as a lane takes them): what the floor sends, so that it
+    writes, and its watchers read, the same bytes as Shoal's (a task's first burst carries its
+    plan: some 4 kB a frame where later ones are about 1 kB)."""
+    bursts: list[list[dict[str, Any]]] = []
+
+    async def record(sub: Any) -> None:
+        while events := await sub.take(1000):
+            if burst := [dict(e.wire()) for e in events if e.type.value in WATCHED]:
+                bursts.append(burst)
+            if any(e.type.value in ("task_complete", "task_failed") for e in events):
+                return
+
+    async with chain_plane(kind) as (srv, client), srv.services.bus.subscribe() as sub:
+        await asyncio.gather(record(sub), follow_chain(client, {}))
+    return bursts
+
+
+async def measure_floor(kind: str, clients: int) -> dict[str, Any]:
+    """The floor with `clients` watchers: the chain's own bursts (`chain_bursts`), one every
+    FLOOR_GAP (no sooner can the chain's steps end) or, if writing one took longer, at once,
+    its events numbered and stamped anew."""
+    bursts = await chain_bursts(kind)
+    floor = FanOutFloor()
+    with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
+        settings = bench_settings(Path(name), "sqlite+aiosqlite://")
+        config = uvicorn.Config(floor.app, log_level="warning", log_config=None,
+                                lifespan="off", **uvicorn_options(settings))
+        server = uvicorn.Server(config)
+        sock = bind_socket("127.0.0.1", 0)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        stored: dict[int, float] = {}
+        async with watchers(url, "floor", clients) as watching:
+            cpu, kernel, seq = time.process_time(), system_seconds(), 0
+            due = time.monotonic()
+            for burst in bursts:
+                await asyncio.sleep(due - time.monotonic())  # (at once if it is late)
+                due += FLOOR_GAP
+                items = []
+                for event in burst:
+                    seq += 1
+                    stored[seq] = time.time()
+                    stamp = datetime.fromtimestamp(stored[seq], UTC)
+                    items.append({**event, "seq": seq,
+                                  "timestamp": stamp.isoformat().replace("+00:00", "Z")})
+                await floor.burst(items)
+        cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
+        server.should_exit = True
+        await task
+        sock.close()
+    return watching.figures(clients, stored, cpu, kernel)
