@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from shoal.bus.base import EventBus, Lagged
 from shoal.bus.memory import DEFAULT_QUEUE_SIZE, MemoryBus, QueueSubscription
-from tests.bus.conformance import BusConformance, MakeBus, drain, make_events, take
+from tests.bus.conformance import (
+    TASK_ID,
+    BusConformance,
+    MakeBus,
+    drain,
+    make_events,
+    take,
+)
 
 
 class TestMemoryBus(BusConformance):
@@ -64,3 +72,16 @@ def test_queue_size_must_be_positive() -> None:
     """A subscription that could hold nothing is refused."""
     with pytest.raises(ValueError, match="at least one"):
         QueueSubscription(0)
+
+
+async def test_a_gap_in_the_numbers_is_told_to_routed_subscriptions() -> None:
+    """An event numbered past the highest seen plus one raises `gap_through` of every routed
+    subscription to just below it: the numbers between may never come (another task's, or
+    lost). A subscription that missed nothing is told of no gap."""
+    bus, other = MemoryBus(), uuid.UUID("00000000-0000-4000-8000-000000000003")
+    async with bus.subscribe(TASK_ID) as mine, bus.subscribe(other) as theirs:
+        await bus.publish(make_events(1, 2))
+        assert (mine.gap_through, theirs.gap_through) == (0, 0)
+        await bus.publish(make_events(6))
+        assert await take(mine, 3) == make_events(1, 2, 6)
+        assert (mine.gap_through, theirs.gap_through) == (5, 5)

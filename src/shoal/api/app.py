@@ -74,7 +74,8 @@ async def build_services(settings: Settings) -> Services:
         from shoal.bus.redis import RedisBus
 
         ns = settings.redis_namespace
-        bus = RedisBus(settings.redis_url, channel=keys.events_channel(ns))
+        bus = RedisBus(settings.redis_url, channel=keys.events_channel(ns),
+                       prev_ttl=settings.claim_ttl)
         limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url), namespace=ns)
         forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url, namespace=ns)
         relay: RedisRelay | None = RedisRelay(settings.redis_url, namespace=ns)

@@ -22,6 +22,11 @@ def events_channel(namespace: str = NAMESPACE) -> str:
     return f"{namespace}:events"
 
 
+def task_events_channel(events_channel: str, task_id: object) -> str:
+    """The pub/sub channel carrying one task's events, named after the deployment's (ADR 0043)."""
+    return f"{events_channel}:task:{task_id}"
+
+
 def rate_limit_key(key: str, namespace: str = NAMESPACE) -> str:
     """The counter key for one rate-limited caller (an IP, a user, a login name)."""
     return f"{namespace}:ratelimit:{key}"

@@ -165,6 +165,21 @@ class MemoryBus:
         for subscription in list(self._subscriptions):
             subscription.offer_all(events)
 
+    def deliver_unrouted(self, events: Sequence[Event]) -> None:
+        """Queue `events` for the subscriptions that follow every event (a `RedisBus` hears
+        them on the deployment's channel)."""
+        for subscription in list(self._subscriptions):
+            subscription.offer_all(events)
+
+    def deliver_routed(self, task_id: uuid.UUID, events: Sequence[Event], gap: int) -> None:
+        """Queue task `task_id`'s `events` for the subscriptions routed to it, telling them
+        that the task's events numbered up to `gap` may be missing (a `RedisBus` hears them
+        on the task's channel, which says which number came before)."""
+        for subscription in list(self._by_task.get(task_id, ())):
+            if gap > subscription.gap_through:
+                subscription.gap_through = gap
+            subscription.offer_all(events)
+
     def _note_gaps(self, events: Sequence[Event]) -> int:
         """Track the highest number seen; the top of a gap `events` open, or 0."""
         high, gap = self._high, 0
