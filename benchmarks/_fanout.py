@@ -25,7 +25,14 @@ from _layers import LAYERS, Layers
 from _report import percentile
 from _sims import SIM, rss_kb, system_seconds, warm_up
 from bench_dag import bench_settings, database, signed_in_client, worker_process
-from bench_throughput import copies, cpu_seconds, descendants, quiet  # puts `tests` on the path
+from bench_throughput import (  # puts `tests` on the path
+    copies,
+    cpu_seconds,
+    descendants,
+    drive,
+    plan,
+    quiet,
+)
 from rich.console import Console
 from rich.table import Table
 from starlette.applications import Starlette
@@ -315,6 +322,59 @@ async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:
         merged.merge(part)
     merged.kb = float("nan")
     return merged.figures(clients, stored, cpu)
+
+
+async def measure_busy_copies(clients: int, busy: int) -> dict[str, Any]:
+    """What one copy's watchers of one task cost it while the deployment is busy elsewhere:
+    two copies (as `measure_clients_on_copies`); `busy` tasks kept running on the first, one
+    after another (`bench_throughput.drive`), none watched on the second; `clients` watchers
+    on the second follow one chain running on the first. The figure is the second copy's own
+    CPU while the chain runs. A copy that hears every event of the deployment pays for the
+    busy tasks too; one that hears only the tasks its watchers follow (ADR 0043) does not."""
+    stored: dict[int, float] = {}
+    with tempfile.TemporaryDirectory(prefix="shoal-fanout-busy-") as name, quiet():
+        root = Path(name)
+        async with database("postgres", root) as url, cluster(root, url) as group, \
+                copies(group, 2) as run, signed_in(run.urls[0], "bench") as client:
+            token = client.headers["Authorization"].removeprefix("Bearer ")
+            stop, ended = asyncio.Event(), [0]
+            body = {"description": "busy elsewhere", "plan": plan(4)}
+            drivers = [asyncio.create_task(drive(run.urls[0], body, stop, ended))
+                       for _ in range(busy)]
+            try:
+                await asyncio.sleep(3.0 if busy else 0)  # the busy tasks reach their pace
+                ids, held = await _submit_held(client, 1, 5 + clients * 0.004)
+                async with watchers(run.urls[1], token, clients, tasks=ids,
+                                    warm=False) as watching:
+                    pids = descendants(run.servers[1].pid)
+                    cpu, began, since = cpu_seconds(pids), ended[0], time.time()
+                    _still_held(held)
+                    await _follow_sse(client, ids[0], stored, since)
+                    cpu, background = cpu_seconds(pids) - cpu, ended[0] - began
+            finally:
+                stop.set()
+                for task in drivers:
+                    task.cancel()
+                await asyncio.gather(*drivers, return_exceptions=True)
+    watching.kb = float("nan")
+    print(f"{background} busy tasks ended on the first copy while the chain ran; the second "
+          f"copy's CPU: {cpu:.2f} s", file=sys.stderr)
+    return {**watching.figures(clients, stored, cpu), "busy": busy, "background": background}
+
+
+async def _follow_sse(client: httpx.AsyncClient, task_id: str, stored: dict[int, float],
+                      since: float) -> None:
+    """Note the number and time of each watched event of task `task_id` made after `since`
+    (the watchers subscribed then: they are sent no earlier one) until the task ends."""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                at = datetime.fromisoformat(event["timestamp"]).timestamp()
+                if event["type"] in WATCHED and "seq" in event and at >= since:
+                    stored[event["seq"]] = at
+                if event["type"] in ("task_complete", "task_failed"):
+                    return
 
 
 class FanOutFloor:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-from _fanout import measure_clients, measure_clients_on_copies, measure_floor
+from _fanout import measure_busy_copies, measure_clients, measure_clients_on_copies, measure_floor
 from _report import percentile
 from _sims import SIM, rss_kb, warm_up
 from bench_dag import (
@@ -108,6 +108,8 @@ async def one(args: argparse.Namespace) -> dict[str, Any]:
         n = int(args.clients)
         if args.floor:
             return await measure_floor(args.db, n)
+        if args.busy is not None:
+            return await measure_busy_copies(n, args.busy)
         if args.copies > 1:
             return await measure_clients_on_copies(n, args.copies)
         return await measure_clients(args.db, n, args.profile, args.tasks, args.rounds)
@@ -124,6 +126,7 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
                 *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
                 "--tasks", str(args.tasks), "--rounds", str(args.rounds),
                 "--loop", args.loop, *(["--floor"] if args.floor else []),
+                *(["--busy", str(args.busy)] if args.busy is not None else []),
                 *(["--profile", args.profile] if args.profile else [])]
         proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
         if await proc.wait() != 0:
@@ -156,6 +159,8 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
 
 async def clients_table(args: argparse.Namespace, console: Console) -> None:
     what = ("the fan-out floor (no Shoal logic)" if args.floor else
+            f"the second of two copies while {args.busy} tasks run on the first"
+            if args.busy is not None else
             f"{args.copies} copies (postgres + Redis)" if args.copies > 1 else
             f"one copy ({args.db}), {args.tasks} tasks each followed by an equal share"
             if args.tasks > 1 else f"one copy ({args.db})")
@@ -195,6 +200,10 @@ def main() -> None:
                              "this many times in turn (their own CPU, taken off, varies)")
     parser.add_argument("--copies", type=int, default=1,
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
+    parser.add_argument("--busy", type=int, default=None, metavar="TASKS",
+                        help="watchers: on the second of two copies (PostgreSQL and Redis), "
+                             "following a chain on the first while TASKS other tasks run "
+                             "there unwatched; CPU is the second copy's")
     parser.add_argument("--floor", action="store_true",
                         help="watchers: the fan-out floor instead of Shoal (no Shoal logic)")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
