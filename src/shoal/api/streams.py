@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shoal.bus.base import Lagged, Subscription
 from shoal.events import Event
@@ -32,18 +32,6 @@ async def current_seq(services: Services) -> int:
     """The newest sequence number in the log."""
     async with services.db.connection() as conn:
         return await last_seq(conn)
-
-
-async def replay_then_live(
-    services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
-    kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
-) -> AsyncIterator[dict[str, Any]]:
-    """`replay_then_live_batches`, one item at a time (the SSE stream's shape)."""
-    async for items in replay_then_live_batches(services, user_id=user_id, task_id=task_id,
-                                                since=since, kind=kind, also=also,
-                                                announce=announce):
-        for item in items:
-            yield item
 
 
 async def replay_then_live_batches(
@@ -178,14 +166,15 @@ async def _replay(
             return
 
 
-Pumped = Mailbox[dict[str, Any] | BaseException | None]
+T = TypeVar("T")
 
 
 @contextlib.asynccontextmanager
-async def _pumped(stream: AsyncIterator[dict[str, Any]], size: int) -> AsyncIterator[Pumped]:
+async def _pumped(stream: AsyncIterator[T], size: int
+                  ) -> AsyncIterator[Mailbox[T | BaseException | None]]:
     """A queue that a task fills with `stream`'s items, then None at its end (or the exception
     that ended it); the task stops when the block is left."""
-    queue: Pumped = Mailbox(size)
+    queue: Mailbox[T | BaseException | None] = Mailbox(size)
 
     async def pump() -> None:
         try:
@@ -209,16 +198,19 @@ async def _pumped(stream: AsyncIterator[dict[str, Any]], size: int) -> AsyncIter
 
 
 async def with_keepalive(
-    stream: AsyncIterator[dict[str, Any]], *, interval: float
-) -> AsyncIterator[dict[str, Any] | None]:
+    stream: AsyncIterator[T], *, interval: float
+) -> AsyncIterator[T | None]:
     """Items of `stream`, with a `None` whenever nothing came for `interval` seconds."""
     async with _pumped(stream, 256) as queue:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), timeout=interval)
-            except TimeoutError:
-                yield None
-                continue
+            if not queue.empty():  # (no timer for an item already there)
+                item = queue.get_nowait()
+            else:
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout=interval)
+                except TimeoutError:
+                    yield None
+                    continue
             if item is None:
                 return
             if isinstance(item, BaseException):

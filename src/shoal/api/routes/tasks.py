@@ -452,32 +452,41 @@ async def task_events(
     start = since if since is not None else _last_event_id(last_event_id)
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
-    stream = streams.replay_then_live(services, user_id=user.user_id, task_id=row.id,
-                                      since=start, kind=StreamKind.SSE)
+    stream = streams.replay_then_live_batches(services, user_id=user.user_id, task_id=row.id,
+                                              since=start, kind=StreamKind.SSE)
     document = task_from_row(row).meta.workflow if names == "workflow" else None
     if document is not None:
         rename = renamer(WorkflowDocument.model_validate(document).events,
                          f"/api/v1/tasks/{row.id}/report")
-        stream = (rename(item) async for item in stream)
+        stream = ([rename(item) for item in items] async for items in stream)
     return StreamingResponse(_sse(stream, request, services.runtime.metrics),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _sse(stream: AsyncIterator[dict[str, Any]], request: Request,
+async def _sse(stream: AsyncIterator[list[dict[str, Any]]], request: Request,
                metrics: Metrics) -> AsyncIterator[str]:
+    """The stream's lists of events as SSE, each list in one chunk (one write for a burst).
+
+    A client that goes away ends the response: the server cancels it (ASGI before 2.4) or the
+    next write fails (2.4); while nothing is sent, the keep-alive checks."""
     with metrics.open_stream(StreamKind.SSE):
         yield "retry: 2000\n\n"
-        async for item in streams.with_keepalive(stream, interval=15.0):
-            if await request.is_disconnected():
-                return
-            if item is None:
+        async for items in streams.with_keepalive(stream, interval=15.0):
+            if items is None:
+                if await request.is_disconnected():
+                    return
                 yield ": keep-alive\n\n"
                 continue
-            # A live-only event (`agent_token`, seq 0) has no id: it must not move
-            # Last-Event-ID back.
-            ident = f"id: {item['seq']}\n" if item["seq"] else ""
-            yield f"{ident}event: {item.get('name') or item['type']}\ndata: {as_json(item)}\n\n"
+            if items:
+                yield "".join(map(_sse_event, items))
+
+
+def _sse_event(item: dict[str, Any]) -> str:
+    """One event as SSE; a live-only event (`agent_token`, seq 0) has no id: it must not move
+    Last-Event-ID back."""
+    ident = f"id: {item['seq']}\n" if item["seq"] else ""
+    return f"{ident}event: {item.get('name') or item['type']}\ndata: {as_json(item)}\n\n"
 
 
 def _last_event_id(value: str | None) -> int:
