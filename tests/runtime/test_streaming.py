@@ -9,8 +9,19 @@ from typing import Any
 
 import httpx
 
+from shoal.api.server import running_server
 from shoal.config import Settings
-from tests.runtime.harness import demo_plane, sse_events, task_detail
+from shoal.metrics import StreamKind
+from tests.runtime.harness import (
+    GatedEcho,
+    demo_plane,
+    echo_worker,
+    login,
+    sse_events,
+    submit,
+    task_detail,
+    wait_until,
+)
 
 # A long final answer in 48-character pieces, 60 ms apart: it streams for over a second.
 WRITE = "Write notes.md: what cats do in cities [demo:long=900] [demo:pace=0.06]"
@@ -59,3 +70,29 @@ async def test_model_text_streams_live_and_is_kept_as_log_lines(settings: Settin
     assert not any(e["type"] == "agent_token" for e in replayed)  # never stored
     logged = "\n".join(e["data"]["message"] for e in replayed if e["type"] == "agent_log")
     assert "lorem lorem" in logged  # the streamed text, kept as whole lines
+
+
+async def test_an_sse_client_that_leaves_ends_its_stream_on_the_server(
+    settings: Settings,
+) -> None:
+    """The server asks whether an SSE client left only on keep-alive ticks; a client that goes
+    away mid-task still ends its stream there at once (uvicorn's disconnect cancels it), and
+    its bus subscription with it."""
+    tool = GatedEcho()
+    async with running_server(settings) as srv, echo_worker(srv, settings,
+                                                            tools={"echo": tool}):
+        client = await login(srv, settings)
+        try:
+            task_id = await submit(client, [{"name": "held", "description": "echo",
+                                             "tool": "echo", "options": {"gated": True}}])
+            streams = srv.services.runtime.metrics.streams.values
+            async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+                async for line in resp.aiter_lines():
+                    if line.startswith("data: "):
+                        break
+                assert streams[(StreamKind.SSE.value,)] == 1
+            await wait_until(lambda: streams[(StreamKind.SSE.value,)] == 0,
+                             what="the stream to end on the server")
+            tool.gate.set()
+        finally:
+            await client.aclose()
