@@ -198,10 +198,11 @@ async def _pumped(stream: AsyncIterator[T], size: int
 
 
 async def with_keepalive(
-    stream: AsyncIterator[T], *, interval: float
+    stream: AsyncIterator[T], *, interval: float, ahead: int = 256
 ) -> AsyncIterator[T | None]:
-    """Items of `stream`, with a `None` whenever nothing came for `interval` seconds."""
-    async with _pumped(stream, 256) as queue:
+    """Items of `stream`, with a `None` whenever nothing came for `interval` seconds; at most
+    `ahead` items are read before they are taken."""
+    async with _pumped(stream, ahead) as queue:
         while True:
             if not queue.empty():  # (no timer for an item already there)
                 item = queue.get_nowait()

@@ -472,7 +472,9 @@ async def _sse(stream: AsyncIterator[list[dict[str, Any]]], request: Request,
     next write fails (2.4); while nothing is sent, the keep-alive checks."""
     with metrics.open_stream(StreamKind.SSE):
         yield "retry: 2000\n\n"
-        async for items in streams.with_keepalive(stream, interval=15.0):
+        # Lists of up to a page of events each: a few ahead keep a slow client's stream
+        # bounded, as its bus subscription is (it lags and resyncs beyond that).
+        async for items in streams.with_keepalive(stream, interval=15.0, ahead=4):
             if items is None:
                 if await request.is_disconnected():
                     return
