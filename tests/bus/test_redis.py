@@ -15,11 +15,19 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shoal.bus import keys
 from shoal.bus.base import EventBus, Lagged
 from shoal.bus.memory import DEFAULT_QUEUE_SIZE
-from shoal.bus.redis import RedisBus, decode_events, decode_routed, encode_events, encode_routed
+from shoal.bus.redis import (
+    RedisBus,
+    _cause,
+    decode_events,
+    decode_routed,
+    encode_events,
+    encode_routed,
+)
 from shoal.errors import Unavailable
 from shoal.events import Event
 from tests.bus.conformance import (
@@ -321,3 +329,15 @@ def test_malformed_task_message_is_a_value_error(payload: bytes) -> None:
     """Anything that is not a task channel's message raises `ValueError`."""
     with pytest.raises(ValueError, match=r"."):
         decode_routed(payload)
+
+
+def test_a_lost_connection_is_told_from_the_listeners_errors() -> None:
+    """When Redis goes away, the listener's reader and its steering task may fail at once, one
+    of them with something other than a Redis error (uvloop's closed transport): the listener
+    reports the lost connection, which it logs as a warning, not as a failure."""
+    lost = RedisConnectionError("Connection closed by server.")
+    other = RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+    assert _cause(ExceptionGroup("listener", [other, lost])) is lost
+    assert _cause(ExceptionGroup("listener", [ExceptionGroup("inner", [lost]), other])) is lost
+    assert _cause(ExceptionGroup("listener", [other])) is other
+    assert _cause(other) is other

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from shoal.bus import keys
@@ -114,6 +115,15 @@ def _uuid_text(value: uuid.UUID | None) -> str | None:
 
 def _uuid_value(value: str | None) -> uuid.UUID | None:
     return None if value is None else uuid.UUID(value)
+
+
+def _cause(exc: Exception) -> Exception:
+    """What ended the listener: from the group its reader and steering task raised, a lost
+    connection if either saw one, else the first error."""
+    if not isinstance(exc, ExceptionGroup):
+        return exc
+    leaves = [_cause(e) for e in exc.exceptions]
+    return next((e for e in leaves if isinstance(e, RedisError | OSError)), leaves[0])
 
 
 def _redact(url: str) -> str:
@@ -292,8 +302,7 @@ class RedisBus:
             try:
                 await self._listen_once()
             except Exception as exc:  # any failure: drop to backoff, never die silently
-                while isinstance(exc, ExceptionGroup) and exc.exceptions:
-                    exc = exc.exceptions[0]
+                exc = _cause(exc)
                 self._last_error = exc
                 if isinstance(exc, RedisError | OSError):
                     log.warning("Redis event listener lost its connection: %s", exc)
@@ -322,10 +331,13 @@ class RedisBus:
             await channels.changed.wait()
             channels.changed.clear()
             add, drop = channels.plan()
-            if drop:  # (first: once a later SUBSCRIBE is confirmed, these are gone)
-                await pubsub.unsubscribe(*drop)
-            if add:
-                await pubsub.subscribe(*add)
+            try:
+                if drop:  # (first: once a later SUBSCRIBE is confirmed, these are gone)
+                    await pubsub.unsubscribe(*drop)
+                if add:
+                    await pubsub.subscribe(*add)
+            except RuntimeError as exc:  # uvloop: the transport closed under the command
+                raise RedisConnectionError(f"The connection closed: {exc}") from exc
             if task is not None and task.cancelling():
                 # redis-py can swallow a cancellation that arrives while a command is sent
                 # (redis/redis-py#2028): honour it here, or closing the bus would hang.
