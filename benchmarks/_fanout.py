@@ -286,16 +286,7 @@ async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> N
     and timestamp."""
     created = await client.post("/api/v1/tasks", json={
         "description": "Watched by many", "plan": CHAIN})
-    task_id = created.json()["task_id"]
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
-        async for line in resp.aiter_lines():
-            if line.startswith("data: "):
-                event = json.loads(line[6:])
-                if event["type"] in ("task_update", "subtask_update", "task_complete"):
-                    stored[event["seq"]] = datetime.fromisoformat(
-                        event["timestamp"]).timestamp()
-                if event["type"] in ("task_complete", "task_failed"):
-                    return
+    await _follow_sse(client, created.json()["task_id"], stored, 0.0)
 
 
 async def measure_clients_on_copies(clients: int, n: int) -> dict[str, Any]:

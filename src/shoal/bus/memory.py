@@ -162,8 +162,7 @@ class MemoryBus:
             self._route(events)
         else:
             self._note_gaps(events)
-        for subscription in list(self._subscriptions):
-            subscription.offer_all(events)
+        self.deliver_unrouted(events)
 
     def deliver_unrouted(self, events: Sequence[Event]) -> None:
         """Queue `events` for the subscriptions that follow every event (a `RedisBus` hears
