@@ -37,6 +37,9 @@ class Outcome:
     dispatch_ms: list[float] = field(default_factory=list)  # ready → worker has it
     worker_ms: list[float] = field(default_factory=list)  # execute received → result sent
     worker_cpu: list[float] = field(default_factory=list)  # worker-process CPU s, per run
+    # A layered workload's critical path, one value per layer after the first, per run (ms):
+    layer_worker_ms: list[float] = field(default_factory=list)  # its last result: over the tool
+    layer_plane_ms: list[float] = field(default_factory=list)  # last result sent → last started
 
     @property
     def n(self) -> int:
@@ -91,6 +94,41 @@ def attach_timings(outcome: Outcome, records: dict[str, dict[str, Any]]) -> None
             if deps and all(d in mine for d in deps):
                 ready = max(mine[d]["sent"] for d in deps)
                 outcome.dispatch_ms.append((rec["recv"] - ready) * 1000)
+        if outcome.work.critical_path:
+            worker, plane = layer_split(dag, mine, outcome.work.delay)
+            outcome.layer_worker_ms += worker
+            outcome.layer_plane_ms += plane
+
+
+def depths(dag: Dag) -> dict[str, int]:
+    """Each subtask's layer: 0 for a root, else one more than its deepest dependency (`dag` is
+    in topological order)."""
+    depth: dict[str, int] = {}
+    for name, deps in dag.items():
+        depth[name] = 1 + max(depth[d] for d in deps) if deps else 0
+    return depth
+
+
+def layer_split(dag: Dag, records: dict[str, dict[str, Any]], delay: float
+                ) -> tuple[list[float], list[float]]:
+    """Where each layer's share of the makespan went beyond the subtasks' own `delay`, in ms:
+    for each layer but the first, the worker's share (from the previous layer's last start to
+    its last result sent, less `delay`) and the control plane's (from that result sent to this
+    layer's last start). Both stamps are the worker process's, as for dispatch latency. A
+    layer with a subtask not recorded is left out."""
+    layers: dict[int, list[dict[str, Any]]] = {}
+    for name, depth in depths(dag).items():
+        layers.setdefault(depth, []).append(records.get(name, {}))
+    worker: list[float] = []
+    plane: list[float] = []
+    for depth in range(1, len(layers)):
+        above, here = layers[depth - 1], layers[depth]
+        if not all("sent" in r for r in (*above, *here)):
+            continue
+        sent = max(r["sent"] for r in above)
+        worker.append((sent - max(r["recv"] for r in above) - delay) * 1000)
+        plane.append((max(r["recv"] for r in here) - sent) * 1000)
+    return worker, plane
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -166,6 +204,8 @@ def render(
             )
     console.print(_main_table(kind, outcomes, repeat, commits))
     console.print(_detail_table(kind, outcomes))
+    if any(o.layer_plane_ms for o in outcomes):
+        console.print(_layer_table(kind, outcomes))
     console.print(
         "dispatch = result of the last dependency sent → execute_task received (both stamped "
         "in the worker process); worker time = execute_task received → result sent; CPU = "
@@ -266,6 +306,27 @@ def _detail_table(kind: str, outcomes: list[Outcome]) -> Table:
     return table
 
 
+def _layer_table(kind: str, outcomes: list[Outcome]) -> Table:
+    """A layered workload's overhead per layer, split between the worker and the control plane
+    (`layer_split`), beside the whole overhead the makespan shows."""
+    table = Table(title=f"Each layer beyond its subtasks' own time — {kind}",
+                  title_justify="left")
+    for col in ("workload", "layers", "overhead / layer", "worker p50", "worker max",
+                "control plane p50", "control plane max"):
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    for o in outcomes:
+        if not o.layer_plane_ms:
+            continue
+        layers = o.work.layers
+        table.add_row(
+            o.work.key, str(layers),
+            f"{(o.makespan - o.work.critical_path) / layers * 1000:.2f} ms",
+            *(f"{percentile(o.layer_worker_ms, q):.2f} ms" for q in (50, 100)),
+            *(f"{percentile(o.layer_plane_ms, q):.2f} ms" for q in (50, 100)),
+        )
+    return table
+
+
 def _mark(passed: bool) -> str:
     return "[green]pass[/]" if passed else "[red]FAIL[/]"
 
@@ -312,6 +373,8 @@ def _workload_summary(o: Outcome) -> dict[str, Any]:
         "floor_runs_s": o.floor,
         "dispatch_ms": _spread(o.dispatch_ms),
         "worker_ms": _spread(o.worker_ms),
+        **({"layer_worker_ms": _spread(o.layer_worker_ms),
+            "layer_plane_ms": _spread(o.layer_plane_ms)} if o.layer_plane_ms else {}),
     }
 
 
