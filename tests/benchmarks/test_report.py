@@ -51,7 +51,7 @@ def test_the_parts_add_up_to_the_span_from_the_first_layer_to_the_last() -> None
     dag = layered(4, 3, 2, seed=7)
     records: dict[str, dict[str, float | str]] = {}
     t = 0.0
-    for name in dag:  # every layer's subtasks start together, 3 ms after the one above
+    for name in dag:  # a layer starts together, 3 ms after the layer above sent its results
         layer = depths(dag)[name]
         start = layer * (DELAY + 0.004) + 0.001
         records[f"attempt-{name}"] = {**stamps(start, start + DELAY + 0.001), "name": name}
