@@ -43,18 +43,28 @@ from shoal.events import Event, EventType
 log = logging.getLogger(__name__)
 
 
-def encode_events(events: Sequence[Event]) -> str:
-    """One pub/sub message: a JSON array of events, in order."""
-    return json.dumps([_event_to_json(event) for event in events], separators=(",", ":"))
-
-
 _encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def encode_event(event: Event) -> str:
+    """One event's text, encoded once for every message that carries it."""
+    return _encode(_event_to_json(event))
+
+
+def join_events(texts: Sequence[str]) -> str:
+    """Events' texts (`encode_event`) as a JSON array, in order."""
+    return f"[{','.join(texts)}]"
+
+
+def encode_events(events: Sequence[Event]) -> str:
+    """The deployment channel's message: a JSON array of events, in order."""
+    return join_events([encode_event(event) for event in events])
 
 
 def encode_routed(prev: int | None, texts: Sequence[str]) -> str:
     """A task channel's message: its events (`texts`, each encoded once) and the number of
     the task's event published before them on this copy (None: not known)."""
-    return f'{{"prev":{"null" if prev is None else prev},"events":[{",".join(texts)}]}}'
+    return f'{{"prev":{"null" if prev is None else prev},"events":{join_events(texts)}}}'
 
 
 def decode_routed(payload: str | bytes) -> tuple[int | None, list[Event]]:
@@ -213,12 +223,12 @@ class RedisBus:
 
     def _messages(self, events: Sequence[Event]) -> list[tuple[str, str]]:
         """The deployment channel's message and each task's, every event encoded once."""
-        texts = [_encode(_event_to_json(event)) for event in events]
+        texts = [encode_event(event) for event in events]
         by_task: dict[uuid.UUID, list[int]] = {}
         for i, event in enumerate(events):
             if event.task_id is not None:
                 by_task.setdefault(event.task_id, []).append(i)
-        messages = [(self._channel, f"[{','.join(texts)}]")]
+        messages = [(self._channel, join_events(texts))]
         now, known, ttl = time.monotonic(), self._prev, self._prev_ttl
         if len(known) > PREV_ENTRIES:
             known.clear()
