@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from _workloads import Dag, Workload
+from _workloads import Dag, Workload, levels
 from rich.console import Console
 from rich.table import Table
 
@@ -100,15 +101,6 @@ def attach_timings(outcome: Outcome, records: dict[str, dict[str, Any]]) -> None
             outcome.layer_plane_ms += plane
 
 
-def depths(dag: Dag) -> dict[str, int]:
-    """Each subtask's layer: 0 for a root, else one more than its deepest dependency (`dag` is
-    in topological order)."""
-    depth: dict[str, int] = {}
-    for name, deps in dag.items():
-        depth[name] = 1 + max(depth[d] for d in deps) if deps else 0
-    return depth
-
-
 def layer_split(dag: Dag, records: dict[str, dict[str, Any]], delay: float
                 ) -> tuple[list[float], list[float]]:
     """Where each layer's share of the makespan went beyond the subtasks' own `delay`, in ms:
@@ -116,13 +108,10 @@ def layer_split(dag: Dag, records: dict[str, dict[str, Any]], delay: float
     its last result sent, less `delay`) and the control plane's (from that result sent to this
     layer's last start). Both stamps are the worker process's, as for dispatch latency. A
     layer with a subtask not recorded is left out."""
-    layers: dict[int, list[dict[str, Any]]] = {}
-    for name, depth in depths(dag).items():
-        layers.setdefault(depth, []).append(records.get(name, {}))
+    layers = [[records.get(name, {}) for name in wave] for wave in levels(dag)]
     worker: list[float] = []
     plane: list[float] = []
-    for depth in range(1, len(layers)):
-        above, here = layers[depth - 1], layers[depth]
+    for above, here in itertools.pairwise(layers):
         if not all("sent" in r for r in (*above, *here)):
             continue
         sent = max(r["sent"] for r in above)

@@ -64,6 +64,26 @@ def workloads(*, quick: bool, only: str = "") -> list[Workload]:
     return [w for w in every if not keys or w.key in keys]
 
 
+def depths(dag: Dag) -> dict[str, int]:
+    """Each subtask's depth: 0 for a root, else one more than its deepest dependency (the
+    longest path from a root; `dag` is in topological order)."""
+    depth: dict[str, int] = {}
+    for name, deps in dag.items():
+        depth[name] = 1 + max(depth[d] for d in deps) if deps else 0
+    return depth
+
+
+def levels(dag: Dag) -> list[list[str]]:
+    """`dag`'s subtasks grouped by depth, in order: the waves a user of a library without a DAG
+    primitive runs one after the other, each in parallel. For W1, W2 and W3 each wave is
+    exactly what becomes ready together, and W3's are its layers."""
+    depth = depths(dag)
+    waves: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for name, d in depth.items():
+        waves[d].append(name)
+    return waves
+
+
 def plan_for(dag: Dag, delay: float) -> list[dict[str, Any]]:
     """The `plan` of a task submission that runs `dag` on the no-op tool."""
     return [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _workloads
 
-from _workloads import Dag, Workload, workloads
+from _workloads import Workload, workloads
 
 NOTES: list[str] = []  # what a peer wants its row to say (e.g. how durable its store is)
 SLOW = 20.0  # seconds: keeps `make bench` within minutes when a peer takes 100x the others
@@ -36,19 +36,6 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--only", default="")
     parser.add_argument("--variant", default="", help="a peer's own configuration choice")
     return parser.parse_args()
-
-
-def levels(dag: Dag) -> list[list[str]]:
-    """`dag`'s subtasks grouped by depth (longest path from a root), in order: the waves a
-    user of a library without a DAG primitive runs one after the other, each in parallel.
-    For W1, W2 and W3 each wave is exactly what becomes ready together."""
-    depth: dict[str, int] = {}
-    for name, deps in dag.items():  # topological order
-        depth[name] = 1 + max((depth[d] for d in deps), default=-1)
-    waves: list[list[str]] = [[] for _ in range(max(depth.values()) + 1)]
-    for name, d in depth.items():
-        waves[d].append(name)
-    return waves
 
 
 async def measure(args: argparse.Namespace, run_one: RunOne) -> dict[str, dict[str, object]]:

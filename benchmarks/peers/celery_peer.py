@@ -6,7 +6,7 @@
 What is measured, so the comparison with Shoal is stated:
 
 - The canvas: one task per subtask (`step`, immutable signatures `.si()`: a subtask sleeps
-  `delay` in W3 and returns its name), composed wave by wave in depth order (`_common.levels`):
+  `delay` in W3 and returns its name), composed wave by wave in depth order (`_workloads.levels`):
   a wave of one is a task, a wider wave a `group`, and the waves are `chain`ed, which Celery
   turns into chords (W1: root | chord(200 middles, join); W2: a chain of 200; W3: ten groups of
   20, each a chord's body after the one before). For W1, W2 and W3 each wave is exactly the set
@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import NOTES, Workload, emit, levels, measure, parse_args, timed
+from _common import NOTES, Workload, emit, measure, parse_args, timed
+from _workloads import levels
 from celery import Celery, chain, group
 
 PACKAGES = ["celery"]

@@ -6,7 +6,7 @@
 What is measured, so the comparison with Shoal is stated:
 
 - The workflow: one `@DBOS.workflow()` (async) that runs the DAG's subtasks as `@DBOS.step()`s
-  (async), wave by wave in depth order (`_common.levels`): the subtasks of one wave start
+  (async), wave by wave in depth order (`_workloads.levels`): the subtasks of one wave start
   together with `asyncio.gather` (DBOS's documented way to run steps in parallel inside a
   workflow), the next wave when they have all ended. For W1, W2 and W3 each wave is exactly the
   set that becomes ready together (W3's waves are its layers, all subtasks 50 ms), so the
@@ -25,7 +25,8 @@ import time
 import uuid
 from typing import Any
 
-from _common import Workload, emit, levels, measure, parse_args, timed
+from _common import Workload, emit, measure, parse_args, timed
+from _workloads import levels
 from dbos import DBOS, SetWorkflowID
 
 PACKAGES = ["dbos"]

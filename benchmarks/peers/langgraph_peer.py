@@ -33,7 +33,8 @@ from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Annotated, Any, TypedDict
 
-from _common import NOTES, Dag, Workload, emit, measure, parse_args, timed
+from _common import NOTES, Workload, emit, measure, parse_args, timed
+from _workloads import Dag
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 

@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from _report import Outcome, Run, attach_timings, depths, layer_split
-from _workloads import Workload, layered
+from _report import Outcome, Run, attach_timings, layer_split
+from _workloads import Workload, depths, layered
 
 DELAY = 0.05
 
