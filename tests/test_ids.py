@@ -26,6 +26,8 @@ def test_an_id_is_the_uuid_of_its_value() -> None:
         assert {made: 2}[plain] == 2
         assert (made.hex, made.bytes, made.version, made.variant) == (
             plain.hex, plain.bytes, 4, uuid.RFC_4122)
+        assert (str(made), f"{made}", repr(made)) == (
+            str(plain), f"{plain}", repr(plain).replace("UUID", "Id"))
         assert made != new_id()
     low, high = Id(int=1), uuid.UUID(int=2)
     assert low < high
@@ -39,6 +41,7 @@ def test_an_id_survives_copies_and_pickles_and_stays_immutable() -> None:
     for other in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
         assert isinstance(other, Id)
         assert other == made
+        assert str(other) == str(made)
         assert hash(other) == hash(made)
     with pytest.raises(TypeError, match="immutable"):
         made.int = 5  # type: ignore[misc]
@@ -68,3 +71,27 @@ def test_hashing_an_id_runs_no_python_function() -> None:
         sys.setprofile(None)
     assert mine == []
     assert calls == ["__hash__"]
+
+
+def test_an_ids_text_runs_no_python_function() -> None:
+    """An event names its subtask's ids as text: `str` of an `Id` is no Python frame either,
+    whichever way the id was made (a plain UUID's is one)."""
+    plain = uuid.uuid4()
+    ids = [new_id(), Id(str(plain)), Id(int=plain.int), id_of_int(plain.int), as_id(plain)]
+    assert [str(made) for made in ids[1:]] == [str(plain)] * 4
+    calls: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        for made in ids:
+            str(made), f"{made}"
+        mine = list(calls)
+        str(plain)
+    finally:
+        sys.setprofile(None)
+    assert mine == []
+    assert calls == ["__str__"]

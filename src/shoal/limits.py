@@ -60,7 +60,7 @@ def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
         return None
     if cls is int or cls is bool or value is None:
         return None
-    if cls is dict or cls is list:
+    if cls is dict or cls is list or cls is tuple:
         return _inner_problem(value, where, mapping=cls is dict)
     if isinstance(value, str):
         problem = text_problem(value)

@@ -409,7 +409,8 @@ def _stop_everything(step: Step, reason: str) -> None:
 
 
 def emit_task_update(step: Step) -> None:
-    step.emit(EventType.TASK_UPDATE, status=step.task.status.value, progress=step.task.progress)
+    # `._value_`: the enum's `.value` without the property's call.
+    step.emit(EventType.TASK_UPDATE, status=step.task.status._value_, progress=step.task.progress)
 
 
 def emit_subtask(step: Step, sub: SubtaskRecord, **extra: Any) -> None:

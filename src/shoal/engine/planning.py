@@ -228,7 +228,7 @@ def _build(
 
 
 def _read_item(item: Any, at: int, *, strict: bool) -> _Draft:
-    if not isinstance(item, Mapping):
+    if item.__class__ is not dict and not isinstance(item, Mapping):  # a dict without the ABC
         raise _item_error(at, None, f"is {_json_kind(item)}, not an object with a name and "
                           "a description")
     name = _required_text(item, at, "name", strict=strict)
