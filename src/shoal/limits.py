@@ -65,7 +65,9 @@ def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     if isinstance(value, str):
         problem = text_problem(value)
         return (where, problem) if problem else None
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None  # not checked against the Mapping ABC below: a Python call each
         return where, f"is {value}, not a finite number (JSON has no NaN or Infinity)"
     if isinstance(value, Mapping | list | tuple):
         return _inner_problem(value, where, mapping=isinstance(value, Mapping))
