@@ -51,8 +51,9 @@ def test_the_parts_add_up_to_the_span_from_the_first_layer_to_the_last() -> None
     dag = layered(4, 3, 2, seed=7)
     records: dict[str, dict[str, float | str]] = {}
     t = 0.0
+    depth = depths(dag)
     for name in dag:  # a layer starts together, 3 ms after the layer above sent its results
-        layer = depths(dag)[name]
+        layer = depth[name]
         start = layer * (DELAY + 0.004) + 0.001
         records[f"attempt-{name}"] = {**stamps(start, start + DELAY + 0.001), "name": name}
         t = max(t, start)
