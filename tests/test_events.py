@@ -61,3 +61,19 @@ def test_an_event_is_shaped_and_encoded_once_for_every_stream() -> None:
     renamed = {**wire, "name": "progress"}  # a copy (a workflow's names) is encoded as it is
     assert json.loads(as_json(renamed)) == renamed
     assert event == Event(7, EventType.TASK_UPDATE, event.data, event.timestamp, task_id=TASK)
+
+
+def test_an_event_with_its_datas_text_is_sent_with_that_text_not_encoded_again() -> None:
+    data = {"status": "in_progress", "note": "é \" <", "n": [1, 2.5, None]}
+    text = json.dumps(data)
+    event = Event(7, EventType.TASK_UPDATE, data, datetime(2026, 11, 27, 5, 0, tzinfo=UTC),
+                  task_id=TASK, text=text)
+    wire = event.wire()
+    assert as_json(wire) == json.dumps(wire)  # the same bytes as encoding it whole
+    assert text in as_json(wire)
+    # The text is the event's word for its data: the wire takes it as it is (a stored row's).
+    said = Event(8, EventType.TASK_UPDATE, data, event.timestamp, task_id=TASK,
+                 text='{"status":"in_progress"}')
+    assert json.loads(as_json(said.wire()))["data"] == {"status": "in_progress"}
+    assert said.wire()["data"] is data
+    assert event == Event(7, EventType.TASK_UPDATE, data, event.timestamp, task_id=TASK)

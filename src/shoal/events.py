@@ -81,16 +81,24 @@ class Event:
     task_id: uuid.UUID | None = None
     user_id: uuid.UUID | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # `data` as JSON text, when it is known: exactly `json.dumps(data)`, as the event's row was
+    # written (so the wire's text is built around it, not encoded again). None: not known.
+    text: str | None = field(default=None, compare=False, repr=False)
     _wire: Wire | None = field(default=None, init=False, compare=False, repr=False)
 
     def wire(self) -> Wire:
         """The shape clients receive: built once, then shared by every stream (never change
-        it; copy it to rename or add fields)."""
+        it; copy it to rename or add fields). With the data's `text` known, the wire's own
+        text is that text with the other fields around it: the same bytes `json.dumps` gives
+        the wire, without encoding the data a second time."""
         wire = self._wire
         if wire is None:
-            wire = Wire(type=self.type.value, data=self.data,
-                        timestamp=self.timestamp.isoformat().replace("+00:00", "Z"),
-                        seq=self.seq)
+            kind = self.type._value_  # `.value` without the property's two calls
+            stamp = self.timestamp.isoformat().replace("+00:00", "Z")
+            wire = Wire(type=kind, data=self.data, timestamp=stamp, seq=self.seq)
+            if self.text is not None:  # (a type's value and a timestamp need no escaping)
+                wire._text = (f'{{"type": "{kind}", "data": {self.text}, '
+                              f'"timestamp": "{stamp}", "seq": {self.seq}}}')
             object.__setattr__(self, "_wire", wire)
         return wire
 

@@ -8,6 +8,7 @@ tests are skipped with the reason shown, except under `CI=true`, where they fail
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -184,6 +185,15 @@ def test_events_survive_encoding() -> None:
     """Encoding then decoding gives back equal events, in order."""
     events = make_events(1, 2, 3)
     assert decode_events(encode_events(events)) == events
+
+
+def test_an_events_stored_text_goes_into_its_message_as_it_is() -> None:
+    """An event that carries its data's text (as its row was written) is published with that
+    text, not its data encoded again, and decodes to an equal event."""
+    events = [replace(e, text=json.dumps(e.data)) for e in make_events(1, 2)]
+    message = encode_events(events)
+    assert all(f'"data":{e.text}' in message for e in events)
+    assert decode_events(message) == events == make_events(1, 2)
 
 
 @pytest.mark.parametrize("payload", [b"not json", b"{}", b"[1]", b'[{"seq": 1}]'])

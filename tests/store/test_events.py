@@ -1,11 +1,13 @@
-"""The event log: sequence numbers in append order, reads filtered by user, task and limit."""
+"""The event log: sequence numbers in append order, reads filtered by user, task and limit, and
+each event's data encoded once, for its row and every stream that sends it."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 
-from shoal.events import EventType, NewEvent
+from shoal.events import EventType, NewEvent, as_json
 from shoal.store.db import Database
 from shoal.store.events import append_events, append_events_sync, events_since, last_seq
 
@@ -95,3 +97,23 @@ async def test_a_large_append_through_the_writer_keeps_order(db: Database) -> No
     async with db.connection() as conn:
         back = await events_since(conn, seqs[0] - 1, user_id=ALICE, limit=2000)
     assert [(e.seq, e.data["n"]) for e in back] == [(e.seq, e.data["n"]) for e in stored]
+
+
+async def test_an_events_data_is_encoded_once_and_sent_as_stored(db: Database) -> None:
+    """An appended event carries its data's JSON text as its row was written, and its wire
+    text is built around that text: the same bytes `json.dumps` gives the wire, live and
+    replayed. On SQLite, which stores the text as it was given, a replayed event has it too."""
+    data = {"note": "é \" <\n\u2028", "n": [1, 2.5, None, True, -0.0, 1e-07],
+            "nested": {"k": "v", "empty": {}}, "subtask_id": str(TASK_A)}
+    async with db.begin() as conn:
+        [live] = await append_events(
+            conn, [NewEvent(EventType.SUBTASK_UPDATE, data, task_id=TASK_A, user_id=ALICE)],
+            NOW)
+    async with db.connection() as conn:
+        [again] = await events_since(conn, live.seq - 1, user_id=ALICE)
+    assert live.text == json.dumps(data)
+    assert again.text == (live.text if db.engine.dialect.name == "sqlite" else None)
+    for event in (live, again):
+        assert event.data == data
+        assert as_json(event.wire()) == json.dumps(event.wire())
+    assert json.loads(as_json(again.wire())) == json.loads(as_json(live.wire()))

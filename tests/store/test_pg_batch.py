@@ -108,6 +108,7 @@ async def test_rows_and_events_go_in_one_statement(pg_db: Database) -> None:
     assert sent[0].startswith("WITH ")
     assert await load(pg_db, started.task.id) == staged
     assert [e.data for e in stored] == [{"n": 1}, {"n": 2}]
+    assert [e.text for e in stored] == ['{"n": 1}', '{"n": 2}']  # encoded once, for the row
     assert stored[1].seq == stored[0].seq + 1
     assert (await stored_events(pg_db, started.task.id))[-2:] == [(e.seq, e.data)
                                                                   for e in stored]

@@ -47,8 +47,12 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def encode_event(event: Event) -> str:
-    """One event's text, encoded once for every message that carries it."""
-    return _encode(_event_to_json(event))
+    """One event's text, encoded once for every message that carries it; its data's own text,
+    where the event has it, goes in as it is."""
+    if event.text is None:
+        return _encode(_event_to_json(event))
+    rest = _encode(_event_to_json(event, with_data=False))  # '{"seq":…,"extra":{…}}'
+    return f'{rest[:-1]},"data":{event.text}}}'
 
 
 def join_events(texts: Sequence[str]) -> str:
@@ -95,16 +99,18 @@ def decode_events(payload: str | bytes) -> list[Event]:
         raise ValueError(f"Malformed event in message: {exc!r}") from exc
 
 
-def _event_to_json(event: Event) -> dict[str, Any]:
-    return {
+def _event_to_json(event: Event, *, with_data: bool = True) -> dict[str, Any]:
+    item = {
         "seq": event.seq,
         "type": event.type.value,
-        "data": event.data,
         "timestamp": event.timestamp.isoformat(),
         "task_id": _uuid_text(event.task_id),
         "user_id": _uuid_text(event.user_id),
         "extra": event.extra,
     }
+    if with_data:
+        item["data"] = event.data
+    return item
 
 
 def _event_from_json(item: dict[str, Any]) -> Event:

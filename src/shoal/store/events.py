@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 import uuid
 from collections.abc import Sequence
@@ -32,40 +33,66 @@ def append_events_sync(conn: sa.Connection, new: Sequence[NewEvent], now: dateti
     """Insert `new` in order and return them with their sequence numbers."""
     if not new:
         return []
+    name = conn.dialect.name
+    if name == "sqlite" and _RETURNING:
+        rows = event_rows(new, now)
+        return stored(new, _append_sqlite(conn, rows), now, rows)
+    if name == "postgresql":
+        rows = event_rows(new, now)
+        return stored(new, _append_postgres(conn, rows), now, rows)
     # `._value_`: the enum's `.value` without the property's two calls.
     rows = [{"type": e.type._value_, "task_id": e.task_id, "user_id": e.user_id,
              "data": e.data, "created_at": now} for e in new]
-    if conn.dialect.name == "sqlite" and _RETURNING:
-        seqs = _append_sqlite(conn, rows)
-    elif conn.dialect.name == "sqlite":
+    if name == "sqlite":
         # One executemany; SQLite holds the write lock, so the new rowids are the last n.
         insert_rows(conn, events, rows)
         newest = fast.prepared(conn, "events.max_seq", _MAX_SEQ)
         last = int((newest.scalar(conn) if newest is not None else
                     conn.execute(sa.select(sa.func.max(events.c.seq))).scalar()) or 0)
         seqs = list(range(last - len(rows) + 1, last + 1))
-    elif conn.dialect.name == "postgresql":
-        seqs = _append_postgres(conn, rows)
     else:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": EVENT_LOCK_KEY})
         result = conn.execute(
             sa.insert(events).returning(events.c.seq, sort_by_parameter_order=True), rows)
         seqs = [r.seq for r in result.all()]
+    return stored(new, seqs, now)
+
+
+def event_rows(new: Sequence[NewEvent], now: datetime) -> list[dict[str, Any]]:
+    """The rows of `new` for the statements below, each one's `data` encoded here, once, as
+    the JSON text `json.dumps` gives (the statements pass it on as it is, and each stored
+    event keeps it for the streams that send it: `stored`)."""
+    join, chunks, dumps = "".join, fast.JSON_CHUNKS, fast.json_dumps
+    # `._value_`: the enum's `.value` without the property's two calls; the C encoder itself,
+    # not `json_dumps`, which is a Python frame per event.
+    return [{"type": e.type._value_, "task_id": e.task_id, "user_id": e.user_id,
+             "data": join(chunks(e.data, 0)) if chunks is not None else dumps(e.data),
+             "created_at": now} for e in new]
+
+
+def stored(new: Sequence[NewEvent], seqs: Sequence[int], now: datetime,
+           rows: Sequence[dict[str, Any]] = ()) -> list[Event]:
+    """`new` as the events stored with `seqs` (ascending, in order), each with its data's
+    text from `rows` (`event_rows`), when given."""
+    texts = [row["data"] for row in rows] if rows else [None] * len(new)
     return [Event(seq=s, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
-                  user_id=e.user_id) for s, e in zip(seqs, new, strict=True)]
+                  user_id=e.user_id, text=text)
+            for s, e, text in zip(seqs, new, texts, strict=True)]
 
 
 EVENT_COLUMNS = ("type", "task_id", "user_id", "data", "created_at")
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # INSERT … RETURNING
 _SQLITE_ROWS = 500  # rows per INSERT statement (five parameters each)
+_TEXT = frozenset({"data"})  # the columns `event_rows` gives as they are to be stored
 
 
 def _append_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert `rows` with one multi-row `INSERT … RETURNING seq` per chunk; their seqs, in
-    order. Rows of one statement get ascending seqs in the order they are listed, whatever
-    order RETURNING reports them in, so sorting pairs them up."""
-    stmt = fast.prepared(conn, ("insert", "events", EVENT_COLUMNS),
-                         fast.insert(events, EVENT_COLUMNS))
+    """Insert `rows` (`event_rows`: their data encoded) with one multi-row `INSERT …
+    RETURNING seq` per chunk; their seqs, in order. Rows of one statement get ascending seqs
+    in the order they are listed, whatever order RETURNING reports them in, so sorting pairs
+    them up."""
+    stmt = fast.prepared(conn, ("insert", "events", EVENT_COLUMNS, "text"),
+                         fast.insert(events, EVENT_COLUMNS), raw=_TEXT)
     assert stmt is not None  # a plain insert with positional parameters always prepares
     seqs: list[int] = []
     for at in range(0, len(rows), _SQLITE_ROWS):
@@ -84,7 +111,8 @@ def _multi_row_sql(single: str, n: int) -> str:
 
 
 def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Take the event lock and insert `rows` in one round trip; their seqs, in order."""
+    """Take the event lock and insert `rows` (`event_rows`) in one round trip; their seqs,
+    in order."""
     cache = fast.cache_of(conn.dialect)
     plan: tuple[str, list[Any]] | None = cache.get("events.append")
     if plan is None:
@@ -98,7 +126,8 @@ def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[in
 def append_sql(dialect: sa.Dialect, first: int) -> tuple[str, str, list[fast.Processor]]:
     """PostgreSQL: the event lock's CTE (`lock AS …`, parameter `$first` is EVENT_LOCK_KEY) and
     the `INSERT … RETURNING seq` of the events (one array per EVENT_COLUMNS from `$first+1`,
-    converted by the processors returned).
+    converted by the processors returned; `data` is taken as JSON text, as `event_rows` gives
+    it).
 
     The lock's CTE must produce its row before the join can emit any, so every `nextval` comes
     after the lock; rows are inserted in parameter order, so their seqs ascend in that order
@@ -112,7 +141,8 @@ def append_sql(dialect: sa.Dialect, first: int) -> tuple[str, str, list[fast.Pro
     insert = (f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
               f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
               "ORDER BY v.n RETURNING seq")
-    return lock, insert, [fast.processor(c.type, dialect) for c in cols]
+    return lock, insert, [None if c.key in _TEXT else fast.processor(c.type, dialect)
+                          for c in cols]
 
 
 async def append_events(
@@ -131,13 +161,19 @@ async def events_since(
     task_id: uuid.UUID | None = None,
     limit: int = 1000,
 ) -> list[Event]:
-    """Events after `since` that `user_id` may see, oldest first, at most `limit`."""
-    q = sa.select(events).where(events.c.seq > since)
+    """Events after `since` that `user_id` may see, oldest first, at most `limit`. On SQLite,
+    where the data is stored as the text it was encoded to, each event keeps that text for
+    the streams that send it (`event_from_row`)."""
+    as_text = conn.dialect.name == "sqlite"
+    q: sa.Select[Any] = (sa.select(*(c for c in events.c if c.key != "data"),
+                               sa.type_coerce(events.c.data, sa.Text).label("data"))
+                         if as_text else sa.select(events))
+    q = q.where(events.c.seq > since)
     if task_id is not None:
         q = q.where(events.c.task_id == task_id)
     q = q.where(sa.or_(events.c.user_id == user_id, events.c.user_id.is_(None)))
     rows = (await conn.execute(q.order_by(events.c.seq).limit(limit))).all()
-    return [event_from_row(r) for r in rows]
+    return [event_from_row(r, as_text=as_text) for r in rows]
 
 
 async def last_seq(conn: AsyncConnection) -> int:
@@ -146,8 +182,13 @@ async def last_seq(conn: AsyncConnection) -> int:
     return int(value or 0)
 
 
-def event_from_row(row: sa.Row[Any]) -> Event:
-    """An event value from an `events` row."""
+def event_from_row(row: sa.Row[Any], *, as_text: bool = False) -> Event:
+    """An event value from an `events` row, whose `data` is decoded or (`as_text`) the JSON
+    text it was stored as."""
     m = row._mapping
-    return Event(seq=m["seq"], type=EventType(m["type"]), data=m["data"],
-                 timestamp=m["created_at"], task_id=m["task_id"], user_id=m["user_id"])
+    data = m["data"]
+    text = data if as_text else None
+    return Event(seq=m["seq"], type=EventType(m["type"]),
+                 data=json.loads(text) if text is not None else data,
+                 timestamp=m["created_at"], task_id=m["task_id"], user_id=m["user_id"],
+                 text=text)

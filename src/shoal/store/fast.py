@@ -151,9 +151,12 @@ def cache_of(dialect: sa.Dialect) -> dict[Hashable, Any]:
 
 
 def prepared(
-    conn: sa.Connection, key: Hashable, build: Callable[[sa.Dialect], SQLCompiler]
+    conn: sa.Connection, key: Hashable, build: Callable[[sa.Dialect], SQLCompiler],
+    raw: frozenset[str] = frozenset(),
 ) -> Prepared | None:
-    """The statement `build(dialect)` compiles to, prepared once per dialect and `key`."""
+    """The statement `build(dialect)` compiles to, prepared once per dialect and `key`. The
+    parameters named in `raw` are passed to the driver as given, not converted (JSON the
+    caller has encoded already, say)."""
     dialect = conn.dialect
     try:  # `cache_of`, inline: this runs for every statement of every batch
         cache: dict[Hashable, Any] = dialect._shoal_cache  # type: ignore[attr-defined]
@@ -162,11 +165,12 @@ def prepared(
     try:
         found: Prepared | None = cache[("prepared", key)]
     except KeyError:
-        found = cache[("prepared", key)] = _prepare(build(conn.dialect), conn.dialect)
+        found = cache[("prepared", key)] = _prepare(build(conn.dialect), conn.dialect, raw)
     return found
 
 
-def _prepare(compiled: SQLCompiler, dialect: sa.Dialect) -> Prepared | None:
+def _prepare(compiled: SQLCompiler, dialect: sa.Dialect,
+             raw: frozenset[str] = frozenset()) -> Prepared | None:
     if not compiled.positional or compiled.positiontup is None:
         return None
     if compiled.insert_prefetch or compiled.update_prefetch:
@@ -177,7 +181,7 @@ def _prepare(compiled: SQLCompiler, dialect: sa.Dialect) -> Prepared | None:
         param = binds[name]
         if param.expanding or param.literal_execute or param.callable is not None:
             return None
-        getters.append((param.key, processor(param.type, dialect)))
+        getters.append((param.key, None if param.key in raw else processor(param.type, dialect)))
     return Prepared(compiled.string, getters)
 
 
@@ -329,6 +333,11 @@ _MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without th
 _C_ENCODER = (_MAKE_ENCODER(None, _unserializable, json.encoder.encode_basestring_ascii, None,
                             ": ", ", ", False, False, True)
               if _MAKE_ENCODER is not None else None)
+
+
+JSON_CHUNKS: Callable[[Any, int], Sequence[str]] | None = _C_ENCODER
+"""The C encoder `json_dumps` joins the chunks of: `"".join(JSON_CHUNKS(value, 0))` is
+`json.dumps(value)`, with no Python frame (None without the C module)."""
 
 
 def json_dumps(value: Any) -> str:

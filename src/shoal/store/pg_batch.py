@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from shoal.errors import Conflict
 from shoal.events import Event, NewEvent
 from shoal.store import fast
-from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, append_sql
+from shoal.store.events import EVENT_COLUMNS, EVENT_LOCK_KEY, append_sql, event_rows, stored
 from shoal.store.state import (
     BatchWriter,
     table_named,
@@ -62,8 +62,7 @@ async def commit(
     (nothing written) when the batch needs the general path."""
     inserts, records, updates = writer.staged()
     extra = [(table, table_rows) for table, table_rows in rows if table_rows]
-    event_rows = [{"type": e.type.value, "task_id": e.task_id, "user_id": e.user_id,
-                   "data": e.data, "created_at": now} for e in new]
+    appended = event_rows(new, now)
     parts: list[tuple[str, sa.Table, tuple[str, ...], list[Any]]] = []
     for table, table_rows in [(table_named(n), r) for n, r in inserts] + records + extra:
         cols = tuple(table_rows[0])
@@ -73,11 +72,11 @@ async def commit(
     for name, update_rows in updates:
         parts.append(("update", table_named(name), update_columns(name, update_rows),
                       update_rows))
-    if not parts and not event_rows:
+    if not parts and not appended:
         writer.clear()
         return []
     dialect = db.engine.dialect
-    shape = (*((kind, table, cols) for kind, table, cols, _ in parts), bool(event_rows))
+    shape = (*((kind, table, cols) for kind, table, cols, _ in parts), bool(appended))
     plan = _plan(dialect, shape)
     if plan is None:
         return None
@@ -90,9 +89,9 @@ async def commit(
         else:
             params.extend(update_arrays(cols, part_rows, procs))
             expected.append(len(part_rows))
-    if event_rows:
+    if appended:
         params.append(EVENT_LOCK_KEY)
-        params.extend(fast.column_arrays(EVENT_COLUMNS, event_rows, converters[-1]))
+        params.extend(fast.column_arrays(EVENT_COLUMNS, appended, converters[-1]))
     params.extend(expected)
     try:
         _, seqs = await db.fetch_row_autocommit(sql, params)
@@ -101,8 +100,7 @@ async def commit(
             raise Conflict(STALE_MESSAGE, code="stale_write") from None
         raise
     writer.clear()
-    return [Event(seq=seq, type=e.type, data=e.data, timestamp=now, task_id=e.task_id,
-                  user_id=e.user_id) for seq, e in zip(sorted(seqs or ()), new, strict=True)]
+    return stored(new, sorted(seqs or ()), now, appended)
 
 
 def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] | None:
