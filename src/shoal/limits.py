@@ -61,7 +61,7 @@ def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     if cls is int or cls is bool or value is None:
         return None
     if cls is dict or cls is list or cls is tuple:
-        return _inner_problem(value, where, mapping=cls is dict)
+        return _inner_problem(value, where, mapping=cls is dict) if value else None
     if isinstance(value, str):
         problem = text_problem(value)
         return (where, problem) if problem else None
@@ -78,6 +78,8 @@ def _inner_problem(
     value: Any, where: str, *, mapping: bool
 ) -> tuple[str, str] | None:
     """`value_problem` of a mapping's keys and values, or of a list's or tuple's items."""
+    # An item that is plain ASCII text, a whole number or null passes without a call, and
+    # without its path being spelt out (a submitted plan's every dependency passes here).
     if mapping:
         for key, item in value.items():
             if key.__class__ is str and "\x00" not in key and key.isascii():
@@ -86,10 +88,17 @@ def _inner_problem(
                 name = shown(str(key))
                 if isinstance(key, str) and (problem := text_problem(key)):
                     return (f"{where}.{name}" if where else name), "has a key that " + problem
+            cls = item.__class__
+            if (cls is str and "\x00" not in item and item.isascii()) or cls is int \
+                    or item is None:
+                continue
             if found := value_problem(item, f"{where}.{name}" if where else name):
                 return found
         return None
     for i, item in enumerate(value):
+        cls = item.__class__
+        if (cls is str and "\x00" not in item and item.isascii()) or cls is int or item is None:
+            continue
         if found := value_problem(item, f"{where}.{i}" if where else str(i)):
             return found
     return None

@@ -34,21 +34,24 @@ class UserSlots:
         return [n for n in range(1, self.limit + 1) if n not in self.taken]
 
 
+_LIMIT = sa.select(users.c.max_active_tasks).where(users.c.id == sa.bindparam("user_id"))
+_TAKEN = sa.select(tasks.c.slot).where(tasks.c.user_id == sa.bindparam("user_id"),
+                                       tasks.c.slot.is_not(None))
+_QUEUE = (sa.select(tasks.c.id)
+          .where(tasks.c.user_id == sa.bindparam("user_id"),
+                 tasks.c.status == TaskStatus.QUEUED.value)
+          .order_by(tasks.c.created_at, tasks.c.id).limit(sa.bindparam("n")))
+# (Built once: each submission reads them, and building a statement costs more than its run.)
+
+
 async def user_slots(conn: AsyncConnection, user_id: uuid.UUID, *, default_limit: int) -> UserSlots:
     """What the database says of `user_id`'s slots now."""
-    limit = (await conn.execute(
-        sa.select(users.c.max_active_tasks).where(users.c.id == user_id))).scalar()
+    limit = (await conn.execute(_LIMIT, {"user_id": user_id})).scalar()
     limit = int(limit) if limit else default_limit
-    taken = (await conn.execute(
-        sa.select(tasks.c.slot).where(tasks.c.user_id == user_id, tasks.c.slot.is_not(None))
-    )).scalars()
+    taken = (await conn.execute(_TAKEN, {"user_id": user_id})).scalars()
     taken_set = frozenset(int(s) for s in taken)
     queue = (await conn.execute(
-        sa.select(tasks.c.id).where(tasks.c.user_id == user_id,
-                                    tasks.c.status == TaskStatus.QUEUED.value)
-        .order_by(tasks.c.created_at, tasks.c.id)
-        .limit(max(0, limit - len(taken_set)) + 1)
-    )).scalars()
+        _QUEUE, {"user_id": user_id, "n": max(0, limit - len(taken_set)) + 1})).scalars()
     return UserSlots(limit, taken_set, tuple(queue))
 
 

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response, StreamingResponse
+from pydantic import TypeAdapter
 from starlette.background import BackgroundTask
 
 from shoal.api import streams
@@ -28,6 +29,7 @@ from shoal.api.schemas.tasks import (
     CitationCheck,
     MessagePage,
     MessageView,
+    PlanItem,
     QuestionSummary,
     StateRevision,
     TaskCancelled,
@@ -103,7 +105,7 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
     await _within_daily_budget(services, user.user_id)
     sources = await _sources(services, user.user_id, body.sources or [])
     meta = replace(meta, sources=tuple(ref for _, ref in sources))
-    plan, options = _user_plan(body, services.settings.max_subtasks)
+    plan, options, plan_items = _user_plan(body, services.settings.max_subtasks)
     if not len(services.runtime.fleet) and not await _worker_online_elsewhere(services):
         raise Unavailable(
             "No workers are currently online. Start one with: shoal worker --server "
@@ -117,7 +119,7 @@ async def submit_task(body: TaskCreate, user: UserDep, services: ServicesDep) ->
         tool_preferences=tuple(body.tool_preferences or ()), meta=meta,
     )
     stored = await services.runtime.submit(
-        task, plan, options, tuple(p.model_dump(mode="json") for p in body.plan or ()),
+        task, plan, options, plan_items,
         links=upload_rows.link_rows(task.id, [(uid, ref.name) for uid, ref in sources]))
     if stored.status is TaskStatus.QUEUED:
         async with services.db.connection() as conn:
@@ -211,18 +213,25 @@ async def _worker_online_elsewhere(services: ServicesDep) -> bool:
         return await worker_rows.any_online(conn, since=since)
 
 
+_PLAN_ITEMS = TypeAdapter(list[PlanItem])
+
+
 def _user_plan(
     body: TaskCreate, max_subtasks: int
-) -> tuple[planning.Plan | None, tuple[dict[str, Any], ...]]:
+) -> tuple[planning.Plan | None, tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """The plan the user brought, checked as a graph; each of its subtasks' options; and its
+    items as sent (kept with the task, should it wait for a slot)."""
     if body.plan is None:
-        return None, ()
-    items = [p.model_dump(exclude={"options"}) for p in body.plan]
+        return None, (), ()
+    # Every item dumped in one call, once: read by the planner (which reads the keys it
+    # knows), and kept as they are.
+    items = _PLAN_ITEMS.dump_python(body.plan, mode="json")
     try:
         plan = planning.user_plan(items, max_subtasks=max_subtasks)
     except InvalidGraph as exc:
         exc.details = {"field": "plan", "problem": exc.details}
         raise
-    return plan, tuple(dict(p.options) for p in body.plan)
+    return plan, tuple(item["options"] for item in items), tuple(items)
 
 
 @router.get("", response_model=TaskPage)
