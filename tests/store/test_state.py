@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from shoal.engine import planning
 from shoal.engine.inputs import CancelRequested, Dispatched, Finished, Start
-from shoal.engine.model import AttemptRecord, TaskMeta, TaskRecord, TaskState
+from shoal.engine.model import AttemptRecord, StepOutput, TaskMeta, TaskRecord, TaskState
 from shoal.engine.step import Context, Decision
 from shoal.errors import Conflict
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
@@ -111,11 +111,12 @@ async def test_changed_subtask_version_is_bumped(db: Database) -> None:
 async def test_rows_updated_together_with_different_changes_load_back_equal(
     db: Database,
 ) -> None:
-    """Two subtasks updated by one statement, each changing other columns: each row is written
-    with every column either changed (those it did not change are read from its record)."""
+    """Two subtasks updated by one statement, each changing other columns (a JSON one among
+    them): each row is written with every column either changed (those it did not change are
+    read from its record, one by one)."""
     state = await started_task(db)
     a, b = list(state.subtasks.values())[:2]
-    changed = {a.id: replace(a, progress=50),
+    changed = {a.id: replace(a, progress=50, output=StepOutput(text="half")),
                b.id: replace(b, priority=b.priority + 1, description="changed")}
     decision = Decision(state=replace(state, subtasks={**state.subtasks, **changed}),
                         changed_subtasks=set(changed))

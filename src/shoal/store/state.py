@@ -212,7 +212,7 @@ _INSERT_ORDER = ("tasks", "subtasks", "attempts", "checkpoints")  # parents firs
 class _Row(dict[str, Any]):
     """The values of the columns an update changed (and the row's id). A column it did not
     change, asked for because another row of the same statement changed it, is read from the
-    record then."""
+    record then: that column alone (converting every column would build JSON nobody sends)."""
 
     __slots__ = ("_record", "_table")
 
@@ -221,8 +221,19 @@ class _Row(dict[str, Any]):
         self._table, self._record = table, record
 
     def __missing__(self, column: str) -> Any:
-        self.update(column_values(self._table)(self._record))
-        return self[column]
+        value = self[column] = column_values(self._table, _ONE[column])(self._record)[column]
+        return value
+
+
+class _Single(dict[str, frozenset[str]]):
+    """`frozenset({column})` for each column, made once (a cache key of `column_values`)."""
+
+    def __missing__(self, column: str) -> frozenset[str]:
+        found = self[column] = frozenset((column,))
+        return found
+
+
+_ONE = _Single()
 
 
 def _update(table: str, before: Any, after: Any, version: int) -> _Update:
