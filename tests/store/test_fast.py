@@ -164,3 +164,59 @@ async def test_the_sqlite_path_runs_on_the_driver_connection(db: Database) -> No
     if driver != "pysqlite":
         pytest.skip(f"the direct path is pysqlite's only, not {driver}")
     assert dbapi is native
+
+
+_NASTY_TEXT = ["", "plain", 'a "quoted" word', "back\\slash\\", "\\\"", "{braces},comma", "NULL",
+               "null", "  spaced  ", "line\nbreak\ttab", "é ü 中文 \u2028 🐟", "'single'", None]
+_ARRAY_CASES: list[tuple[sa.types.TypeEngine[Any], list[Any]]] = [
+    (sa.Uuid(), [uuid.uuid4(), None, uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)]),
+    (sa.Integer(), [0, -1, 2**31 - 1, -(2**31), None, True]),
+    (sa.BigInteger(), [2**62, -(2**63), None]),
+    (sa.Boolean(), [True, False, None]),
+    (sa.Float(), [0.0, -0.0, 1e-07, 1.5e300, -2.25, 0.1 + 0.2, float("inf"), float("-inf"),
+                  float("nan"), None]),
+    (UTCDateTime(), [NOW, datetime(1, 1, 1, tzinfo=UTC),
+                     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+                     NOW.astimezone(timezone(timedelta(hours=-7, minutes=-30))), None]),
+    (sa.DateTime(timezone=True), [datetime(2026, 1, 2, 3, 4, 5), NOW, datetime.max,
+                                  datetime.min.replace(tzinfo=UTC), None]),
+    (sa.String(20), _NASTY_TEXT),
+    (sa.Text(), _NASTY_TEXT),
+    (JSONType, [{"a": 'x"y\\z', "b": [1, None, "é\n"]}, [], {}, None, "text", 3.5, [{"k": "}"}]]),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("type_", "values"), _ARRAY_CASES, ids=lambda c: getattr(
+    c, "__visit_name__", None) or type(c).__name__)
+async def test_an_array_literal_stores_what_the_array_stores(
+    pg_db: Database, type_: sa.types.TypeEngine[Any], values: list[Any]
+) -> None:
+    """A column's values sent as one array literal in text (`ArrayParam`) reach PostgreSQL as
+    the same values as when asyncpg encodes them as an array, element by element: quotes,
+    backslashes, braces, commas, the word NULL, spaces, non-ASCII, extreme numbers and
+    instants, other offsets. An empty array too."""
+    param = fast.array_param(type_, pg_db.engine.dialect)
+    assert param.literal is not None, "each of these types goes as a literal"
+    as_array = fast.ArrayParam(type_.compile(dialect=pg_db.engine.dialect), param.proc, None)
+    for sample in (values, []):
+        literal_value, = fast.column_arrays(["v"], [{"v": v} for v in sample], [param])
+        array_value, = fast.column_arrays(["v"], [{"v": v} for v in sample], [as_array])
+        assert isinstance(literal_value, str)
+        assert isinstance(array_value, list)
+        got = await pg_db.fetch_row_autocommit(
+            f"SELECT $1{param.cast}::text, $2{as_array.cast}::text, "
+            f"$1{param.cast} IS NOT DISTINCT FROM $2{as_array.cast}", [literal_value, array_value])
+        assert got[0] == got[1]
+        assert got[2] is True  # (PostgreSQL's NaN equals NaN)
+
+
+def test_a_type_with_no_literal_goes_as_an_array() -> None:
+    """A type the literals do not cover is sent as an array, cast as before."""
+    dialect = asyncpg.dialect()
+    param = fast.array_param(sa.Date(), dialect)
+    assert param.literal is None
+    assert param.cast == "::DATE[]"
+    assert param.value([date(2026, 1, 2)]) == [date(2026, 1, 2)]
+    naive = fast.array_param(sa.DateTime(), dialect)  # without a time zone: as before
+    assert naive.literal is None

@@ -123,26 +123,24 @@ def _append_postgres(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[in
     return sorted(r[0] for r in conn.exec_driver_sql(sql, (EVENT_LOCK_KEY, *arrays)).all())
 
 
-def append_sql(dialect: sa.Dialect, first: int) -> tuple[str, str, list[fast.Processor]]:
+def append_sql(dialect: sa.Dialect, first: int) -> tuple[str, str, list[fast.ArrayParam]]:
     """PostgreSQL: the event lock's CTE (`lock AS …`, parameter `$first` is EVENT_LOCK_KEY) and
     the `INSERT … RETURNING seq` of the events (one array per EVENT_COLUMNS from `$first+1`,
-    converted by the processors returned; `data` is taken as JSON text, as `event_rows` gives
-    it).
+    each as the parameter returned makes it; `data` is taken as JSON text, as `event_rows`
+    gives it).
 
     The lock's CTE must produce its row before the join can emit any, so every `nextval` comes
     after the lock; rows are inserted in parameter order, so their seqs ascend in that order
     and sorting what RETURNING gives back pairs them up whatever order it uses.
     """
-    cols = [events.c[c] for c in EVENT_COLUMNS]
-    params = ", ".join(f"${i}::{c.type.compile(dialect=dialect)}[]"
-                       for i, c in enumerate(cols, first + 1))
+    params = [fast.array_param(events.c[c].type, dialect, raw=c in _TEXT) for c in EVENT_COLUMNS]
+    arrays = ", ".join(f"${i}{p.cast}" for i, p in enumerate(params, first + 1))
     names = ", ".join(EVENT_COLUMNS)
     lock = f"lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(${first}::BIGINT))"
     insert = (f"INSERT INTO events ({names}) SELECT {', '.join('v.' + c for c in EVENT_COLUMNS)} "
-              f"FROM lock, unnest({params}) WITH ORDINALITY AS v({names}, n) "
+              f"FROM lock, unnest({arrays}) WITH ORDINALITY AS v({names}, n) "
               "ORDER BY v.n RETURNING seq")
-    return lock, insert, [None if c.key in _TEXT else fast.processor(c.type, dialect)
-                          for c in cols]
+    return lock, insert, params
 
 
 async def append_events(

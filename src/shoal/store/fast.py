@@ -286,16 +286,118 @@ class _Json:
         return self.encode(value)
 
 
+class ArrayParam:
+    """How one column's values go to PostgreSQL as one parameter of an `unnest(…)`.
+
+    For the common column types (UUID, integer, text, JSON, timestamp with time zone, float,
+    boolean) the values go as one array literal in text (`{"a","b"}`) that the server casts
+    (`$n::text::UUID[]`): asyncpg encodes one string. Sent as an array, asyncpg checks every
+    element of it with two `isinstance` calls on `collections.abc` classes (Python frames)
+    before encoding it; a batch statement sends some seventy elements a W2 step, so that
+    cost half its client CPU (benchmarks/README.md, issue 37's tenth round). Any other type
+    goes as an array, as before. `proc` is the dialect's converter of one value (`processor`),
+    applied before either."""
+
+    __slots__ = ("cast", "literal", "proc")
+
+    def __init__(self, sql_type: str, proc: Processor,
+                 literal: Callable[[list[Any]], str] | None) -> None:
+        self.proc, self.literal = proc, literal
+        self.cast = f"::text::{sql_type}[]" if literal is not None else f"::{sql_type}[]"
+
+    def value(self, values: list[Any]) -> Any:
+        """The parameter for `values` (converted with `proc` already)."""
+        return values if self.literal is None else self.literal(values)
+
+
+def array_param(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect, *,
+                raw: bool = False) -> ArrayParam:
+    """The `ArrayParam` of a column of `type_` on `dialect` (PostgreSQL); with `raw`, its
+    values come converted already (JSON the caller encoded, say)."""
+    impl = type_.dialect_impl(dialect)
+    impl = getattr(impl, "impl", impl)  # a TypeDecorator's: what its converter gives
+    literal: Callable[[list[Any]], str] | None = None
+    if isinstance(impl, sa.Uuid):
+        literal = _uuid_literal
+    elif isinstance(impl, sa.Boolean):
+        literal = _bool_literal
+    elif isinstance(impl, sa.Integer):
+        literal = _int_literal
+    elif isinstance(impl, sa.Float):
+        literal = _float_literal
+    elif isinstance(impl, sa.DateTime) and impl.timezone:
+        literal = _timestamp_literal
+    elif isinstance(impl, sa.String | sa.JSON):  # Text, Enum, JSONB: text by now (`proc`)
+        literal = _text_literal
+    return ArrayParam(type_.compile(dialect=dialect),
+                      None if raw else processor(type_, dialect), literal)
+
+
+def integer_param(dialect: sa.Dialect) -> ArrayParam:
+    """The `ArrayParam` of an INTEGER that is no column's (a row's expected version)."""
+    return array_param(sa.Integer(), dialect)
+
+
+# PostgreSQL's array literal: `{e1,e2}`, NULL unquoted; a quoted element ("…") takes any
+# character, with `\` and `"` escaped by a backslash. UUIDs and numbers need no quotes; the
+# rest are quoted (text may hold commas, braces, spaces or the word NULL itself).
+
+
+def _uuid_literal(values: list[Any]) -> str:
+    return "{" + ",".join(["NULL" if v is None else str(v) for v in values]) + "}"
+
+
+def _int_literal(values: list[Any]) -> str:
+    return "{" + ",".join(["NULL" if v is None else str(v) if v.__class__ is int
+                           else str(int(v)) for v in values]) + "}"
+
+
+def _bool_literal(values: list[Any]) -> str:
+    return "{" + ",".join(["NULL" if v is None else "t" if v else "f" for v in values]) + "}"
+
+
+def _float_literal(values: list[Any]) -> str:
+    return "{" + ",".join(["NULL" if v is None else f'"{float(v)!r}"' for v in values]) + "}"
+
+
+def _timestamp_literal(values: list[Any]) -> str:
+    """An aware datetime in ISO form, with its offset; a naive one is taken as local time and
+    given as UTC; the least and the greatest datetime as -infinity and infinity (what asyncpg's
+    own encoder does with each)."""
+    return "{" + ",".join(["NULL" if v is None else _timestamp_text(v) if v.year in _EDGE_YEARS
+                           else '"' + (v if v.tzinfo is not None else v.astimezone(UTC)
+                                       ).isoformat() + '"' for v in values]) + "}"
+
+
+_EDGE_YEARS = frozenset({datetime.min.year, datetime.max.year})
+
+
+def _timestamp_text(v: datetime) -> str:
+    aware = v if v.tzinfo is not None else v.astimezone(UTC)
+    if aware == datetime.max.replace(tzinfo=UTC):
+        return "infinity"
+    if aware == datetime.min.replace(tzinfo=UTC):
+        return "-infinity"
+    return '"' + aware.isoformat() + '"'
+
+
+def _text_literal(values: list[Any]) -> str:
+    return "{" + ",".join(["NULL" if v is None else '"' + v.replace("\\", "\\\\").replace(
+        '"', '\\"') + '"' for v in values]) + "}"
+
+
 def column_arrays(
-    keys: Sequence[str], rows: Sequence[Mapping[str, Any]], procs: Sequence[Processor]
-) -> list[list[Any]]:
-    """One array per key of `rows`' converted values, for a PostgreSQL `unnest($1::t[], …)`."""
-    arrays: list[list[Any]] = [[] for _ in keys]
-    for row in rows:
-        for i, key in enumerate(keys):
-            proc = procs[i]
-            arrays[i].append(row[key] if proc is None else proc(row[key]))
-    return arrays
+    keys: Sequence[str], rows: Sequence[Mapping[str, Any]], params: Sequence[ArrayParam]
+) -> list[Any]:
+    """One parameter per key of `rows`' converted values, for a PostgreSQL
+    `unnest($1::text::t[], …)`: each an array literal or a list (`ArrayParam`)."""
+    out: list[Any] = []
+    for key, param in zip(keys, params, strict=True):
+        proc = param.proc
+        values = ([row[key] for row in rows] if proc is None
+                  else [proc(row[key]) for row in rows])
+        out.append(values if param.literal is None else param.literal(values))
+    return out
 
 
 @functools.cache  # the same builder each time: callers make one per statement they run

@@ -5,7 +5,7 @@ The general write path (`Database.run_write`) costs a PostgreSQL batch five roun
 same changes go as data-modifying CTEs of one statement, sent outside any transaction, so
 PostgreSQL commits it on its own: one round trip in all, and still all or nothing.
 
-    WITH i0 AS (INSERT INTO attempts (…) SELECT * FROM unnest($1::uuid[], …)),
+    WITH i0 AS (INSERT INTO attempts (…) SELECT * FROM unnest($1::text::UUID[], …)),
          u0 AS (UPDATE subtasks AS t SET … FROM unnest(…) AS v(…)
                 WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1),
          lock AS MATERIALIZED (SELECT pg_advisory_xact_lock($k)),
@@ -22,6 +22,10 @@ PostgreSQL commits it on its own: one round trip in all, and still all or nothin
   another CTE of the same statement inserts.
 - The event lock is taken before any event gets its sequence number (the join needs the
   lock's row first) and held until the commit, as in `store.events`.
+
+Each column's values go as one parameter: an array literal in text that the server casts
+(`$1::text::UUID[]`), for the types `fast.ArrayParam` covers, so that asyncpg encodes one
+string and not every element of an array.
 
 The statement's text depends only on which tables and columns the batch touches, so asyncpg
 prepares each shape once. A new task is staged as one insert of its final values
@@ -121,13 +125,12 @@ def _plan(dialect: sa.Dialect, shape: tuple[Any, ...]) -> tuple[str, list[Any]] 
             if fast.insert(table, cols)(dialect).insert_prefetch:
                 cache[key] = None
                 return None  # a Python-side default to compute per row: the general path
-            columns = [table.c[c] for c in cols]
-            arrays = ", ".join(f"${n + j}::{c.type.compile(dialect=dialect)}[]"
-                               for j, c in enumerate(columns))
-            n += len(columns)
+            params = [fast.array_param(table.c[c].type, dialect) for c in cols]
+            arrays = ", ".join(f"${n + j}{p.cast}" for j, p in enumerate(params))
+            n += len(params)
             ctes.append(f"i{i} AS (INSERT INTO {quote(table.name)} "
                         f"({', '.join(quote(c) for c in cols)}) SELECT * FROM unnest({arrays}))")
-            converters.append([fast.processor(c.type, dialect) for c in columns])
+            converters.append(params)
         else:
             cte, procs, n = update_cte(dialect, f"u{i}", table, cols, n)
             ctes.append(cte)

@@ -321,7 +321,7 @@ def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]
     """
     parts = [(name, update_columns(name, rows), rows) for name, rows in updates]
     sql, procs = _postgres_plan(conn.dialect, tuple((name, cols) for name, cols, _ in parts))
-    params: list[list[Any]] = []
+    params: list[Any] = []
     for (_, columns, rows), converters in zip(parts, procs, strict=True):
         params.extend(update_arrays(columns, rows, converters))
     counts = conn.exec_driver_sql(sql, tuple(params)).one()
@@ -333,10 +333,10 @@ def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]
 
 def _postgres_plan(
     dialect: sa.Dialect, parts: tuple[tuple[str, tuple[str, ...]], ...]
-) -> tuple[str, list[list[Any]]]:
-    """The SQL of `_update_postgres` for these (table, columns), and each array's converter."""
+) -> tuple[str, list[list[fast.ArrayParam]]]:
+    """The SQL of `_update_postgres` for these (table, columns), and each array's parameter."""
     cache = fast.cache_of(dialect)
-    plan: tuple[str, list[list[Any]]] | None = cache.get(("update", parts))
+    plan: tuple[str, list[list[fast.ArrayParam]]] | None = cache.get(("update", parts))
     if plan is None:
         ctes, procs, n = [], [], 1
         for i, (name, columns) in enumerate(parts):
@@ -350,31 +350,31 @@ def _postgres_plan(
 
 def update_cte(
     dialect: sa.Dialect, name: str, table: sa.Table, columns: tuple[str, ...], first: int
-) -> tuple[str, list[fast.Processor], int]:
+) -> tuple[str, list[fast.ArrayParam], int]:
     """`name AS (UPDATE table … FROM unnest($first…) … RETURNING 1)`: the version-checked
-    update of `columns`, fed by `update_arrays`; with the arrays' converters and the number of
-    the next free parameter."""
+    update of `columns`, fed by `update_arrays`; with the arrays' parameters (the id's, each
+    column's, the expected and the new version's) and the number of the next free one."""
     quote = dialect.identifier_preparer.quote
     cols = [table.c.id, *(table.c[c] for c in columns)]
-    types = [c.type.compile(dialect=dialect) for c in cols] + ["INTEGER", "INTEGER"]
+    params = [fast.array_param(c.type, dialect) for c in cols] + [fast.integer_param(dialect)] * 2
     names = [quote(c.name) for c in cols] + ["b_expected", "b_version"]
-    arrays = ", ".join(f"${first + j}::{t}[]" for j, t in enumerate(types))
+    arrays = ", ".join(f"${first + j}{p.cast}" for j, p in enumerate(params))
     sets = ", ".join([f"{quote(c)} = v.{quote(c)}" for c in columns] + ["version = v.b_version"])
     cte = (f"{name} AS (UPDATE {quote(table.name)} AS t SET {sets} "
            f"FROM unnest({arrays}) AS v({', '.join(names)}) "
            "WHERE t.id = v.id AND t.version = v.b_expected RETURNING 1)")
-    return cte, [fast.processor(c.type, dialect) for c in cols], first + len(types)
+    return cte, params, first + len(params)
 
 
 def update_arrays(
-    columns: tuple[str, ...], rows: list[_Update], procs: Sequence[fast.Processor]
-) -> list[list[Any]]:
+    columns: tuple[str, ...], rows: list[_Update], params: Sequence[fast.ArrayParam]
+) -> list[Any]:
     """The parameters of `update_cte` for `rows`: id and each column, then the expected and
     the new version."""
-    arrays = fast.column_arrays(("id", *columns), [values for values, _, _ in rows], procs)
-    arrays.append([version for _, _, version in rows])
-    arrays.append([version + 1 for _, _, version in rows])
-    return arrays
+    out = fast.column_arrays(("id", *columns), [values for values, _, _ in rows], params[:-2])
+    out.append(params[-2].value([version for _, _, version in rows]))
+    out.append(params[-1].value([version + 1 for _, _, version in rows]))
+    return out
 
 
 def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
