@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from uvicorn.protocols.utils import ClientDisconnected
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal.api.fanout import Lane, Lanes
@@ -204,6 +205,43 @@ async def test_a_socket_that_cannot_take_a_frame_at_once_leaves_the_lane_and_mis
             await w.until(last)
     for w in watchers:
         assert w.seqs == log.seqs
+
+
+async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_that_left(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """The lane writes through the server's own `send`. When that fails as it does for a client
+    gone (uvicorn's `ClientDisconnected`, an `OSError`), that socket's stream ends as Starlette
+    ends it for a client that left: quietly, the socket still open to subscribe again (an
+    error let through would close it). The others miss nothing."""
+    watchers = [await watch() for _ in range(3)]
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        members = list(the_lane(server).members)
+        assert len(members) == 3
+        gone = members[1]
+        failed = watchers[[m is gone for m in members].index(True)]
+
+        async def send(message: dict[str, Any]) -> None:
+            raise ClientDisconnected()
+
+        gone.send = send
+        for _ in range(3):
+            last = await log.burst(2)
+        others = [w for w in watchers if w is not failed]
+        for w in others:
+            await w.until(last)
+        assert gone not in the_lane(server).members
+        assert len(the_lane(server).members) == 2
+        await failed.subscribe(batch=True, since=0)  # still open, and heard
+        await failed.until(last)
+    for w in others:
+        assert w.seqs == log.seqs
+    assert sorted(set(failed.seqs)) == log.seqs
 
 
 async def test_a_socket_in_a_lane_resubscribes_as_any_other(

@@ -174,7 +174,7 @@ class _Socket:
     catching_up: bool = False  # a replay is under way: its `caught_up` is still owed
     rename: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # names=workflow's
     lanes: fanout.Lanes | None = None  # the app's fast lanes (None: this socket never uses one)
-    writable: asyncio.Event | None = None  # set while its transport takes frames at once
+    direct: fanout.Direct | None = None  # the server's side: when and how a lane writes to it
 
     async def send(self, frame: dict[str, Any]) -> None:
         """One frame (the caller holds `lock`)."""
@@ -205,8 +205,8 @@ async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
         resume_from = None
         await _error(ws, exc)
     sock = _Socket(ws, services, claims.user_id, resume_from)
-    sock.writable = fanout.writable_of(ws)
-    sock.lanes = getattr(ws.app.state, "lanes", None) if sock.writable is not None else None
+    sock.direct = fanout.direct_of(ws)
+    sock.lanes = getattr(ws.app.state, "lanes", None) if sock.direct is not None else None
     async with asyncio.TaskGroup() as tg:
         pusher: list[asyncio.Task[None]] = []
         if resume_from is not None:  # as if subscribed to everything after the URL's since
@@ -425,12 +425,12 @@ async def _push(sock: _Socket, plan: _Plan) -> None:
 def _seat(sock: _Socket, plan: _Plan) -> fanout.Seat | None:
     """The socket's stream as its lane would see it; None if it may not use one (it asks for
     other tasks' events too, or renames events; or no lane can tell when it can write)."""
-    if sock.lanes is None or sock.writable is None or plan.interest.also or sock.rename:
+    if sock.lanes is None or sock.direct is None or plan.interest.also or sock.rename:
         return None
     assert sock.span is not None
     return fanout.Seat(sock.user_id, plan.interest, StreamKind.WEBSOCKET,
-                       BATCH if plan.interest.batch else streams.PAGE, sock.ws.send_text,
-                       sock.lock, sock.writable, sock.sent, sock.span)
+                       BATCH if plan.interest.batch else streams.PAGE, sock.direct.send,
+                       sock.lock, sock.direct.writable, sock.sent, sock.span)
 
 
 async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[list[dict[str, Any]]],

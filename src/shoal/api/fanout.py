@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from starlette.websockets import WebSocketDisconnect
 
 from shoal.api.streams import Follow, Live
 from shoal.api.subscriptions import Interest, Sent, Span
@@ -46,22 +47,33 @@ log = structlog.get_logger(__name__)
 _TRIES = 3  # times a stream checks whether its lane has caught up with it, after a list
 
 Key = tuple[uuid.UUID, uuid.UUID | None, frozenset[str], bool, StreamKind]
-SendText = Callable[[str], Coroutine[Any, Any, None]]
+Send = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]  # an ASGI server's `send`
 
 
-def writable_of(ws: WebSocket) -> asyncio.Event | None:
-    """The event uvicorn's WebSocket protocol clears while its transport is paused, found from
-    the socket's ASGI `send` (a bound method of the protocol, under Starlette's wrappers that
-    close over the `send` they were given); None if there is none (another server, a test
-    client): such a socket never takes the fast lane.
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """The server's own side of a socket, under Starlette's: the event uvicorn's WebSocket
+    protocol clears while its transport is paused, and the protocol's ASGI `send`.
 
-    While it is set, the protocol's `send` writes the frame without suspending; so a lane can
-    write to many sockets in turn without one of them holding the others up."""
+    While `writable` is set, `send` writes a frame without suspending, so a lane can write to
+    many sockets in turn without one of them holding the others up. A lane writes through
+    `send` itself, not through Starlette's `send_text`, its `send` and its exception handler's
+    wrapper: three calls less a delivery, which is what a lane does a thousand times a burst
+    (benchmarks/README.md, issue 37's tenth round)."""
+
+    writable: asyncio.Event
+    send: Send
+
+
+def direct_of(ws: WebSocket) -> Direct | None:
+    """`ws`'s `Direct`, found from its ASGI `send` (a bound method of the protocol, under
+    Starlette's wrappers that close over the `send` they were given); None if there is none
+    (another server, a test client): such a socket never takes the fast lane."""
     send: Any = ws._send
     for _ in range(8):
         event = getattr(getattr(send, "__self__", None), "writable", None)
         if isinstance(event, asyncio.Event):
-            return event
+            return Direct(event, send)
         code, cells = getattr(send, "__code__", None), getattr(send, "__closure__", None)
         if code is None or not cells or "send" not in code.co_freevars:
             return None
@@ -69,16 +81,23 @@ def writable_of(ws: WebSocket) -> asyncio.Event | None:
     return None
 
 
+def _failure(exc: Exception) -> BaseException:
+    """What a failed direct send means to the socket's own stream: the client left (as
+    Starlette says it when its own send fails), or `exc` itself."""
+    return WebSocketDisconnect(code=1006) if isinstance(exc, OSError) else exc
+
+
 @dataclass(frozen=True, slots=True)
 class Seat:
     """A socket's stream, as a lane sees it: whose, what it carries, how to write to the
-    socket, when it can take a frame at once (`writable`, its `lock` free), what it sent."""
+    socket (`send`, the server's own), when it can take a frame at once (`writable`, its
+    `lock` free), what it sent."""
 
     user_id: uuid.UUID
     interest: Interest
     kind: StreamKind
     limit: int
-    send_text: SendText
+    send: Send
     lock: asyncio.Lock
     writable: asyncio.Event
     sent: Sent
@@ -98,10 +117,10 @@ class Member:
     `through`: the last number of what the lane wrote to it, recorded in its span (`advance`)
     only when it leaves: nothing reads the span while the lane writes."""
 
-    __slots__ = ("lane", "left", "lock", "send_text", "sent", "span", "through", "writable")
+    __slots__ = ("lane", "left", "lock", "send", "sent", "span", "through", "writable")
 
     def __init__(self, lane: Lane, seat: Seat) -> None:
-        self.lane, self.send_text, self.lock = lane, seat.send_text, seat.lock
+        self.lane, self.send, self.lock = lane, seat.send, seat.lock
         self.writable, self.sent, self.span = seat.writable, seat.sent, seat.span
         self.through = seat.span.through
         self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -172,10 +191,10 @@ class Lane:
                 if member.lock.locked() or not member.writable.is_set():
                     self.release(member)
                     continue
-                try:
-                    await member.send_text(text)  # written at once: it does not suspend
+                try:  # written at once: it does not suspend
+                    await member.send({"type": "websocket.send", "text": text})
                 except Exception as exc:
-                    self.release(member, exc)
+                    self.release(member, _failure(exc))
                     continue
                 member.through = top
         else:
@@ -193,10 +212,10 @@ class Lane:
             if member.lock.locked() or not member.writable.is_set():
                 self.release(member)
                 return
-            try:
-                await member.send_text(text)  # written at once: it does not suspend
+            try:  # written at once: it does not suspend
+                await member.send({"type": "websocket.send", "text": text})
             except Exception as exc:
-                self.release(member, exc)
+                self.release(member, _failure(exc))
                 return
             member.through = max(member.through, seq)
         member.through = max(member.through, top)
