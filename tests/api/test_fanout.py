@@ -9,6 +9,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,13 +18,14 @@ from uvicorn.protocols.utils import ClientDisconnected
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal.api.fanout import Lane, Lanes
-from shoal.api.server import RunningServer
+from shoal.api.server import RunningServer, running_server
 from shoal.auth.tokens import decode_token
 from shoal.config import Settings
 from shoal.events import Event, EventType, NewEvent
 from shoal.store.events import append_events
 from shoal.store.models import utcnow
-from tests.runtime.harness import DEADLINE, wait_until
+from tests.conftest import make_settings
+from tests.runtime.harness import DEADLINE, login, wait_until
 
 
 class Watcher:
@@ -102,6 +104,22 @@ async def watch(server: RunningServer, client: httpx.AsyncClient) -> AsyncIterat
         await ws.close()
 
 
+class Tap:
+    """A socket's transport that notes the first byte of each write (a frame's FIN, RSV1 and
+    opcode) and passes the write on."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.firsts: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.firsts.append(data[0])
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
 def lanes_of(server: RunningServer) -> Lanes:
     lanes: Lanes = server.app.state.lanes
     return lanes
@@ -132,6 +150,8 @@ async def test_watchers_of_one_stream_share_one_lane_under_uvicorn(
         for w in watchers:
             await w.until(last)
     assert len(the_lane(server).members) == 3
+    # Each writes a burst's bytes to its transport itself (uvicorn's sans-I/O protocol found).
+    assert all(member.raw is not None for member in the_lane(server).members)
     assert lanes_of(server).written == written + 1  # one list, written to all three
     assert sum(lags[:-1]) == observed + 5 * 3  # each event's lag, once per socket it reached
     for w in watchers:
@@ -229,7 +249,7 @@ async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_th
         async def send(message: dict[str, Any]) -> None:
             raise ClientDisconnected()
 
-        gone.send = send
+        gone.send, gone.raw = send, None  # (the lane would write its bytes itself otherwise)
         for _ in range(3):
             last = await log.burst(2)
         others = [w for w in watchers if w is not failed]
@@ -378,3 +398,49 @@ async def test_a_socket_ahead_of_its_lane_does_not_join_it_until_the_lane_catche
             await w.until(last)
     assert first.seqs == log.seqs
     assert second.seqs == log.seqs
+
+
+async def test_compressed_and_plain_sockets_share_a_lane_and_each_reads_every_event(
+    tmp_path: Path,
+) -> None:
+    """With compression agreed on some sockets and not others (`ws_compression`, a client that
+    offers it and one that does not), the lane writes a burst's bytes as they are only to the
+    plain ones and sends the others theirs through the server, compressed: each reads every
+    event, in order, and no frame reaches the wrong kind of socket."""
+    settings = make_settings(tmp_path, ws_compression=True)
+    async with running_server(settings) as srv:
+        client = await login(srv, settings)
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        user_id = decode_token(token, settings=settings, expected_type="access").user_id
+        log = Log(srv, user_id)
+        url = srv.url.replace("http://", "ws://") + f"/ws?token={token}"
+        sockets = [await connect(url), await connect(url, compression=None),
+                   await connect(url), await connect(url, compression=None)]
+        try:
+            watchers = [Watcher(ws) for ws in sockets]
+            async with asyncio.timeout(DEADLINE):
+                for w in watchers:
+                    await w.subscribe(batch=True)
+                last = await log.burst(2)
+                for w in watchers:
+                    await w.until(last)
+                members = list(the_lane(srv).members)
+                assert len(members) == 4
+                assert sorted(bool(m.raw.conn.extensions) for m in members) == [
+                    False, False, True, True]
+                taps = {m: Tap(m.raw.transport) for m in members}
+                for member, tap in taps.items():
+                    member.raw.transport = tap
+                for _ in range(4):
+                    last = await log.burst(3, pad=2000)  # large enough to compress
+                for w in watchers:
+                    await w.until(last)
+            for w in watchers:
+                assert w.seqs == log.seqs
+            for member, tap in taps.items():  # RSV1: the message is compressed
+                compressed = {bool(first & 0x40) for first in tap.firsts}
+                assert compressed == {bool(member.raw.conn.extensions)}, tap.firsts
+        finally:
+            for ws in sockets:
+                await ws.close()
+            await client.aclose()

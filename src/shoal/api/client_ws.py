@@ -430,7 +430,7 @@ def _seat(sock: _Socket, plan: _Plan) -> fanout.Seat | None:
     assert sock.span is not None
     return fanout.Seat(sock.user_id, plan.interest, StreamKind.WEBSOCKET,
                        BATCH if plan.interest.batch else streams.PAGE, sock.direct.send,
-                       sock.lock, sock.direct.writable, sock.sent, sock.span)
+                       sock.direct.raw, sock.lock, sock.direct.writable, sock.sent, sock.span)
 
 
 async def _send_stream(sock: _Socket, plan: _Plan, stream: AsyncIterator[list[dict[str, Any]]],

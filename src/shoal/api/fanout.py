@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from starlette.websockets import WebSocketDisconnect
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import Frame, Opcode
+from websockets.protocol import OPEN
+from websockets.server import ServerProtocol
 
 from shoal.api.streams import Follow, Live
 from shoal.api.subscriptions import Interest, Sent, Span
@@ -53,16 +57,20 @@ Send = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]  # an ASGI server's
 @dataclass(frozen=True, slots=True)
 class Direct:
     """The server's own side of a socket, under Starlette's: the event uvicorn's WebSocket
-    protocol clears while its transport is paused, and the protocol's ASGI `send`.
+    protocol clears while its transport is paused, the protocol's ASGI `send`, and the
+    protocol itself when it is uvicorn's sans-I/O one (`raw`).
 
     While `writable` is set, `send` writes a frame without suspending, so a lane can write to
     many sockets in turn without one of them holding the others up. A lane writes through
     `send` itself, not through Starlette's `send_text`, its `send` and its exception handler's
-    wrapper: three calls less a delivery, which is what a lane does a thousand times a burst
-    (benchmarks/README.md, issue 37's tenth round)."""
+    wrapper. Through `raw` it goes further: a burst's frame is made once, as the bytes it is on
+    the wire, and written to each socket's transport as they are (`Lane._send`), where `send`
+    would encode the text and build the same frame again for every socket (benchmarks/README.md,
+    issue 37's tenth round)."""
 
     writable: asyncio.Event
     send: Send
+    raw: Any = None  # uvicorn's `WebSocketsSansIOProtocol`, checked by `_raw_protocol`
 
 
 def direct_of(ws: WebSocket) -> Direct | None:
@@ -71,14 +79,34 @@ def direct_of(ws: WebSocket) -> Direct | None:
     (another server, a test client): such a socket never takes the fast lane."""
     send: Any = ws._send
     for _ in range(8):
-        event = getattr(getattr(send, "__self__", None), "writable", None)
+        protocol = getattr(send, "__self__", None)
+        event = getattr(protocol, "writable", None)
         if isinstance(event, asyncio.Event):
-            return Direct(event, send)
+            return Direct(event, send, _raw_protocol(protocol))
         code, cells = getattr(send, "__code__", None), getattr(send, "__closure__", None)
         if code is None or not cells or "send" not in code.co_freevars:
             return None
         send = cells[code.co_freevars.index("send")].cell_contents
     return None
+
+
+def _raw_protocol(protocol: Any) -> Any:
+    """`protocol` if a lane may write a frame's bytes to its transport itself: uvicorn's
+    sans-I/O protocol over `websockets`' `ServerProtocol`, with the fields its own `send`
+    checks and writes through (else None, and the lane uses `send`)."""
+    if type(protocol) is not WebSocketsSansIOProtocol:
+        return None
+    conn = getattr(protocol, "conn", None)
+    if not isinstance(conn, ServerProtocol) or not all(
+            hasattr(protocol, name) for name in ("transport", "close_sent", "disconnected")):
+        return None
+    return protocol if hasattr(conn, "_state") and hasattr(conn, "extensions") else None
+
+
+def _wire(text: str) -> bytes:
+    """A text frame of `text` as a server sends it: unmasked, in one piece, no extension (what
+    `ServerProtocol.send_text` writes for a socket that agreed to none)."""
+    return Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
 
 
 def _failure(exc: Exception) -> BaseException:
@@ -98,6 +126,7 @@ class Seat:
     kind: StreamKind
     limit: int
     send: Send
+    raw: Any  # `Direct.raw`
     lock: asyncio.Lock
     writable: asyncio.Event
     sent: Sent
@@ -117,10 +146,10 @@ class Member:
     `through`: the last number of what the lane wrote to it, recorded in its span (`advance`)
     only when it leaves: nothing reads the span while the lane writes."""
 
-    __slots__ = ("lane", "left", "lock", "send", "sent", "span", "through", "writable")
+    __slots__ = ("lane", "left", "lock", "raw", "send", "sent", "span", "through", "writable")
 
     def __init__(self, lane: Lane, seat: Seat) -> None:
-        self.lane, self.send, self.lock = lane, seat.send, seat.lock
+        self.lane, self.send, self.raw, self.lock = lane, seat.send, seat.raw, seat.lock
         self.writable, self.sent, self.span = seat.writable, seat.sent, seat.span
         self.through = seat.span.through
         self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -185,14 +214,23 @@ class Lane:
         members = self.members
         if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
             ((_, text),) = frames
+            data = b""  # the frame's bytes on the wire, made for the first socket that takes them
             for member in list(members):
                 if member not in members:
                     continue
                 if member.lock.locked() or not member.writable.is_set():
                     self.release(member)
                     continue
-                try:  # written at once: it does not suspend
-                    await member.send({"type": "websocket.send", "text": text})
+                raw = member.raw
+                try:
+                    # What uvicorn's `send` would check and write, without a call: the socket
+                    # open, no close sent, no extension (compression) that changes the bytes.
+                    if (raw is not None and (conn := raw.conn)._state is OPEN
+                            and not conn.extensions and not raw.close_sent
+                            and not raw.disconnected):
+                        raw.transport.write(data or (data := _wire(text)))
+                    else:  # written at once: it does not suspend
+                        await member.send({"type": "websocket.send", "text": text})
                 except Exception as exc:
                     self.release(member, _failure(exc))
                     continue
