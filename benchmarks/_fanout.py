@@ -58,6 +58,14 @@ class Watching:
     connect_s: float = 0.0
     kb: float = 0.0
     got: dict[int, list[float]] = field(default_factory=dict)
+    # This process's CPU and kernel seconds once the last deliveries had been written (before
+    # the watchers leave), and once they had left: closing a socket is not a delivery.
+    settled: tuple[float, float] = (0.0, 0.0)
+    closed: tuple[float, float] = (0.0, 0.0)
+
+    def closing_us(self, clients: int) -> float:
+        """CPU of this process per watcher while the watchers left."""
+        return (self.closed[0] - self.settled[0]) * 1e6 / max(1, clients)
 
     def merge(self, other: Watching) -> None:
         """Add `other`'s deliveries (and its connect time and memory: divide them after)."""
@@ -69,9 +77,11 @@ class Watching:
             seen[1] = max(seen[1], last)
 
     def figures(self, clients: int, stored: dict[int, float], cpu: float,
-                kernel: float = float("nan"), *, tasks: int = 1) -> dict[str, Any]:
+                kernel: float = float("nan"), *, tasks: int = 1,
+                closing: bool = False) -> dict[str, Any]:
         """The run's figures for the events `stored` (number → timestamp), each of which
-        `clients / tasks` watchers follow."""
+        `clients / tasks` watchers follow; with `closing`, the CPU per watcher of this
+        process (the control plane's, or the floor's) while they left."""
         got = self.got
         lags = [(got[seq][1] - at) * 1000 for seq, at in stored.items() if seq in got]
         delivered = sum(got.get(seq, [0, 0.0])[0] for seq in stored)
@@ -80,7 +90,8 @@ class Watching:
                 "p50": percentile(lags, 50), "p99": percentile(lags, 99),
                 "max": max(lags, default=0.0), "kb": self.kb, "connect_s": self.connect_s,
                 "cpu_us": cpu * 1e6 / max(1, delivered),
-                "kernel_us": kernel * 1e6 / max(1, delivered)}
+                "kernel_us": kernel * 1e6 / max(1, delivered),
+                "closing_us": self.closing_us(clients) if closing else float("nan")}
 
 
 @contextlib.asynccontextmanager
@@ -109,6 +120,7 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
     watching.kb = (rss_kb() - before) / clients
     yield watching
     await asyncio.sleep(2.0)  # the last deliveries reach the slowest watchers
+    watching.settled = time.process_time(), system_seconds()
     for proc in procs:
         assert proc.stdin is not None
         assert proc.stdout is not None
@@ -119,6 +131,7 @@ async def watchers(url: str, token: str, clients: int, *, warm: bool = True,
             seen[0] += count
             seen[1] = max(seen[1], last)
         await proc.wait()
+    watching.closed = time.process_time(), system_seconds()
 
 
 @contextlib.asynccontextmanager
@@ -160,12 +173,13 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
                 profiler.enable()
             cpu, kernel = time.process_time(), system_seconds()
             await follow_chain(client, stored)
-        cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
+        # Up to when the last deliveries had been written: not the watchers' leaving.
+        cpu, kernel = watching.settled[0] - cpu, watching.settled[1] - kernel
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile}.{clients}")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-    figures = watching.figures(clients, stored, cpu, kernel)
+    figures = watching.figures(clients, stored, cpu, kernel, closing=True)
     if profiler is not None:
         print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
     return figures
@@ -447,8 +461,8 @@ async def measure_floor(kind: str, clients: int) -> dict[str, Any]:
                     items.append({**event, "seq": seq,
                                   "timestamp": stamp.isoformat().replace("+00:00", "Z")})
                 await floor.burst(items)
-        cpu, kernel = time.process_time() - cpu, system_seconds() - kernel
+        cpu, kernel = watching.settled[0] - cpu, watching.settled[1] - kernel  # as Shoal's
         server.should_exit = True
         await task
         sock.close()
-    return watching.figures(clients, stored, cpu, kernel)
+    return watching.figures(clients, stored, cpu, kernel, closing=True)

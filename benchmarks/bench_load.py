@@ -168,7 +168,7 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
                 "control plane CPU / delivery", "of which in the kernel", "memory / watcher",
-                "all subscribed in"):
+                "all subscribed in", "CPU / watcher leaving"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
         r = await fresh(args, n)
@@ -177,7 +177,9 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                       f"{r['cpu_us']:.0f} µs",
                       f"{r['kernel_us']:.0f} µs" if r["kernel_us"] == r["kernel_us"] else "-",
                       f"{r['kb']:.1f} kB" if r["kb"] == r["kb"] else "-",
-                      f"{r['connect_s']:.1f} s")
+                      f"{r['connect_s']:.1f} s",
+                      f"{r['closing_us']:.0f} µs" if r.get("closing_us", 0) == r.get(
+                          "closing_us", 1) else "-")
     console.print(table)
 
 
