@@ -127,14 +127,20 @@ async def three_in_a_lane(
     """Three sockets that follow the same stream, caught up and in its lane; the lane's
     members, in joining order (not necessarily the sockets')."""
     watchers = [await watch() for _ in range(3)]
+    return watchers, await in_one_lane(server, log, watchers)
+
+
+async def in_one_lane(server: RunningServer, log: Log, watchers: list[Watcher]) -> list[Member]:
+    """Subscribe `watchers` to the same stream and let them catch up; the one lane's members,
+    one a watcher."""
     for w in watchers:
         await w.subscribe(batch=True)
     last = await log.burst(2)
     for w in watchers:
         await w.until(last)
     members = list(the_lane(server).members)
-    assert len(members) == 3
-    return watchers, members
+    assert len(members) == len(watchers)
+    return members
 
 
 def lanes_of(server: RunningServer) -> Lanes:
@@ -428,13 +434,7 @@ async def test_compressed_and_plain_sockets_share_a_lane_and_each_reads_every_ev
         try:
             watchers = [Watcher(ws) for ws in sockets]
             async with asyncio.timeout(DEADLINE):
-                for w in watchers:
-                    await w.subscribe(batch=True)
-                last = await log.burst(2)
-                for w in watchers:
-                    await w.until(last)
-                members = list(the_lane(srv).members)
-                assert len(members) == 4
+                members = await in_one_lane(srv, log, watchers)
                 assert sorted(bool(m.raw.conn.extensions) for m in members) == [
                     False, False, True, True]
                 taps = {m: Tap(m.raw.transport) for m in members}
