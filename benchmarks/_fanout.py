@@ -179,15 +179,25 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
         # the bursts) does not spend: it is taken off the watched run's, as `_measure_spread`
         # does.
         await follow_chain(client, {})
+        unwatched = cProfile.Profile() if profile else None  # its calls are taken off too
+        if unwatched is not None:
+            unwatched.enable()
         bare, bare_kernel = time.process_time(), system_seconds()
         await follow_chain(client, {})
         bare, bare_kernel = time.process_time() - bare, system_seconds() - bare_kernel
+        if unwatched is not None:
+            unwatched.disable()
         async with watchers(srv.url, token, clients) as watching:
             if profiler is not None:
                 watching.on_settled.append(profiler.disable)  # as the CPU: not the leaving
                 profiler.enable()
+            lanes = srv.app.state.lanes
             cpu, kernel = time.process_time(), system_seconds()
+            released, joined = lanes.released, lanes.joined
             await follow_chain(client, stored)
+            print(f"while the chain ran, lanes let {lanes.released - released} sockets go "
+                  f"back to their own streams and took {lanes.joined - joined} in",
+                  file=sys.stderr)
         # Up to when the last deliveries had been written: not the watchers' leaving (nor the
         # 2 s they were given to read the last burst, idle: the one sleep a bare chain lacks).
         cpu, kernel = watching.settled[0] - cpu, watching.settled[1] - kernel
@@ -198,8 +208,9 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
             profiler.dump_stats(f"{profile}.{clients}")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
     figures = watching.figures(clients, stored, cpu, kernel, closing=True)
-    if profiler is not None:
-        print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"])
+    if profiler is not None and unwatched is not None:
+        print_layers(pstats.Stats(profiler), clients * len(stored) - figures["missing"],
+                     pstats.Stats(unwatched))
     return figures
 
 
@@ -221,16 +232,21 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
     merged, stored = Watching(), dict[int, float]()
     cpu = kernel = bare = bare_kernel = kb = 0.0
     profiler = cProfile.Profile() if profile else None
+    unwatched = cProfile.Profile() if profile else None  # the chains' own calls, taken off
     async with chain_plane(kind, tasks) as (srv, client):
         token = client.headers["Authorization"].removeprefix("Bearer ")
         for _ in range(rounds):
             async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own CPU
                 ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
+                if unwatched is not None:
+                    unwatched.enable()
                 began = time.process_time(), system_seconds()
                 _still_held(held)
                 await _follow_all(sub, set(ids), {})
                 bare += time.process_time() - began[0]
                 bare_kernel += system_seconds() - began[1]
+                if unwatched is not None:
+                    unwatched.disable()
             ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
             async with watchers(srv.url, token, clients, tasks=ids) as watching, \
                     srv.services.bus.subscribe() as sub:
@@ -249,9 +265,11 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
           "(taken off)", file=sys.stderr)
     merged.kb, merged.connect_s = kb, merged.connect_s / rounds
     figures = merged.figures(clients, stored, cpu - bare, kernel - bare_kernel, tasks=tasks)
-    if profiler is not None:
+    if profiler is not None and unwatched is not None:
         profiler.dump_stats(f"{profile}.{clients}x{tasks}")
-        print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"])
+        unwatched.dump_stats(f"{profile}.{clients}x{tasks}.unwatched")
+        print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"],
+                     pstats.Stats(unwatched))
     return figures
 
 
@@ -298,19 +316,35 @@ async def _follow_all(sub: Any, ids: set[str], stored: dict[int, float]) -> None
                     return
 
 
-def print_layers(stats: pstats.Stats, deliveries: int) -> None:
-    """The profiled calls per delivered event, by layer (`_layers.py`)."""
-    layers = Layers(stats)
-    table = Table(title="Control-plane calls per delivered event by layer (own functions / "
-                        "with the helpers they call)", title_justify="left")
+def print_layers(stats: pstats.Stats, deliveries: int,
+                 unwatched: pstats.Stats | None = None) -> None:
+    """The profiled calls per delivered event, by layer (`_layers.py`); with `unwatched` (the
+    same chains run with no watcher), its calls are taken off first, layer by layer, and the
+    functions whose calls grew most with the watchers are listed."""
+    layers, bare = Layers(stats), Layers(unwatched) if unwatched is not None else None
+    title = "Control-plane calls per delivered event by layer (own functions / with the helpers "
+    title += "they call)" if bare is None else "they call), less the same chains unwatched"
+    table = Table(title=title, title_justify="left")
     for col in ("layer", "own", "with helpers"):
         table.add_column(col, justify="left" if col == "layer" else "right")
+
+    def count(of: dict[str, float], name: str) -> float:
+        return sum(of.values()) if name == "all" else of.get(name, 0)
+
     for name in (*LAYERS, "all"):
-        own = sum(layers.own.values()) if name == "all" else layers.own.get(name, 0)
-        total = sum(layers.total.values()) if name == "all" else layers.total.get(name, 0)
+        own, total = count(layers.own, name), count(layers.total, name)
+        if bare is not None:
+            own, total = own - count(bare.own, name), total - count(bare.total, name)
         table.add_row(name, f"{own / max(1, deliveries):.1f}",
                       f"{total / max(1, deliveries):.1f}")
     Console(width=140).print(table)
+    if unwatched is not None:
+        before: dict[Any, Any] = unwatched.stats  # type: ignore[attr-defined]
+        grown = sorted(((row[1] - before.get(func, (0, 0))[1], func)
+                        for func, row in stats.stats.items()),  # type: ignore[attr-defined]
+                       reverse=True)[:25]
+        for calls, (path, line, name) in grown:
+            print(f"{calls / max(1, deliveries):8.3f}  {name}  {path.rsplit('/', 2)[-2:]}:{line}")
 
 
 async def follow_chain(client: httpx.AsyncClient, stored: dict[int, float]) -> None:

@@ -174,8 +174,8 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
         r = await fresh(args, n)
         table.add_row(f"{r['clients']:,}", str(r["events"]), f"{r['missing']:,}",
                       f"{r['p50']:.0f} ms", f"{r['p99']:.0f} ms", f"{r['max']:.0f} ms",
-                      f"{r['cpu_us']:.0f} µs",
-                      f"{r['kernel_us']:.0f} µs" if r["kernel_us"] == r["kernel_us"] else "-",
+                      f"{r['cpu_us']:.1f} µs",
+                      f"{r['kernel_us']:.1f} µs" if r["kernel_us"] == r["kernel_us"] else "-",
                       f"{r['kb']:.1f} kB" if r["kb"] == r["kb"] else "-",
                       f"{r['connect_s']:.1f} s",
                       f"{r['closing_us']:.0f} µs" if r.get("closing_us", 0) == r.get(
