@@ -62,6 +62,33 @@ async def test_clear_drops_the_items_and_lets_a_waiting_writer_in() -> None:
     assert box.empty()
 
 
+async def test_a_burst_goes_in_as_far_as_there_is_room_and_comes_out_in_order() -> None:
+    box: Mailbox[int] = Mailbox(5)
+    getter = asyncio.create_task(box.get())
+    await _turns()
+    assert box.put_all([1, 2, 3]) == 3  # the waiting reader is woken once, for all three
+    assert await asyncio.wait_for(getter, 5) == 1
+    assert box.put_all([]) == 0
+    assert box.put_all((4, 5, 6, 7)) == 3  # room for three: the first three, in order
+    assert box.full()
+    assert box.put_all([8]) == 0
+    assert box.take_nowait(2) == [2, 3]
+    assert box.take_nowait(10) == [4, 5, 6]
+    assert box.take_nowait(10) == []
+    assert box.empty()
+
+
+async def test_taking_a_burst_lets_a_waiting_writer_in() -> None:
+    box: Mailbox[int] = Mailbox(2)
+    box.put_all([1, 2])
+    putter = asyncio.create_task(box.put(3))
+    await _turns()
+    assert not putter.done()
+    assert box.take_nowait(1) == [1]
+    await asyncio.wait_for(putter, 5)
+    assert box.take_nowait(5) == [2, 3]
+
+
 def test_a_mailbox_holds_at_least_one_item() -> None:
     with pytest.raises(ValueError, match="at least one"):
         Mailbox(0)

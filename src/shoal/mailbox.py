@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -52,6 +53,21 @@ class Mailbox(Generic[T]):
             getter.set_result(None)
         return True
 
+    def put_all(self, items: Sequence[T]) -> int:
+        """Queue as many of `items`, in order, as there is room for, without waiting; how many
+        (all of them unless the mailbox filled up). One call for a burst, not one per item."""
+        queued = self._items
+        room = self._size - len(queued)
+        if room <= 0 or not items:
+            return 0
+        if len(items) > room:
+            items = items[:room]
+        queued.extend(items)
+        getter = self._getter
+        if getter is not None and not getter.done():
+            getter.set_result(None)
+        return len(items)
+
     async def put(self, item: T) -> None:
         """Queue `item`, waiting for room first if the mailbox is full."""
         while len(self._items) >= self._size:
@@ -82,6 +98,19 @@ class Mailbox(Generic[T]):
         if self._putter is not None:
             _wake(self._putter)
         return item
+
+    def take_nowait(self, limit: int) -> list[T]:
+        """The oldest items, at most `limit`, in order (none if there is none)."""
+        queued = self._items
+        if len(queued) <= limit:
+            items = list(queued)
+            queued.clear()
+        else:
+            pop = queued.popleft
+            items = [pop() for _ in range(limit)]
+        if items and self._putter is not None:
+            _wake(self._putter)
+        return items
 
     def clear(self) -> None:
         """Drop every queued item."""

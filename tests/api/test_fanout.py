@@ -279,6 +279,35 @@ async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_th
     assert sorted(set(failed.seqs)) == log.seqs
 
 
+async def test_a_socket_answering_a_frame_of_its_own_leaves_the_lane_and_misses_nothing(
+    server: RunningServer, log: Log, watch: Any,
+) -> None:
+    """A member whose lock is held (its socket answering a client frame: no event may go out
+    meanwhile) is let go, the others go on, and once the lock is free it gets everything from
+    where it was."""
+    async with asyncio.timeout(DEADLINE):
+        watchers, members = await three_in_a_lane(server, log, watch)
+        busy = members[1]
+        await busy.lock.acquire()
+        try:
+            last = await log.burst(3)
+            reading = [asyncio.create_task(w.until(last)) for w in watchers]
+            done: set[asyncio.Task[None]] = set()
+            while len(done) < 2:
+                done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
+            (stalled,) = (t for t in reading if t not in done)
+            assert busy not in the_lane(server).members
+            assert len(the_lane(server).members) == 2
+        finally:
+            busy.lock.release()
+        await stalled
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
 async def test_a_socket_in_a_lane_resubscribes_as_any_other(
     server: RunningServer, log: Log, watch: Any,
 ) -> None:

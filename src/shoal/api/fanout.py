@@ -51,6 +51,12 @@ log = structlog.get_logger(__name__)
 _TRIES = 3  # times a stream checks whether its lane has caught up with it, after a list
 
 Key = tuple[uuid.UUID, uuid.UUID | None, frozenset[str], bool, StreamKind]
+
+# For each socket of a burst a lane asks whether its lock is held and its transport writable.
+# It reads the fields `Lock.locked()` and `Event.is_set()` return, not the methods: they were
+# the two Python calls a delivery that were left (issue 37's eleventh round). An asyncio that
+# keeps them elsewhere lets no socket take a lane (`direct_of`).
+_FIELDS = hasattr(asyncio.Lock(), "_locked") and hasattr(asyncio.Event(), "_value")
 Send = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]  # an ASGI server's `send`
 
 
@@ -78,10 +84,10 @@ def direct_of(ws: WebSocket) -> Direct | None:
     Starlette's wrappers that close over the `send` they were given); None if there is none
     (another server, a test client): such a socket never takes the fast lane."""
     send: Any = ws._send
-    for _ in range(8):
+    for _ in range(8 if _FIELDS else 0):
         protocol = getattr(send, "__self__", None)
         event = getattr(protocol, "writable", None)
-        if isinstance(event, asyncio.Event):
+        if type(event) is asyncio.Event:
             return Direct(event, send, _raw_protocol(protocol))
         code, cells = getattr(send, "__code__", None), getattr(send, "__closure__", None)
         if code is None or not cells or "send" not in code.co_freevars:
@@ -218,7 +224,8 @@ class Lane:
             for member in list(members):
                 if member not in members:
                     continue
-                if member.lock.locked() or not member.writable.is_set():
+                if (member.lock._locked  # type: ignore[attr-defined]  # (see `_FIELDS`)
+                        or not member.writable._value):  # type: ignore[attr-defined]
                     self.release(member)
                     continue
                 raw = member.raw
@@ -299,8 +306,9 @@ def _frames(interest: Interest, items: list[dict[str, Any]]) -> list[tuple[int, 
     out = [item for item in items if interest.wants(item)]
     if len(out) == 1 or (out and not interest.batch):
         return [(item.get("seq") or 0, as_json(item)) for item in out]
-    if out:  # one frame, encoded once for every member
-        return [(max(item.get("seq") or 0 for item in out),
+    if out:  # one frame, encoded once for every member; its number is its last (a live
+        # stream's items come in order, and streamed text has none)
+        return [(next((seq for item in reversed(out) if (seq := item.get("seq"))), 0),
                  '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")]
     return []
 

@@ -112,13 +112,13 @@ class Live:
         out: list[dict[str, Any]] = []
         stamps: list[datetime] = []
         user_id, task_id, also = self.user_id, self.task_id, self.also
-        user = user_id.int
+        user, task = user_id.int, -1 if task_id is None else task_id.int  # (see `seen_by`)
         for event in events:
-            if event.live_only:  # streamed text: now or never, outside the order
+            seq = event.seq
+            if not seq:  # (`live_only`) streamed text: now or never, outside the order
                 if _wanted(event, user_id, task_id, also):
                     out.append(event.wire())
                 continue
-            seq = event.seq
             if seq <= self.last:
                 continue
             if seq > self.last + 1 and (routed is None or routed.gap_through > self.last):
@@ -132,9 +132,9 @@ class Live:
                     out.append(event.wire())  # another task's: the task's replay skips it
                 continue
             self.last = seq
-            seen_by = event.user_id  # compared by its number: UUID's == is a Python call
-            if (seen_by is None or seen_by.int == user) and (
-                    task_id is None or event.task_id == task_id
+            seen_by, of = event.user_id, event.task_id  # compared by their numbers: UUID's
+            if (seen_by is None or seen_by.int == user) and (  # `==` is a Python call
+                    task_id is None or (of is not None and of.int == task)
                     or (also and event.type.value in also)):
                 stamps.append(event.timestamp)
                 out.append(event.wire())

@@ -14,6 +14,7 @@ import contextlib
 import enum
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from typing import cast
 
 from shoal.bus.base import Lagged
 from shoal.errors import Unavailable
@@ -68,11 +69,8 @@ class QueueSubscription:
         """`offer` each of `events`, in order."""
         if self._state is not _State.OPEN:
             return
-        put = self._queue.put_nowait
-        for event in events:
-            if not put(event):
-                self.lag()
-                return
+        if self._queue.put_all(events) < len(events):
+            self.lag()
 
     def lag(self) -> None:
         """Mark the subscription lagged: its reader gets what is queued, then `Lagged`."""
@@ -108,13 +106,13 @@ class QueueSubscription:
             first = await queue.get()
             if first is None:
                 continue
-            events = [first]
-            get = queue.get_nowait
-            while len(events) < limit and not queue.empty():
-                event = get()
-                if event is not None:
-                    events.append(event)
-            return events
+            if queue.empty() or limit <= 1:
+                return [first]
+            events = queue.take_nowait(limit - 1)
+            if self._state is not _State.OPEN:  # a wake-up (None) may be among them
+                events = [event for event in events if event is not None]
+            events.insert(0, first)
+            return cast("list[Event]", events)  # (None comes only after the state changed)
 
     def __aiter__(self) -> QueueSubscription:
         """Iterate events as they are published."""
@@ -146,7 +144,9 @@ class MemoryBus:
     def __init__(self, *, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self._queue_size = queue_size
         self._subscriptions: set[QueueSubscription] = set()
-        self._by_task: dict[uuid.UUID, set[QueueSubscription]] = {}
+        # By the task id's number: an event's id and a subscriber's may be different objects,
+        # and `uuid.UUID.__eq__` is a Python call where an int's is not.
+        self._by_task: dict[int, set[QueueSubscription]] = {}
         self._high = 0  # the highest sequence number delivered
         self._closed = False
 
@@ -174,7 +174,7 @@ class MemoryBus:
         """Queue task `task_id`'s `events` for the subscriptions routed to it, telling them
         that the task's events numbered up to `gap` may be missing (a `RedisBus` hears them
         on the task's channel, which says which number came before)."""
-        for subscription in list(self._by_task.get(task_id, ())):
+        for subscription in list(self._by_task.get(task_id.int, ())):
             if gap > subscription.gap_through:
                 subscription.gap_through = gap
             subscription.offer_all(events)
@@ -198,13 +198,13 @@ class MemoryBus:
                 for subscription in routed:
                     subscription.gap_through = max(subscription.gap_through, gap)
         by_task = self._by_task
-        groups: dict[uuid.UUID, list[Event]] = {}
+        groups: dict[int, list[Event]] = {}
         for event in events:
             tid = event.task_id
-            if tid is not None and tid in by_task:
-                groups.setdefault(tid, []).append(event)
-        for tid, group in groups.items():
-            for subscription in list(by_task.get(tid, ())):
+            if tid is not None and (key := tid.int) in by_task:
+                groups.setdefault(key, []).append(event)
+        for key, group in groups.items():
+            for subscription in list(by_task.get(key, ())):
                 subscription.offer_all(group)
 
     def _every_subscription(self) -> list[QueueSubscription]:
@@ -226,7 +226,7 @@ class MemoryBus:
         # moment the context is entered.
         subscription = QueueSubscription(self._queue_size)
         group = self._subscriptions if task_id is None else self._by_task.setdefault(
-            task_id, set())
+            task_id.int, set())
         if self._closed:
             subscription.close()
         else:
@@ -236,7 +236,7 @@ class MemoryBus:
         finally:
             group.discard(subscription)
             if task_id is not None and not group:
-                self._by_task.pop(task_id, None)
+                self._by_task.pop(task_id.int, None)
             subscription.discard()
 
     async def ping(self) -> bool:
