@@ -10,6 +10,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,38 @@ async def test_sockets_join_while_events_flow_and_miss_nothing(
             assert w.seqs == log.seqs[log.seqs.index(w.seqs[0]):]
 
 
+async def held_back_then_caught_up(server: RunningServer, log: Log, watchers: list[Any],
+                                   member: Member, held: AbstractAsyncContextManager[Any]) -> None:
+    """While `held`, bursts go out: the lane lets `member` go and the two others go on getting
+    every burst (it stalls no one); once `held` is over, every socket gets every event."""
+    async with held:
+        for _ in range(5):
+            last = await log.burst(3)
+        reading = [asyncio.create_task(w.until(last)) for w in watchers]
+        done: set[asyncio.Task[None]] = set()
+        while len(done) < 2:
+            done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
+        (stalled,) = (t for t in reading if t not in done)
+        assert member not in the_lane(server).members
+        assert len(the_lane(server).members) == 2
+    await stalled
+    last = await log.burst(2)
+    for w in watchers:
+        await w.until(last)
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
+@contextlib.asynccontextmanager
+async def paused(member: Member) -> AsyncIterator[None]:
+    """`member`'s transport paused, as uvicorn's protocol marks it (its `writable` cleared)."""
+    member.writable.clear()
+    try:
+        yield
+    finally:
+        member.writable.set()
+
+
 async def test_a_socket_that_cannot_take_a_frame_at_once_leaves_the_lane_and_misses_nothing(
     server: RunningServer, log: Log, watch: Any,
 ) -> None:
@@ -221,26 +254,7 @@ async def test_a_socket_that_cannot_take_a_frame_at_once_leaves_the_lane_and_mis
     meanwhile), and once it can write again it gets everything from where it was."""
     async with asyncio.timeout(DEADLINE):
         watchers, members = await three_in_a_lane(server, log, watch)
-        slow = members[1]
-        slow.writable.clear()  # as uvicorn's protocol does when its transport is paused
-        try:
-            for _ in range(5):
-                last = await log.burst(3)
-            reading = [asyncio.create_task(w.until(last)) for w in watchers]
-            done: set[asyncio.Task[None]] = set()
-            while len(done) < 2:  # two go on getting every burst, the slow one stalls no one
-                done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
-            (stalled,) = (t for t in reading if t not in done)
-            assert slow not in the_lane(server).members
-            assert len(the_lane(server).members) == 2
-        finally:
-            slow.writable.set()
-        await stalled
-        last = await log.burst(2)
-        for w in watchers:
-            await w.until(last)
-    for w in watchers:
-        assert w.seqs == log.seqs
+        await held_back_then_caught_up(server, log, watchers, members[1], paused(members[1]))
 
 
 async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_that_left(
@@ -287,25 +301,7 @@ async def test_a_socket_answering_a_frame_of_its_own_leaves_the_lane_and_misses_
     where it was."""
     async with asyncio.timeout(DEADLINE):
         watchers, members = await three_in_a_lane(server, log, watch)
-        busy = members[1]
-        await busy.lock.acquire()
-        try:
-            last = await log.burst(3)
-            reading = [asyncio.create_task(w.until(last)) for w in watchers]
-            done: set[asyncio.Task[None]] = set()
-            while len(done) < 2:
-                done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
-            (stalled,) = (t for t in reading if t not in done)
-            assert busy not in the_lane(server).members
-            assert len(the_lane(server).members) == 2
-        finally:
-            busy.lock.release()
-        await stalled
-        last = await log.burst(2)
-        for w in watchers:
-            await w.until(last)
-    for w in watchers:
-        assert w.seqs == log.seqs
+        await held_back_then_caught_up(server, log, watchers, members[1], members[1].lock)
 
 
 async def test_a_socket_in_a_lane_resubscribes_as_any_other(
