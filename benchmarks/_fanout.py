@@ -45,9 +45,12 @@ from shoal.api.listen import bind_socket
 from shoal.api.server import running_server, uvicorn_options
 
 try:  # (an older Shoal, measured through PYTHONPATH, has none: its floor writes through Starlette)
-    from shoal.api.fanout import direct_of
+    from shoal.api.direct import direct_of
 except ImportError:  # pragma: no cover
-    direct_of = None
+    try:  # (where it was before issue 37's eleventh round)
+        from shoal.api.fanout import direct_of  # type: ignore[attr-defined,no-redef]
+    except ImportError:
+        direct_of = None
 
 CHAIN = [{"name": f"s{i}", "description": f"Step {i}", "tool": "echo",
           "options": {"delay": 0.1}, "dependencies": [f"s{i - 1}"] if i else []}

@@ -59,6 +59,7 @@ from starlette.routing import WebSocketRoute
 
 from shoal.api import decisions, fanout, streams
 from shoal.api.deps import Services, bearer_token
+from shoal.api.direct import Direct, direct_of
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.auth.tokens import Claims, decode_token
 from shoal.errors import NotFound, ShoalError
@@ -174,7 +175,7 @@ class _Socket:
     catching_up: bool = False  # a replay is under way: its `caught_up` is still owed
     rename: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # names=workflow's
     lanes: fanout.Lanes | None = None  # the app's fast lanes (None: this socket never uses one)
-    direct: fanout.Direct | None = None  # the server's side: when and how a lane writes to it
+    direct: Direct | None = None  # the server's side: when and how a lane writes to it
 
     async def send(self, frame: dict[str, Any]) -> None:
         """One frame (the caller holds `lock`)."""
@@ -205,7 +206,7 @@ async def _serve(ws: WebSocket, services: Services, claims: Claims) -> None:
         resume_from = None
         await _error(ws, exc)
     sock = _Socket(ws, services, claims.user_id, resume_from)
-    sock.direct = fanout.direct_of(ws)
+    sock.direct = direct_of(ws)
     sock.lanes = getattr(ws.app.state, "lanes", None) if sock.direct is not None else None
     async with asyncio.TaskGroup() as tg:
         pusher: list[asyncio.Task[None]] = []

@@ -20,18 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from starlette.websockets import WebSocketDisconnect
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from websockets.frames import Frame, Opcode
 from websockets.protocol import OPEN
-from websockets.server import ServerProtocol
 
+from shoal.api.direct import Send, failure, wire
 from shoal.api.streams import Follow, Live
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.bus.base import Lagged, Subscription
@@ -42,8 +39,6 @@ from shoal.metrics import StreamKind
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from starlette.websockets import WebSocket
-
     from shoal.api.deps import Services
 
 log = structlog.get_logger(__name__)
@@ -51,75 +46,6 @@ log = structlog.get_logger(__name__)
 _TRIES = 3  # times a stream checks whether its lane has caught up with it, after a list
 
 Key = tuple[uuid.UUID, uuid.UUID | None, frozenset[str], bool, StreamKind]
-
-# For each socket of a burst a lane asks whether its lock is held and its transport writable.
-# It reads the fields `Lock.locked()` and `Event.is_set()` return, not the methods: they were
-# the two Python calls a delivery that were left (issue 37's eleventh round). An asyncio that
-# keeps them elsewhere lets no socket take a lane (`direct_of`).
-_FIELDS = hasattr(asyncio.Lock(), "_locked") and hasattr(asyncio.Event(), "_value")
-Send = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]  # an ASGI server's `send`
-
-
-@dataclass(frozen=True, slots=True)
-class Direct:
-    """The server's own side of a socket, under Starlette's: the event uvicorn's WebSocket
-    protocol clears while its transport is paused, the protocol's ASGI `send`, and the
-    protocol itself when it is uvicorn's sans-I/O one (`raw`).
-
-    While `writable` is set, `send` writes a frame without suspending, so a lane can write to
-    many sockets in turn without one of them holding the others up. A lane writes through
-    `send` itself, not through Starlette's `send_text`, its `send` and its exception handler's
-    wrapper. Through `raw` it goes further: a burst's frame is made once, as the bytes it is on
-    the wire, and written to each socket's transport as they are (`Lane._send`), where `send`
-    would encode the text and build the same frame again for every socket (benchmarks/README.md,
-    issue 37's tenth round)."""
-
-    writable: asyncio.Event
-    send: Send
-    raw: Any = None  # uvicorn's `WebSocketsSansIOProtocol`, checked by `_raw_protocol`
-
-
-def direct_of(ws: WebSocket) -> Direct | None:
-    """`ws`'s `Direct`, found from its ASGI `send` (a bound method of the protocol, under
-    Starlette's wrappers that close over the `send` they were given); None if there is none
-    (another server, a test client): such a socket never takes the fast lane."""
-    send: Any = ws._send
-    for _ in range(8 if _FIELDS else 0):
-        protocol = getattr(send, "__self__", None)
-        event = getattr(protocol, "writable", None)
-        if type(event) is asyncio.Event:
-            return Direct(event, send, _raw_protocol(protocol))
-        code, cells = getattr(send, "__code__", None), getattr(send, "__closure__", None)
-        if code is None or not cells or "send" not in code.co_freevars:
-            return None
-        send = cells[code.co_freevars.index("send")].cell_contents
-    return None
-
-
-def _raw_protocol(protocol: Any) -> Any:
-    """`protocol` if a lane may write a frame's bytes to its transport itself: uvicorn's
-    sans-I/O protocol over `websockets`' `ServerProtocol`, with the fields its own `send`
-    checks and writes through (else None, and the lane uses `send`)."""
-    if type(protocol) is not WebSocketsSansIOProtocol:
-        return None
-    conn = getattr(protocol, "conn", None)
-    if not isinstance(conn, ServerProtocol) or not all(
-            hasattr(protocol, name) for name in ("transport", "close_sent", "disconnected")):
-        return None
-    return protocol if hasattr(conn, "_state") and hasattr(conn, "extensions") else None
-
-
-def _wire(text: str) -> bytes:
-    """A text frame of `text` as a server sends it: unmasked, in one piece, no extension (what
-    `ServerProtocol.send_text` writes for a socket that agreed to none)."""
-    return Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
-
-
-def _failure(exc: Exception) -> BaseException:
-    """What a failed direct send means to the socket's own stream: the client left (as
-    Starlette says it when its own send fails), or `exc` itself."""
-    return WebSocketDisconnect(code=1006) if isinstance(exc, OSError) else exc
-
 
 @dataclass(frozen=True, slots=True)
 class Seat:
@@ -224,7 +150,7 @@ class Lane:
             for member in list(members):
                 if member not in members:
                     continue
-                if (member.lock._locked  # type: ignore[attr-defined]  # (see `_FIELDS`)
+                if (member.lock._locked  # type: ignore[attr-defined]  # (`direct.FIELDS`)
                         or not member.writable._value):  # type: ignore[attr-defined]
                     self.release(member)
                     continue
@@ -235,11 +161,11 @@ class Lane:
                     if (raw is not None and (conn := raw.conn)._state is OPEN
                             and not conn.extensions and not raw.close_sent
                             and not raw.disconnected):
-                        raw.transport.write(data or (data := _wire(text)))
+                        raw.transport.write(data or (data := wire(text)))
                     else:  # written at once: it does not suspend
                         await member.send({"type": "websocket.send", "text": text})
                 except Exception as exc:
-                    self.release(member, _failure(exc))
+                    self.release(member, failure(exc))
                     continue
                 member.through = top
         else:
@@ -260,7 +186,7 @@ class Lane:
             try:  # written at once: it does not suspend
                 await member.send({"type": "websocket.send", "text": text})
             except Exception as exc:
-                self.release(member, _failure(exc))
+                self.release(member, failure(exc))
                 return
             member.through = max(member.through, seq)
         member.through = max(member.through, top)
