@@ -15,9 +15,13 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal import admin
+from shoal.api import worker_ws
+from shoal.api.direct import Direct
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
 from shoal.runtime.jobs import Result
+from tests.api.test_fanout import Tap
+from tests.conftest import make_settings
 from tests.e2e.procs import receive_until
 from tests.runtime.harness import login, submit, subtask_detail, task_detail, wait_until
 
@@ -30,10 +34,12 @@ async def server(settings: Settings) -> AsyncIterator[RunningServer]:
         yield srv
 
 
-async def _register(srv: RunningServer, features: list[str]) -> tuple[ClientConnection, Any]:
+async def _register(srv: RunningServer, features: list[str],
+                    compression: str | None = "deflate") -> tuple[ClientConnection, Any]:
     token = await admin.create_worker_token(srv.services.db, name=f"raw-{uuid.uuid4().hex[:6]}")
     ws = await connect(srv.url.replace("http://", "ws://") + "/ws/worker",
-                       additional_headers={"Authorization": f"Bearer {token}"})
+                       additional_headers={"Authorization": f"Bearer {token}"},
+                       compression=compression)
     await ws.send(json.dumps({
         "v": 1, "type": "worker_register", "machine_id": f"raw-{uuid.uuid4()}",
         "machine_name": "raw", "slots": 4, "tools": [{"name": "echo", "local": True}],
@@ -102,3 +108,62 @@ async def test_a_worker_without_batches_gets_single_messages(
 async def _finished(client: Any, task_id: str) -> dict[str, Any] | None:
     detail = await task_detail(client, task_id)
     return detail if detail["status"] in ("completed", "failed") else None
+
+
+class Built:
+    """The server's side of worker sockets as `worker_ws._write` finds it, with each socket's
+    frames counted as its transport writes them (`taps`) and as `websockets` builds them
+    (`built`: its `send_text`, which a frame written as bytes skips)."""
+
+    def __init__(self) -> None:
+        self.taps: list[Tap] = []
+        self.built = 0
+
+    def find(self, ws: Any) -> Direct | None:
+        found = FIND(ws)
+        raw = found.raw if found is not None else None
+        if raw is not None:
+            self.taps.append(tap := Tap(raw.transport))
+            raw.transport, send_text = tap, raw.conn.send_text
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.built += 1
+                return send_text(*args, **kwargs)
+
+            raw.conn.send_text = counted
+        return found
+
+
+FIND = worker_ws.direct_of
+TEXT, COMPRESSED = 0x81, 0xC1  # a whole text frame's first byte, without and with RSV1
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+async def test_frames_to_a_worker_are_its_bytes_on_the_wire_unless_it_agreed_to_compression(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, compressed: bool
+) -> None:
+    """A plain worker socket gets each frame written to its transport as bytes (`websockets`
+    builds none of them), and reads it as any frame; a socket that agreed to compression gets
+    its frames compressed, through the server's own `send`."""
+    built = Built()
+    monkeypatch.setattr(worker_ws, "direct_of", built.find)
+    settings = make_settings(tmp_path, ws_compression=compressed)
+    async with running_server(settings) as srv:
+        client = await login(srv, settings)
+        ws, registered = await _register(srv, ["acks"], "deflate" if compressed else None)
+        async with ws:
+            assert registered["type"] == "registered"
+            await submit(client, PLAN)
+            runs = [await receive_until(ws, lambda m: m["type"] == "execute_task")
+                    for _ in PLAN]
+            assert sorted(r["name"] for r in runs) == ["a", "b", "c"]
+        await client.aclose()
+    texts = [first for tap in built.taps for first in tap.firsts
+             if first & 0x0F == 0x1]  # text frames (not a close or a pong)
+    assert len(texts) >= 4  # `registered` and the three tasks, at least
+    if compressed:
+        assert set(texts) == {COMPRESSED}
+        assert built.built == len(texts)
+    else:
+        assert set(texts) == {TEXT}
+        assert built.built == 0

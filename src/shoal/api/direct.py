@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocketDisconnect
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import Frame, Opcode
+from websockets.protocol import OPEN
 from websockets.server import ServerProtocol
 
 if TYPE_CHECKING:
@@ -83,6 +84,16 @@ def wire(text: str) -> bytes:
     """A text frame of `text` as a server sends it: unmasked, in one piece, no extension (what
     `ServerProtocol.send_text` writes for a socket that agreed to none)."""
     return Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
+
+
+def plain_open(raw: Any) -> bool:
+    """Whether a text frame may go to `raw`'s socket (a `Direct.raw`) as `wire` bytes written
+    to its transport now: what uvicorn's `send` would check (its transport not paused, the
+    socket open, no close sent, not disconnected), and no extension agreed (compression would
+    change the bytes). A lane makes the same checks inline, with no call (`Lane._send`)."""
+    conn = raw.conn
+    return bool(raw.writable._value and conn._state is OPEN and not conn.extensions
+                and not raw.close_sent and not raw.disconnected)
 
 
 def failure(exc: Exception) -> BaseException:

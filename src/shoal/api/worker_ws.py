@@ -19,6 +19,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from shoal.api.deps import Services
+from shoal.api.direct import direct_of, plain_open, wire
 from shoal.artifacts.store import validate_files
 from shoal.auth.tokens import hash_opaque_token
 from shoal.errors import UnstorableText
@@ -96,9 +97,18 @@ async def _authenticate(ws: WebSocket, services: Services) -> Any:
 
 
 async def _write(ws: WebSocket, outgoing: Mailbox[str | None]) -> None:
+    """Send `outgoing`'s frames, in order, until a None. Under uvicorn a frame goes as its
+    bytes to the socket's transport when nothing stands in the way (`direct.plain_open`), as a
+    lane writes a client's (ADR 0045); else through Starlette, which waits while the transport
+    is paused, compresses, or raises once the socket is closed (and the writer stops)."""
+    found = direct_of(ws)
+    raw = found.raw if found is not None else None
     while (text := await outgoing.get()) is not None:
         try:
-            await ws.send_text(text)
+            if raw is not None and plain_open(raw):
+                raw.transport.write(wire(text))
+            else:
+                await ws.send_text(text)
         except Exception:
             return
 
