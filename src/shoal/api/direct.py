@@ -1,5 +1,6 @@
 """The server's own side of a WebSocket, under Starlette's: what a writer that must not suspend
-reads and writes through (a lane of the client WebSocket, `api/fanout.py`; ADRs 0042, 0045).
+reads and writes through (a lane of client WebSockets, `api/fanout.py`, and a worker socket's
+writer, `api/worker_ws.py`; ADRs 0042, 0045, 0046).
 
 Under uvicorn's sans-I/O protocol over `websockets`' `ServerProtocol`, a text frame can be made
 once as its bytes on the wire (`wire`) and written to the socket's transport, after the checks
@@ -53,7 +54,8 @@ class Direct:
 def direct_of(ws: WebSocket) -> Direct | None:
     """`ws`'s `Direct`, found from its ASGI `send` (a bound method of the protocol, under
     Starlette's wrappers that close over the `send` they were given); None if there is none
-    (another server, a test client): such a socket never takes the fast lane."""
+    (another server, a test client): such a socket never takes the fast lane, and is written
+    through Starlette."""
     send: Any = ws._send
     for _ in range(8 if FIELDS else 0):
         protocol = getattr(send, "__self__", None)
