@@ -13,7 +13,7 @@ import pstats
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -183,13 +183,10 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
         # does.
         await follow_chain(client, {})
         unwatched = cProfile.Profile() if profile else None  # its calls are taken off too
-        if unwatched is not None:
-            unwatched.enable()
-        bare, bare_kernel = time.process_time(), system_seconds()
-        await follow_chain(client, {})
-        bare, bare_kernel = time.process_time() - bare, system_seconds() - bare_kernel
-        if unwatched is not None:
-            unwatched.disable()
+        with profiled(unwatched):
+            bare, bare_kernel = time.process_time(), system_seconds()
+            await follow_chain(client, {})
+            bare, bare_kernel = time.process_time() - bare, system_seconds() - bare_kernel
         async with watchers(srv.url, token, clients) as watching:
             if profiler is not None:
                 watching.on_settled.append(profiler.disable)  # as the CPU: not the leaving
@@ -241,27 +238,21 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
         for _ in range(rounds):
             async with srv.services.bus.subscribe() as sub:  # unwatched: the chains' own CPU
                 ids, held = await _submit_held(client, tasks, 1 + tasks * 0.03)
-                if unwatched is not None:
-                    unwatched.enable()
-                began = time.process_time(), system_seconds()
-                _still_held(held)
-                await _follow_all(sub, set(ids), {})
-                bare += time.process_time() - began[0]
-                bare_kernel += system_seconds() - began[1]
-                if unwatched is not None:
-                    unwatched.disable()
+                with profiled(unwatched):
+                    began = time.process_time(), system_seconds()
+                    _still_held(held)
+                    await _follow_all(sub, set(ids), {})
+                    bare += time.process_time() - began[0]
+                    bare_kernel += system_seconds() - began[1]
             ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
             async with watchers(srv.url, token, clients, tasks=ids) as watching, \
                     srv.services.bus.subscribe() as sub:
-                if profiler is not None:
-                    profiler.enable()
-                began = time.process_time(), system_seconds()
-                _still_held(held)
-                await _follow_all(sub, set(ids), stored)
-                cpu += time.process_time() - began[0]
-                kernel += system_seconds() - began[1]
-                if profiler is not None:
-                    profiler.disable()
+                with profiled(profiler):
+                    began = time.process_time(), system_seconds()
+                    _still_held(held)
+                    await _follow_all(sub, set(ids), stored)
+                    cpu += time.process_time() - began[0]
+                    kernel += system_seconds() - began[1]
             kb = kb or watching.kb  # the first round's: later ones reuse its memory
             merged.merge(watching)
     print(f"{tasks} chains, {rounds} rounds: {cpu:.2f} s of CPU watched, {bare:.2f} s not "
@@ -274,6 +265,19 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
         print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"],
                      pstats.Stats(unwatched))
     return figures
+
+
+@contextlib.contextmanager
+def profiled(profiler: cProfile.Profile | None) -> Iterator[None]:
+    """`profiler` (if any) enabled inside the block."""
+    if profiler is None:
+        yield
+        return
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
 
 
 async def _submit_held(client: httpx.AsyncClient, tasks: int,
