@@ -69,14 +69,12 @@ async def build_services(settings: Settings) -> Services:
     bus: EventBus
     limiter: RateLimiter
     if settings.redis_url:
-        from redis import asyncio as aioredis
-
         from shoal.bus.redis import RedisBus
 
         ns = settings.redis_namespace
         bus = RedisBus(settings.redis_url, channel=keys.events_channel(ns),
                        prev_ttl=settings.claim_ttl)
-        limiter = RedisRateLimiter(aioredis.Redis.from_url(settings.redis_url), namespace=ns)
+        limiter = RedisRateLimiter.from_url(settings.redis_url, namespace=ns)
         forwarder: RedisForwarder | None = RedisForwarder(settings.redis_url, namespace=ns)
         relay: RedisRelay | None = RedisRelay(settings.redis_url, namespace=ns)
     else:
@@ -136,7 +134,9 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
             services.runtime.stop()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(runner, timeout=30)
+            await services.runtime.abandon()  # what a runtime cancelled mid-run left open
             await services.bus.close()
+            await services.limiter.close()
             await lanes.close()
             services.pdf.close()
             await traces.close()

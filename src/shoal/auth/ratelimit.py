@@ -32,6 +32,10 @@ class RateLimiter(Protocol):
         """Record one hit for `key`; raise `RateLimited` if it is past `limit` in `window` s."""
         ...
 
+    async def close(self) -> None:
+        """Let go of what the limiter holds (its connections); called once, when the app stops."""
+        ...
+
 
 class MemoryRateLimiter:
     """A `RateLimiter` for one process, with an injectable monotonic clock."""
@@ -53,6 +57,9 @@ class MemoryRateLimiter:
         if hits + 1 > limit:
             raise _rate_limited(end - now, limit=limit, window=window)
 
+    async def close(self) -> None:
+        """Nothing to let go of: the counters are this process's memory."""
+
     def _sweep(self, now: float) -> None:
         if now < self._next_sweep:
             return
@@ -63,13 +70,26 @@ class MemoryRateLimiter:
 class RedisRateLimiter:
     """A `RateLimiter` whose counters live in Redis, shared by every control-plane copy.
 
-    The caller owns `client` and closes it. If Redis cannot be reached the hit is allowed and
-    a warning logged: an outage of the counter store should not take the API down with it.
+    A limiter made with `from_url` owns its client and closes it in `close()`; one given a
+    `client` leaves it to the caller. If Redis cannot be reached the hit is allowed and a
+    warning logged: an outage of the counter store should not take the API down with it.
     """
 
-    def __init__(self, client: aioredis.Redis, *, namespace: str = keys.NAMESPACE) -> None:
+    def __init__(self, client: aioredis.Redis, *, namespace: str = keys.NAMESPACE,
+                 owns_client: bool = False) -> None:
         self._client = client
         self._namespace = namespace
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_url(cls, url: str, *, namespace: str = keys.NAMESPACE) -> RedisRateLimiter:
+        """A limiter on its own client of the Redis at `url`."""
+        return cls(aioredis.Redis.from_url(url), namespace=namespace, owns_client=True)
+
+    async def close(self) -> None:
+        """Close the client, if this limiter made it."""
+        if self._owns_client:
+            await self._client.aclose()
 
     async def hit(self, key: str, *, limit: int, window: float) -> None:
         """Record one hit for `key`; raise `RateLimited` if it is past `limit` in `window` s."""

@@ -179,6 +179,11 @@ class Runtime:
             await self._acks.flush()
         await self._ownership.release()  # not reached when cancelled (a crash): claims expire
 
+    async def abandon(self) -> None:
+        """After `run()` ended without its graceful stop (cancelled, as a crash ends it), let go
+        of the connection it still holds, as a crashed process's would close; claims stay."""
+        await self._ownership.abandon()
+
     def stop(self) -> None:
         """Ask the loop to finish what is queued, release this copy's claims and return."""
         self.ready.clear()  # no longer ready for new work (`/readyz`)

@@ -122,6 +122,14 @@ class Ownership:
         finally:
             await conn.close()
 
+    async def abandon(self) -> None:
+        """Close the name lock's connection if the copy still holds it (its runtime was
+        cancelled, as a crash stops it): the server frees the lock with the connection, as it
+        does a crashed copy's, and the claims stay until they expire."""
+        conn, self._name_conn = self._name_conn, None
+        if conn is not None:
+            await conn.close()
+
     def install(self, states: Iterable[TaskState], now: datetime) -> None:
         """Drive claimed `states` from memory; their live attempts get a grace lease in which
         their workers can report back (and count against the slots of those connected here)."""
