@@ -13,14 +13,19 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from shoal.api.app import build_services
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
-from shoal.errors import Conflict
+from shoal.errors import Conflict, Unavailable
 from shoal.runtime import ownership
+from shoal.runtime.fleet import Fleet
+from shoal.runtime.jobs import Job
+from shoal.runtime.memory import TaskMemory
 from shoal.store import workers as worker_rows
 from shoal.store.claims import Claim, claim_of
+from shoal.store.db import Database
 from shoal.tools.base import Tool
 from shoal.worker.connection import Backoff
 from tests.conftest import (
@@ -277,3 +282,28 @@ async def test_a_second_copy_under_the_same_id_stops_with_a_clear_error(
         await third.db.dispose()
     finally:
         await drop_postgres(url, POSTGRES_URL)
+
+
+async def test_a_renewal_late_by_half_a_claim_is_logged(tmp_path: Path) -> None:
+    """A copy whose renewal comes more than half a `claim_ttl` after the one before says so
+    (the loop or the process stalled: a whole `claim_ttl` would have cost it its tasks); one
+    on time says nothing."""
+    settings = make_settings(tmp_path, claim_ttl=10.0, claim_interval=0.01)
+    db = Database.connect(f"sqlite+aiosqlite:///{tmp_path}/unused.db")  # keep() reads none
+    keeper = ownership.Ownership(settings, db, TaskMemory(lambda: datetime.now(UTC)), Fleet())
+    now = [100.0]
+    stalls = iter([0.0, 6.0, 4.0])  # seconds each renewal takes: on time, late, on time
+
+    async def renew(job: Job) -> ownership.Renewal:
+        stall = next(stalls, None)
+        if stall is None:
+            raise Unavailable("stopping", code="shutting_down")
+        now[0] += stall
+        return ownership.Renewal(lost=frozenset(), taken=frozenset())
+
+    with capture_logs() as logs:
+        await asyncio.wait_for(keeper.keep(renew, lambda job: None, clock=lambda: now[0]),
+                               DEADLINE)
+    await db.dispose()
+    late = [e for e in logs if e["event"] == "runtime.claims_renewed_late"]
+    assert [(e["seconds"], e["claim_ttl"]) for e in late] == [(6.0, 10.0)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -143,9 +144,15 @@ class Ownership:
                     wc.running.add(aid)
 
     async def keep(self, call: Callable[[Job], Awaitable[Any]],
-                   post: Callable[[Job], None]) -> None:
+                   post: Callable[[Job], None],
+                   clock: Callable[[], float] = time.monotonic) -> None:
         """Every `claim_interval`, renew and claim through the loop (a `Claims` job); hand the
-        tasks taken over to an `AdoptTasks` job and the tasks lost to a `ReleaseTasks` job."""
+        tasks taken over to an `AdoptTasks` job and the tasks lost to a `ReleaseTasks` job.
+
+        A renewal that comes more than half a `claim_ttl` after the one before is logged
+        (`runtime.claims_renewed_late`): the loop or the process stalled that long, and a
+        stall of a whole `claim_ttl` hands this copy's tasks to another copy."""
+        renewed = clock()
         while True:
             await asyncio.sleep(self._interval)
             try:
@@ -155,6 +162,10 @@ class Ownership:
                     return
                 log.warning("runtime.claims_not_renewed", owner=self.owner, error=exc.message)
                 continue
+            last, renewed = renewed, clock()
+            if renewed - last > self._ttl / 2:
+                log.warning("runtime.claims_renewed_late", owner=self.owner,
+                            seconds=round(renewed - last, 2), claim_ttl=self._ttl)
             if renewal.lost:
                 post(ReleaseTasks(renewal.lost))
             if renewal.taken:
