@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import httpx
 
 from shoal.api.server import running_server
@@ -43,3 +46,19 @@ async def test_readyz_is_not_ready_once_the_runtime_stops(settings: Settings) ->
         stopping = await anon.get("/readyz")
         assert stopping.status_code == 503
         assert stopping.json()["checks"]["runtime"]["ok"] is False
+
+
+async def test_a_stopped_control_plane_leaves_nothing_alive(settings: Settings) -> None:
+    """Once a control plane has stopped, nothing keeps its app or its services: a process
+    that runs many in turn (this test suite, `shoal up` restarting one) does not pile them up
+    for the garbage collector to walk. FastAPI caches every endpoint it has classified, so an
+    endpoint that closed over its app kept every stopped app alive."""
+    async with running_server(settings) as srv, \
+            httpx.AsyncClient(base_url=srv.url, timeout=10) as anon:
+        assert (await anon.get("/metrics")).status_code == 200
+        assert (await anon.get("/")).status_code == 200
+        app, runtime = weakref.ref(srv.app), weakref.ref(srv.services.runtime)
+    del srv
+    gc.collect()
+    assert app() is None, "the stopped app is still referenced"
+    assert runtime() is None, "the stopped runtime is still referenced"

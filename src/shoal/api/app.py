@@ -20,7 +20,7 @@ from shoal import __version__, heap
 from shoal.api import client_ws, fanout, health, worker_ws
 from shoal.api.apidocs import add_api_docs
 from shoal.api.body_limit import BodyLimit
-from shoal.api.deps import Services, checked_path
+from shoal.api.deps import Services, ServicesDep, checked_path
 from shoal.api.errors import install_error_handlers
 from shoal.api.headers import SecurityHeaders
 from shoal.api.reporting import PdfRenderer
@@ -182,25 +182,25 @@ async def _wait_ready(runtime: Runtime, runner: asyncio.Task[None]) -> None:
         raise RuntimeError("The runtime stopped during start-up.")
 
 
+async def metrics(services: ServicesDep) -> Response:
+    """Prometheus metrics (every one: `docs/reference/metrics.md`)."""
+    return Response(generate_latest(services.runtime.metrics.registry),
+                    media_type=CONTENT_TYPE_LATEST)
+
+
+async def dashboard(task_id: str | None = None) -> HTMLResponse:
+    """The dashboard's shell (public: it holds no data; its script signs in); the other
+    security headers come from `SecurityHeaders`."""
+    return HTMLResponse(app_html(), headers={"Content-Security-Policy": CSP,
+                                             "Cache-Control": "no-cache"})
+
+
 def _add_plain_routes(app: FastAPI) -> None:
-    @app.get("/metrics", tags=["health"])
-    async def metrics() -> Response:
-        """Prometheus metrics (every one: `docs/reference/metrics.md`)."""
-        services: Services = app.state.services
-        return Response(generate_latest(services.runtime.metrics.registry),
-                        media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/", include_in_schema=False)
-    @app.get("/login", include_in_schema=False)
-    @app.get("/tasks/{task_id}", include_in_schema=False)
-    @app.get("/workers", include_in_schema=False)
-    @app.get("/new", include_in_schema=False)
-    @app.get("/settings", include_in_schema=False)
-    @app.get("/workflows", include_in_schema=False)
-    async def dashboard(task_id: str | None = None) -> HTMLResponse:
-        """The dashboard's shell (public: it holds no data; its script signs in); the other
-        security headers come from `SecurityHeaders`."""
-        return HTMLResponse(app_html(), headers={"Content-Security-Policy": CSP,
-                                                 "Cache-Control": "no-cache"})
-
+    """Metrics and the dashboard's pages. Their endpoints are module functions, not closures
+    over `app`: FastAPI keeps every endpoint it has classified in a cache of its own, so an
+    endpoint that held its app would keep a stopped app, and all its services, alive."""
+    app.get("/metrics", tags=["health"])(metrics)
+    for path in ("/", "/login", "/tasks/{task_id}", "/workers", "/new", "/settings",
+                 "/workflows"):
+        app.get(path, include_in_schema=False)(dashboard)
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
