@@ -149,9 +149,11 @@ class Ownership:
         """Every `claim_interval`, renew and claim through the loop (a `Claims` job); hand the
         tasks taken over to an `AdoptTasks` job and the tasks lost to a `ReleaseTasks` job.
 
-        A renewal that comes more than half a `claim_ttl` after the one before is logged
-        (`runtime.claims_renewed_late`): the loop or the process stalled that long, and a
-        stall of a whole `claim_ttl` hands this copy's tasks to another copy."""
+        A renewal late by more than half the margin `claim_ttl` leaves after `claim_interval`
+        is logged (`runtime.claims_renewed_late`, with the seconds since the one before): the
+        loop or the process stalled, and a stall of the whole margin hands this copy's tasks
+        to another copy."""
+        late_after = self._interval + (self._ttl - self._interval) / 2
         renewed = clock()
         while True:
             await asyncio.sleep(self._interval)
@@ -163,7 +165,7 @@ class Ownership:
                 log.warning("runtime.claims_not_renewed", owner=self.owner, error=exc.message)
                 continue
             last, renewed = renewed, clock()
-            if renewed - last > self._ttl / 2:
+            if renewed - last > late_after:
                 log.warning("runtime.claims_renewed_late", owner=self.owner,
                             seconds=round(renewed - last, 2), claim_ttl=self._ttl)
             if renewal.lost:
