@@ -50,9 +50,9 @@ async def test_readyz_is_not_ready_once_the_runtime_stops(settings: Settings) ->
 
 async def test_a_stopped_control_plane_leaves_nothing_alive(settings: Settings) -> None:
     """Once a control plane has stopped, nothing keeps its app or its services: a process
-    that runs many in turn (this test suite, `shoal up` restarting one) does not pile them up
-    for the garbage collector to walk. FastAPI caches every endpoint it has classified, so an
-    endpoint that closed over its app kept every stopped app alive."""
+    that runs many in turn (this test suite) does not pile them up for the garbage collector
+    to walk. FastAPI caches every endpoint it has classified, so an endpoint that closed over
+    its app kept every stopped app alive."""
     async with running_server(settings) as srv, \
             httpx.AsyncClient(base_url=srv.url, timeout=10) as anon:
         assert (await anon.get("/metrics")).status_code == 200
