@@ -25,6 +25,7 @@ class Run:
     makespan: float  # seconds until task_complete reached the observer
     status: str
     cpu: float  # CPU seconds the control-plane process used meanwhile
+    phases: dict[str, float] | None = None  # CPU seconds by phase (`--phases`), else None
 
 
 @dataclass(slots=True)

@@ -55,6 +55,7 @@ import httpx
 import sqlalchemy as sa
 import structlog
 from _floor import Floor, floor
+from _phases import PhaseClock, phase_clock, phase_table
 from _report import Outcome, Run, attach_timings, render, summary
 from _workloads import Workload, plan_for, run_baseline, workloads
 from rich.console import Console
@@ -82,14 +83,18 @@ Records = dict[str, dict[str, Any]]  # attempt id → the worker's timestamps
 class Bench:
     """A running control plane and a signed-in client that submits workloads to it."""
 
-    def __init__(self, srv: RunningServer, client: httpx.AsyncClient, observe: str) -> None:
+    def __init__(self, srv: RunningServer, client: httpx.AsyncClient, observe: str,
+                 phases: PhaseClock | None = None) -> None:
         self.srv = srv
         self.client = client
         self.observe = observe
+        self.phases = phases
 
     async def run(self, work: Workload) -> Run:
         """Submit `work` as one task and wait for it to end."""
         plan = plan_for(work.dag, work.delay)
+        if self.phases is not None:
+            self.phases.reset()
         cpu = time.process_time()
         submitted = time.monotonic()
         if self.observe == "sse":
@@ -97,7 +102,8 @@ class Bench:
         else:
             task_id, status = await self._follow_bus(work, plan)
         makespan = time.monotonic() - submitted
-        return Run(task_id, submitted, makespan, status, cpu=time.process_time() - cpu)
+        return Run(task_id, submitted, makespan, status, cpu=time.process_time() - cpu,
+                   phases=self.phases.snapshot() if self.phases is not None else None)
 
     async def _follow_bus(self, work: Workload, plan: list[dict[str, Any]]) -> tuple[str, str]:
         async with self.srv.services.bus.subscribe() as sub:
@@ -243,11 +249,12 @@ async def commit_floor(db: Database) -> list[float]:
 @contextlib.asynccontextmanager
 async def cluster(
     kind: str, *, uvloop: bool = False, observe: str = "bus", records: Records | None = None,
-    documents: dict[str, str] | None = None,
+    documents: dict[str, str] | None = None, phases: bool = False,
 ) -> AsyncIterator[Bench]:
     """A fresh database of `kind`, the control plane on it (with workflow `documents`, by
     name), a signed-in client and the worker process, as a `Bench` to submit workloads with;
-    `records` gets the worker's timestamps once it has stopped."""
+    `records` gets the worker's timestamps once it has stopped; with `phases`, each run
+    counts the control plane's CPU by phase (`_phases.py`)."""
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
         tmp = Path(name)
         async with database(kind, tmp) as url:
@@ -260,7 +267,11 @@ async def cluster(
                 try:
                     async with worker_process(srv, tmp, uvloop=uvloop,
                                               records=records if records is not None else {}):
-                        yield Bench(srv, client, observe)
+                        if not phases:
+                            yield Bench(srv, client, observe)
+                        else:
+                            with phase_clock() as clock:
+                                yield Bench(srv, client, observe, clock)
                 finally:
                     await client.aclose()
 
@@ -280,7 +291,8 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
     database's commit floor there."""
     outcomes = [Outcome(w) for w in workloads(quick=args.quick, only=args.only)]
     records: Records = {}
-    async with cluster(kind, uvloop=args.uvloop, observe=args.observe, records=records) as bench:
+    async with cluster(kind, uvloop=args.uvloop, observe=args.observe, records=records,
+                       phases=args.phases) as bench:
         for warm in workloads(quick=True, only="W1,W2"):  # compile, fill caches
             await bench.run(warm)
         for _ in range(args.repeat):
@@ -362,6 +374,8 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
         started = time.monotonic()
         outcomes, commits = await bench_database(kind, args)
         render(kind, outcomes, console, args.repeat, commits)
+        if args.phases:
+            console.print(phase_table(kind, outcomes))
         doc["databases"][kind] = {"seconds": time.monotonic() - started,
                                   **summary(outcomes, commits)}
     return doc
@@ -389,6 +403,8 @@ def parse_args() -> argparse.Namespace:
     )
     add("--uvloop", action="store_true", help="run both processes on uvloop (as `shoal serve`)")
     add("--records", metavar="PREFIX", help="save the worker's raw timestamps to PREFIX.<db>.json")
+    add("--phases", action="store_true",
+        help="also print the control plane's CPU per subtask by phase of its work (_phases.py)")
     args = parser.parse_args()
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3

@@ -1,0 +1,164 @@
+"""Where the control plane's CPU goes in one run, by phase of its work (`bench_dag.py --phases`).
+
+`calls_per_subtask.py` counts Python calls, which do not move with the machine but weigh a call
+into C (a SQLite statement, a commit) the same as one line of Python. This measures CPU instead:
+it wraps, from outside and only for the benchmark, the functions each phase of a step runs
+through, and adds up each one's thread CPU time (`time.thread_time`) on the event loop's thread,
+less the time of the wrapped functions it calls (each phase is counted once, where it ran):
+
+| phase | wrapped | what it is |
+| --- | --- | --- |
+| frames in | `worker_ws.parse_worker_message`, `worker_ws._route` | a worker's message parsed and routed to the runtime |
+| runtime | `Runtime._handle` | a job taken in: the attempt, its task's state, the input built |
+| engine | `runtime.core.decide` | the engine's decision, with the workflow's |
+| schedule | `Scheduler.schedule` | ready subtasks placed; `execute_task` built |
+| stage | `Batch._stage` | what the decisions changed, as rows to write |
+| rows | `BatchWriter.flush` | the rows' parameters made (Python) |
+| events | `runtime.batch.append_events_sync` | the events' rows and stored events (Python) |
+| statements (C) | `store.fast._sqlite` | SQLite running the statements |
+| commit (C) | `DefaultDialect.do_commit` | SQLite's commit (its WAL frames written) |
+| transaction | `Database._try_inline` | the transaction's own Python (SQLAlchemy's begin and commit, the lock) |
+| after commit | `Runtime._after_commit` | memory, metrics, the sends, the bus |
+
+The rest of the process's CPU (the event loop, uvicorn's and `websockets`' frames, the
+benchmark's own client, other threads) is what the run's process CPU has beyond these. Each
+wrapped call costs about two clock reads and a frame, some 10–20 calls a step: use the table
+for the split, and the main table (run without `--phases`) for the totals.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from _report import Outcome
+
+PHASES = ("frames in", "runtime", "engine", "schedule", "stage", "rows", "events",
+          "statements (C)", "commit (C)", "transaction", "after commit")
+
+
+class PhaseClock:
+    """Thread CPU per phase on the thread that installed it (the control plane's loop)."""
+
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        self._stack: list[float] = []  # per open wrapped call: its wrapped callees' time
+        self._thread = threading.get_ident()
+
+    def reset(self) -> None:
+        """Start counting again from zero."""
+        self.totals = dict.fromkeys(PHASES, 0.0)
+
+    def snapshot(self) -> dict[str, float]:
+        """Seconds per phase since the last reset."""
+        return dict(self.totals)
+
+    def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn`, counting its own thread CPU (less its wrapped callees') into `phase`."""
+        clock, stack, thread, get_ident = time.thread_time, self._stack, self._thread, \
+            threading.get_ident
+
+        def add(start: float) -> None:
+            spent = clock() - start
+            self.totals[phase] += spent - stack.pop()
+            if stack:
+                stack[-1] += spent
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                # Awaiting: any other task that ran while this one waited is counted here too
+                # (the wrapped coroutines wait on nothing in the chains measured).
+                start = clock()
+                stack.append(0.0)
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    add(start)
+            return timed_async
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if get_ident() != thread:  # the store's writer thread: not the loop's CPU
+                return fn(*args, **kwargs)
+            start = clock()
+            stack.append(0.0)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                add(start)
+        return timed
+
+
+@contextmanager
+def phase_clock() -> Iterator[PhaseClock]:
+    """Install a `PhaseClock` over the control plane's functions; restore them on exit."""
+    from sqlalchemy.engine.default import DefaultDialect
+
+    from shoal.api import worker_ws
+    from shoal.runtime import batch, core, scheduling
+    from shoal.store import db, fast, state
+
+    clock = PhaseClock()
+    targets: list[tuple[Any, str, str]] = [
+        (worker_ws, "parse_worker_message", "frames in"),
+        (worker_ws, "_route", "frames in"),
+        (core.Runtime, "_handle", "runtime"),
+        (core, "decide", "engine"),
+        (scheduling.Scheduler, "schedule", "schedule"),
+        (batch.Batch, "_stage", "stage"),
+        (state.BatchWriter, "flush", "rows"),
+        (batch, "append_events_sync", "events"),
+        (fast, "_sqlite", "statements (C)"),
+        (DefaultDialect, "do_commit", "commit (C)"),
+        (db.Database, "_try_inline", "transaction"),
+        (core.Runtime, "_after_commit", "after commit"),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in targets]
+    try:
+        for owner, name, phase in targets:
+            setattr(owner, name, clock.wrap(phase, getattr(owner, name)))
+        yield clock
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+C_PHASES = ("statements (C)", "commit (C)")
+
+
+def phase_table(kind: str, outcomes: Sequence[Outcome]) -> Table:
+    """µs of control-plane CPU per subtask by phase, per workload (median over its runs), with
+    each phase's share of the process's CPU."""
+    measured = [o for o in outcomes if o.runs and all(r.phases for r in o.runs)]
+    table = Table(title=f"Control-plane CPU per subtask by phase — {kind} (µs, share)")
+    table.add_column("phase")
+    for o in measured:
+        table.add_column(o.work.key, justify="right")
+
+    def per_subtask(o: Outcome, value: Callable[[Any], float]) -> float:
+        return statistics.median(value(r) for r in o.runs) / o.n * 1e6
+
+    def row(label: str, value: Callable[[Any], float], style: str = "") -> None:
+        cells = []
+        for o in measured:
+            us, whole = per_subtask(o, value), per_subtask(o, lambda r: r.cpu)
+            cells.append(f"{us:,.0f} ({us / whole:.0%})" if whole else f"{us:,.0f}")
+        table.add_row(label, *cells, style=style)
+
+    for phase in PHASES:
+        row(phase, lambda r, p=phase: r.phases[p])
+    row("SQLite itself (the C phases)", lambda r: sum(r.phases[p] for p in C_PHASES), "bold")
+    row("the phases", lambda r: sum(r.phases.values()), "bold")
+    row("the rest: loop, sockets, client, threads", lambda r: r.cpu - sum(r.phases.values()))
+    row("process CPU", lambda r: r.cpu, "bold")
+    return table
