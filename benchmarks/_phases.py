@@ -6,23 +6,29 @@ it wraps, from outside and only for the benchmark, the functions each phase of a
 through, and adds up each one's thread CPU time (`time.thread_time`) on the event loop's thread,
 less the time of the wrapped functions it calls (each phase is counted once, where it ran):
 
-| phase | wrapped | what it is |
-| --- | --- | --- |
-| frames in | `worker_ws.parse_worker_message`, `worker_ws._route` | a worker's message parsed and routed to the runtime |
-| runtime | `Runtime._handle` | a job taken in: the attempt, its task's state, the input built |
-| engine | `runtime.core.decide` | the engine's decision, with the workflow's |
-| schedule | `Scheduler.schedule` | ready subtasks placed; `execute_task` built |
-| stage | `Batch._stage` | what the decisions changed, as rows to write |
-| rows | `BatchWriter.flush` | the rows' parameters made (Python) |
-| events | `runtime.batch.append_events_sync` | the events' rows and stored events (Python) |
-| statements (C) | `store.fast._sqlite` | SQLite running the statements |
-| commit (C) | `DefaultDialect.do_commit` | SQLite's commit (its WAL frames written) |
-| transaction | `Database._try_inline` | the transaction's own Python (SQLAlchemy's begin and commit, the lock) |
-| after commit | `Runtime._after_commit` | memory, metrics, the sends, the bus |
+- frames in: a worker's message parsed and routed to the runtime
+  (`worker_ws.parse_worker_message`, `worker_ws._route`);
+- runtime: a job taken in, its attempt and task found, the input built (`Runtime._handle`);
+- engine: the engine's decision, with the workflow's (`runtime.core.decide`);
+- schedule: ready subtasks placed and their `execute_task` built (`Scheduler.schedule`);
+- stage: what the decisions changed, as rows to write (`Batch._stage`);
+- rows: the rows' parameters made (`BatchWriter.flush`; on PostgreSQL `pg_batch.commit`);
+- events: the events' rows and the stored events (`runtime.batch.append_events_sync`);
+- statements (C): SQLite running the statements (`store.fast._sqlite`);
+- commit (C): SQLite's commit, its WAL frames written (`DefaultDialect.do_commit`);
+- transaction: the transaction's own Python, SQLAlchemy's begin and commit and the lock
+  (`Database._try_inline`);
+- statement (PostgreSQL): the batch's one statement sent, awaited and its answer read
+  (`Database.fetch_row_autocommit`);
+- after commit: memory, metrics, the sends and the bus (`Runtime._after_commit`).
+
+On SQLite a batch's write runs on the loop's thread (`_try_inline`; on the writer thread, when
+the lock is taken, it is not counted). On PostgreSQL it is one statement awaited
+(ADR 0023): the server's own work is not this process's CPU.
 
 The rest of the process's CPU (the event loop, uvicorn's and `websockets`' frames, the
 benchmark's own client, other threads) is what the run's process CPU has beyond these. Each
-wrapped call costs about two clock reads and a frame, some 10–20 calls a step: use the table
+wrapped call costs about two clock reads and a frame, some 10 to 20 calls a step: use the table
 for the split, and the main table (run without `--phases`) for the totals.
 """
 
@@ -43,7 +49,8 @@ if TYPE_CHECKING:
     from _report import Outcome
 
 PHASES = ("frames in", "runtime", "engine", "schedule", "stage", "rows", "events",
-          "statements (C)", "commit (C)", "transaction", "after commit")
+          "statements (C)", "commit (C)", "transaction", "statement (PostgreSQL)",
+          "after commit")
 
 
 class PhaseClock:
@@ -106,7 +113,7 @@ def phase_clock() -> Iterator[PhaseClock]:
 
     from shoal.api import worker_ws
     from shoal.runtime import batch, core, scheduling
-    from shoal.store import db, fast, state
+    from shoal.store import db, fast, pg_batch, state
 
     clock = PhaseClock()
     targets: list[tuple[Any, str, str]] = [
@@ -117,10 +124,12 @@ def phase_clock() -> Iterator[PhaseClock]:
         (scheduling.Scheduler, "schedule", "schedule"),
         (batch.Batch, "_stage", "stage"),
         (state.BatchWriter, "flush", "rows"),
+        (pg_batch, "commit", "rows"),
         (batch, "append_events_sync", "events"),
         (fast, "_sqlite", "statements (C)"),
         (DefaultDialect, "do_commit", "commit (C)"),
         (db.Database, "_try_inline", "transaction"),
+        (db.Database, "fetch_row_autocommit", "statement (PostgreSQL)"),
         (core.Runtime, "_after_commit", "after commit"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in targets]
