@@ -255,7 +255,8 @@ async def cluster(
     name), a signed-in client and the worker process, as a `Bench` to submit workloads with;
     `records` gets the worker's timestamps once it has stopped; with `phases`, each run
     counts the control plane's CPU by phase (`_phases.py`)."""
-    with tempfile.TemporaryDirectory(prefix="shoal-bench-") as name:
+    with (tempfile.TemporaryDirectory(prefix="shoal-bench-") as name,
+          phase_clock() if phases else contextlib.nullcontext() as clock):
         tmp = Path(name)
         async with database(kind, tmp) as url:
             settings = bench_settings(tmp, url)
@@ -267,11 +268,7 @@ async def cluster(
                 try:
                     async with worker_process(srv, tmp, uvloop=uvloop,
                                               records=records if records is not None else {}):
-                        if not phases:
-                            yield Bench(srv, client, observe)
-                        else:
-                            with phase_clock() as clock:
-                                yield Bench(srv, client, observe, clock)
+                        yield Bench(srv, client, observe, clock)
                 finally:
                     await client.aclose()
 

@@ -5,6 +5,7 @@ phase of a step is seen."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from _phases import PHASES, PhaseClock, phase_clock
+from _phases import LOOP_THREAD, PHASES, PhaseClock, phase_clock
 from _report import Outcome
 from _workloads import Workload, chain
 from bench_dag import cluster
@@ -45,8 +46,8 @@ def test_a_phase_counts_its_own_cpu_less_its_wrapped_callees() -> None:
     assert schedule < 0.03  # the inner 30 ms are not counted twice
     assert 0.95 * whole <= engine + schedule <= whole
     clock.reset()
-    assert set(clock.snapshot()) == set(PHASES)
-    assert not any(clock.snapshot().values())
+    assert set(clock.snapshot()) == {*PHASES, LOOP_THREAD}
+    assert not any(clock.totals.values())
 
 
 def test_calls_on_another_thread_are_not_counted() -> None:
@@ -60,15 +61,43 @@ def test_calls_on_another_thread_are_not_counted() -> None:
     assert clock.totals["rows"] >= 0.02
 
 
-async def test_a_wrapped_coroutine_returns_its_value() -> None:
+async def test_a_coroutine_is_timed_by_its_steps_not_while_it_waits() -> None:
     clock = PhaseClock()
+    woken = asyncio.Event()
 
     async def answer() -> int:
         spin(0.01)
+        await woken.wait()  # meanwhile another task spins for 50 ms
+        spin(0.01)
         return 42
 
-    assert await clock.wrap("after commit", answer)() == 42
-    assert clock.totals["after commit"] >= 0.01
+    async def other() -> None:
+        spin(0.05)
+        woken.set()
+
+    waiting = asyncio.create_task(clock.wrap("after commit", answer)())
+    await asyncio.sleep(0)
+    await other()
+    assert await waiting == 42
+    assert 0.02 <= clock.totals["after commit"] < 0.05
+
+
+async def test_a_timed_coroutine_is_cancelled_as_it_would_be() -> None:
+    clock = PhaseClock()
+    cleaned = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append(True)
+
+    task = asyncio.create_task(clock.wrap("socket out", forever)())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == [True]
 
 
 def test_the_wrapped_functions_exist_and_are_put_back() -> None:
@@ -94,7 +123,7 @@ async def test_every_phase_of_a_chains_step_is_seen_on_a_real_control_plane() ->
     for run in outcome.runs:
         assert run.status == "task_complete"
         assert run.phases is not None
-        seen = {phase for phase, seconds in run.phases.items() if seconds > 0}
+        seen = {phase for phase in PHASES if run.phases[phase] > 0}
         # Every phase a SQLite chain runs through (PostgreSQL's statement is the other path).
         assert seen >= set(PHASES) - {"statement (PostgreSQL)"}, set(PHASES) - seen
-        assert sum(run.phases.values()) < run.cpu
+        assert sum(run.phases[p] for p in PHASES) < run.phases[LOOP_THREAD] < run.cpu
