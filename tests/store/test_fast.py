@@ -211,6 +211,44 @@ async def test_an_array_literal_stores_what_the_array_stores(
         assert got[2] is True  # (PostgreSQL's NaN equals NaN)
 
 
+@pytest.mark.parametrize(("type_", "values"), _ARRAY_CASES, ids=lambda c: getattr(
+    c, "__visit_name__", None) or type(c).__name__)
+def test_a_one_row_batch_gives_the_element_a_longer_one_does(
+    type_: sa.types.TypeEngine[Any], values: list[Any]
+) -> None:
+    """A batch of one row has a path of its own in the generated `column_arrays`: each value
+    alone gives the element it gives among others (the test above checks those against
+    PostgreSQL), and a column that goes as an array gives a one-element list."""
+    dialect = asyncpg.dialect()
+    param = fast.array_param(type_, dialect)
+    as_array = fast.ArrayParam(type_.compile(dialect=dialect), param.proc, None)
+    rows = [{"v": v} for v in values]
+    many, many_list = fast.column_arrays(["v", "v"], rows, [param, as_array])
+    elements = []
+    for row in rows:
+        one, one_list = fast.column_arrays(["v", "v"], [row], [param, as_array])
+        assert one.startswith("{")
+        assert one.endswith("}")
+        assert len(one_list) == 1
+        elements.append(one[1:-1])
+    assert many == "{" + ",".join(elements) + "}"
+    assert len(many_list) == len(values)
+
+
+def test_columns_keep_their_order_and_their_own_converters() -> None:
+    """Each parameter is its own key's, converted by its own column's converter."""
+    dialect = asyncpg.dialect()
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    params = [fast.array_param(t, dialect) for t in (sa.Uuid(), sa.Integer(), sa.Text())]
+    rows = [{"id": ids[0], "n": 1, "t": 'a"b'}, {"id": ids[1], "n": None, "t": None}]
+    assert fast.column_arrays(["t", "id", "n"], rows, [params[2], params[0], params[1]]) == [
+        '{"a\\"b",NULL}', f"{{{ids[0].hex},{ids[1].hex}}}", "{1,NULL}"]
+    assert fast.column_arrays(["n", "t"], rows[:1], [params[1], params[2]]) == [
+        "{1}", '{"a\\"b"}']
+    with pytest.raises(ValueError, match="2 keys for 1 parameters"):
+        fast.column_arrays(["n", "t"], rows, [params[1]])
+
+
 def test_a_type_with_no_literal_goes_as_an_array() -> None:
     """A type the literals do not cover is sent as an array, cast as before."""
     dialect = asyncpg.dialect()

@@ -21,6 +21,7 @@ import functools
 import json
 import json.encoder
 import sqlite3
+import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -390,14 +391,59 @@ def column_arrays(
     keys: Sequence[str], rows: Sequence[Mapping[str, Any]], params: Sequence[ArrayParam]
 ) -> list[Any]:
     """One parameter per key of `rows`' converted values, for a PostgreSQL
-    `unnest($1::text::t[], …)`: each an array literal or a list (`ArrayParam`)."""
-    out: list[Any] = []
-    for key, param in zip(keys, params, strict=True):
-        proc = param.proc
-        values = ([row[key] for row in rows] if proc is None
-                  else [proc(row[key]) for row in rows])
-        out.append(values if param.literal is None else param.literal(values))
-    return out
+    `unnest($1::text::t[], …)`: each an array literal or a list (`ArrayParam`), as
+    `ArrayParam.value` of each column's values converted with its `proc` would give."""
+    return _arrays_function(tuple(keys), tuple(params))(rows)
+
+
+# Each literal's element, as an expression of the converted value `@` (not None): what the
+# literal functions above make of one value, without a call for the common values. (A UUID as
+# its 32 hex digits, which PostgreSQL reads as it reads the hyphenated form.)
+_ELEMENTS: dict[Callable[[list[Any]], str], str] = {
+    _uuid_literal: "(@ if @.__class__ is str else f'{@.int:032x}' if @.__class__ is UUID"
+                   " else str(@))",
+    _int_literal: "(f'{@}' if @.__class__ is int else str(int(@)))",
+    _bool_literal: "('t' if @ else 'f')",
+    _float_literal: r"""('"' + repr(float(@)) + '"')""",
+    _timestamp_literal: r"""(TS_TEXT(@) if @.year in EDGE_YEARS else '"' + (@ if @.tzinfo is"""
+                        r""" not None else @.astimezone(UTC)).isoformat() + '"')""",
+    _text_literal: r"""('"' + @.replace('\\', '\\\\').replace('"', '\\"') + '"')""",
+}
+
+
+@functools.lru_cache(maxsize=512)  # (keys, params): the plans' parameters, a few shapes each
+def _arrays_function(
+    keys: tuple[str, ...], params: tuple[ArrayParam, ...]
+) -> Callable[[Sequence[Mapping[str, Any]]], list[Any]]:
+    """`column_arrays` for these keys and parameters, generated once: each value converted
+    and written as its literal's element inline, so that a batch of one row (a chain's step)
+    costs one call in all rather than four or five a column, and a longer one a comprehension
+    and a join a column rather than four calls. Only the keys (quoted with repr) and the fixed
+    expressions above go into the code."""
+    if len(keys) != len(params):
+        raise ValueError(f"{len(keys)} keys for {len(params)} parameters")
+    env: dict[str, Any] = {"UUID": uuid.UUID, "UTC": UTC, "TS_TEXT": _timestamp_text,
+                           "EDGE_YEARS": _EDGE_YEARS}
+    one: list[str] = []  # the one-row batch: each column's parameter
+    many: list[str] = []  # any other: each column's, a comprehension over the rows
+    for i, (key, param) in enumerate(zip(keys, params, strict=True)):
+        value = _inline(i, f"row[{key!r}]", param.proc, env)
+        if param.literal is None:
+            one.append(f"[{value}]")
+            many.append(f"[{value} for row in rows]")
+            continue
+        element = _ELEMENTS[param.literal].replace("@", f"c{i}")
+        item = f"('NULL' if (c{i} := {value}) is None else {element})"
+        one.append("'{' + " + item + " + '}'")
+        many.append("'{' + ','.join([" + item + " for row in rows]) + '}'")
+    lines = ["def fn(rows):",
+             "    if len(rows) == 1:",
+             "        row = rows[0]",
+             f"        return [{', '.join(one)}]",
+             f"    return [{', '.join(many)}]"]
+    exec("\n".join(lines), env)
+    fn: Callable[[Sequence[Mapping[str, Any]]], list[Any]] = env["fn"]
+    return fn
 
 
 @functools.cache  # the same builder each time: callers make one per statement they run
