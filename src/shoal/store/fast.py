@@ -341,34 +341,9 @@ def integer_param(dialect: sa.Dialect) -> ArrayParam:
 
 # PostgreSQL's array literal: `{e1,e2}`, NULL unquoted; a quoted element ("…") takes any
 # character, with `\` and `"` escaped by a backslash. UUIDs and numbers need no quotes; the
-# rest are quoted (text may hold commas, braces, spaces or the word NULL itself).
-
-
-def _uuid_literal(values: list[Any]) -> str:
-    return "{" + ",".join(["NULL" if v is None else str(v) for v in values]) + "}"
-
-
-def _int_literal(values: list[Any]) -> str:
-    return "{" + ",".join(["NULL" if v is None else str(v) if v.__class__ is int
-                           else str(int(v)) for v in values]) + "}"
-
-
-def _bool_literal(values: list[Any]) -> str:
-    return "{" + ",".join(["NULL" if v is None else "t" if v else "f" for v in values]) + "}"
-
-
-def _float_literal(values: list[Any]) -> str:
-    return "{" + ",".join(["NULL" if v is None else f'"{float(v)!r}"' for v in values]) + "}"
-
-
-def _timestamp_literal(values: list[Any]) -> str:
-    """An aware datetime in ISO form, with its offset; a naive one is taken as local time and
-    given as UTC; the least and the greatest datetime as -infinity and infinity (what asyncpg's
-    own encoder does with each)."""
-    return "{" + ",".join(["NULL" if v is None else _timestamp_text(v) if v.year in _EDGE_YEARS
-                           else '"' + (v if v.tzinfo is not None else v.astimezone(UTC)
-                                       ).isoformat() + '"' for v in values]) + "}"
-
+# rest are quoted (text may hold commas, braces, spaces or the word NULL itself). Each type's
+# element is written once, below, as an expression of its value `@` (not None); its literal
+# function (`ArrayParam.literal`) and `column_arrays`' generated code are both made from it.
 
 _EDGE_YEARS = frozenset({datetime.min.year, datetime.max.year})
 
@@ -382,9 +357,34 @@ def _timestamp_text(v: datetime) -> str:
     return '"' + aware.isoformat() + '"'
 
 
-def _text_literal(values: list[Any]) -> str:
-    return "{" + ",".join(["NULL" if v is None else '"' + v.replace("\\", "\\\\").replace(
-        '"', '\\"') + '"' for v in values]) + "}"
+_ELEMENT_ENV: dict[str, Any] = {"UUID": uuid.UUID, "UTC": UTC, "TS_TEXT": _timestamp_text,
+                                "EDGE_YEARS": _EDGE_YEARS}
+_ELEMENTS: dict[Callable[[list[Any]], str], str] = {}  # a literal function → its element
+
+
+def _literal(element: str) -> Callable[[list[Any]], str]:
+    """The literal of a list of values whose element is `element` (a fixed expression above)."""
+    item = element.replace("@", "v")
+    fn: Callable[[list[Any]], str] = eval(  # only the fixed expressions below go in
+        f"lambda values: '{{' + ','.join([('NULL' if v is None else {item}) for v in values])"
+        " + '}'", dict(_ELEMENT_ENV))
+    _ELEMENTS[fn] = element
+    return fn
+
+
+# A UUID as its 32 hex digits, which PostgreSQL reads as it reads the hyphenated form.
+_uuid_literal = _literal("(@ if @.__class__ is str else f'{@.int:032x}' if @.__class__ is UUID"
+                         " else str(@))")
+_int_literal = _literal("(f'{@}' if @.__class__ is int else str(int(@)))")
+_bool_literal = _literal("('t' if @ else 'f')")
+_float_literal = _literal(r"""('"' + repr(float(@)) + '"')""")
+# An aware datetime in ISO form, with its offset; a naive one is taken as local time and given
+# as UTC; the least and the greatest datetime as -infinity and infinity (what asyncpg's own
+# encoder does with each).
+_timestamp_literal = _literal(r"""(TS_TEXT(@) if @.year in EDGE_YEARS else '"' + (@ if"""
+                              r""" @.tzinfo is not None else @.astimezone(UTC)).isoformat()"""
+                              r""" + '"')""")
+_text_literal = _literal(r"""('"' + @.replace('\\', '\\\\').replace('"', '\\"') + '"')""")
 
 
 def column_arrays(
@@ -396,34 +396,18 @@ def column_arrays(
     return _arrays_function(tuple(keys), tuple(params))(rows)
 
 
-# Each literal's element, as an expression of the converted value `@` (not None): what the
-# literal functions above make of one value, without a call for the common values. (A UUID as
-# its 32 hex digits, which PostgreSQL reads as it reads the hyphenated form.)
-_ELEMENTS: dict[Callable[[list[Any]], str], str] = {
-    _uuid_literal: "(@ if @.__class__ is str else f'{@.int:032x}' if @.__class__ is UUID"
-                   " else str(@))",
-    _int_literal: "(f'{@}' if @.__class__ is int else str(int(@)))",
-    _bool_literal: "('t' if @ else 'f')",
-    _float_literal: r"""('"' + repr(float(@)) + '"')""",
-    _timestamp_literal: r"""(TS_TEXT(@) if @.year in EDGE_YEARS else '"' + (@ if @.tzinfo is"""
-                        r""" not None else @.astimezone(UTC)).isoformat() + '"')""",
-    _text_literal: r"""('"' + @.replace('\\', '\\\\').replace('"', '\\"') + '"')""",
-}
-
-
 @functools.lru_cache(maxsize=512)  # (keys, params): the plans' parameters, a few shapes each
 def _arrays_function(
     keys: tuple[str, ...], params: tuple[ArrayParam, ...]
 ) -> Callable[[Sequence[Mapping[str, Any]]], list[Any]]:
     """`column_arrays` for these keys and parameters, generated once: each value converted
-    and written as its literal's element inline, so that a batch of one row (a chain's step)
-    costs one call in all rather than four or five a column, and a longer one a comprehension
-    and a join a column rather than four calls. Only the keys (quoted with repr) and the fixed
-    expressions above go into the code."""
+    and written as its literal's element (`_ELEMENTS`) inline, so that a batch of one row (a
+    chain's step) costs one call in all rather than four or five a column, and a longer one a
+    comprehension and a join a column rather than four calls. Only the keys (quoted with repr)
+    and the fixed elements go into the code."""
     if len(keys) != len(params):
         raise ValueError(f"{len(keys)} keys for {len(params)} parameters")
-    env: dict[str, Any] = {"UUID": uuid.UUID, "UTC": UTC, "TS_TEXT": _timestamp_text,
-                           "EDGE_YEARS": _EDGE_YEARS}
+    env = dict(_ELEMENT_ENV)
     one: list[str] = []  # the one-row batch: each column's parameter
     many: list[str] = []  # any other: each column's, a comprehension over the rows
     for i, (key, param) in enumerate(zip(keys, params, strict=True)):
