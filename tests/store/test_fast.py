@@ -72,6 +72,28 @@ def test_row_function_applies_converters_in_order() -> None:
     assert fast._row_function([("only", None)])({"only": 5}) == (5,)
 
 
+def test_a_statement_fed_records_gives_what_it_gives_fed_dicts() -> None:
+    """`fast.Reads`: the parameters read from a record by expressions are the tuple its row
+    of values gives, converters and all, on both dialects."""
+    stmt = (sa.update(subtasks).where(subtasks.c.id == sa.bindparam("b_id"))
+            .values(status=sa.bindparam("b_status"), output=sa.bindparam("b_output"),
+                    dependencies=sa.bindparam("b_deps"), created_at=sa.bindparam("b_at")))
+    reads = fast.Reads("r, n = item", {
+        "b_id": "r.id", "b_status": "r.status._value_", "b_output": "r.output",
+        "b_deps": "[str(d) for d in r.dependencies]", "b_at": "r.created_at + n"})
+    record = _subtask("k", uuid.uuid4())
+    values = {"b_id": record.id, "b_status": "queued", "b_output": None,
+              "b_deps": [str(d) for d in record.dependencies],
+              "b_at": record.created_at + timedelta(seconds=1)}
+    for dialect in (sqlite.dialect(), asyncpg.dialect()):
+        compiled = stmt.compile(dialect=dialect)
+        by_dict, by_record = fast._prepare(compiled, dialect), fast._prepare(compiled, dialect,
+                                                                          reads=reads)
+        assert by_dict is not None
+        assert by_record is not None
+        assert by_record.params((record, timedelta(seconds=1))) == by_dict.params(values)
+
+
 def test_json_dumps_writes_what_json_dumps_writes() -> None:
     """The engines' serializer gives `json.dumps`'s exact text, and its error for a value JSON
     cannot hold."""

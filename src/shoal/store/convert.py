@@ -156,6 +156,11 @@ _EXPRESSIONS: dict[str, dict[str, str]] = {
 Values = Callable[[Any], dict[str, Any]]
 
 
+def column_expression(table: str, column: str) -> str:
+    """The Python expression, over the record `r`, giving `column` of `table`'s row."""
+    return _EXPRESSIONS[table][column]
+
+
 @functools.cache
 def column_values(table: str, columns: frozenset[str] | None = None) -> Values:
     """A function giving a record's values of `columns` (and its id) of `table`, or of every

@@ -24,7 +24,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -32,18 +32,31 @@ from sqlalchemy.sql.compiler import SQLCompiler
 Processor = Callable[[Any], Any] | None
 
 
+class Reads(NamedTuple):
+    """Where a prepared statement's parameters come from when its rows are not dicts keyed by
+    bind name: `unpack`, a statement that names the parts of one row (`item`), say
+    `r, version = item`; and each bind name's Python expression over those names. Only fixed
+    expressions of the caller's own go in (the code is generated once per statement)."""
+
+    unpack: str
+    expressions: Mapping[str, str]
+
+
 class Prepared:
     """One compiled statement: its SQL text and a function that turns a row (a dict keyed by
-    bind name) into the driver's positional parameters, applying the dialect's converters."""
+    bind name, or what `Reads` describes) into the driver's positional parameters, applying
+    the dialect's converters."""
 
     __slots__ = ("params", "sql")
 
-    def __init__(self, sql: str, getters: list[tuple[str, Processor]]) -> None:
+    def __init__(self, sql: str, getters: list[tuple[str, Processor]],
+                 reads: Reads | None = None) -> None:
         self.sql = sql
-        self.params = _row_function(getters)
+        self.params = _row_function(getters, reads)
 
-    def execute(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
-        """Run the statement once per row (one executemany); returns the driver's row count."""
+    def execute(self, conn: sa.Connection, rows: Sequence[Any]) -> int:
+        """Run the statement once per row (one executemany); returns the driver's row count.
+        A row is a dict keyed by bind name, or what the statement's `Reads` unpack."""
         if not rows:
             return 0
         params = [self.params(r) for r in rows]
@@ -89,20 +102,25 @@ def _sqlite(conn: sa.Connection, sql: str, params: Any, *, many: bool) -> Any:
         raise sa.exc.DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
 
 
-RowFunction = Callable[[Mapping[str, Any]], tuple[Any, ...]]
+RowFunction = Callable[[Any], tuple[Any, ...]]
 
 
-def _row_function(getters: list[tuple[str, Processor]]) -> RowFunction:
-    """`lambda row: (p0(row["a"]), row["b"], …)`, generated once per statement: cheaper per
-    row than a loop over the getters. Only bind names (quoted with repr) go into the code.
+def _row_function(getters: list[tuple[str, Processor]], reads: Reads | None = None) -> RowFunction:
+    """`def fn(row): return (p0(row["a"]), row["b"], …)`, generated once per statement:
+    cheaper per row than a loop over the getters. Only bind names (quoted with repr) go into
+    the code, or with `reads`, its fixed expressions.
 
     The converters `processor` makes are written into the expression itself (see `_inline`),
     so the common values (a UUID, a timestamp already formatted, an empty or null JSON value)
     cost no call at all."""
     env: dict[str, Any] = {}
-    items = [_inline(i, f"row[{name!r}]", proc, env) for i, (name, proc) in enumerate(getters)]
+    items = [_inline(i, f"row[{name!r}]" if reads is None else f"({reads.expressions[name]})",
+                     proc, env)
+             for i, (name, proc) in enumerate(getters)]
     body = ", ".join(items) + ("," if len(items) == 1 else "")
-    fn: RowFunction = eval(f"lambda row: ({body})", env)
+    unpack = "row = item" if reads is None else reads.unpack
+    exec(f"def fn(item):\n    {unpack}\n    return ({body})", env)
+    fn: RowFunction = env["fn"]
     return fn
 
 
@@ -153,11 +171,12 @@ def cache_of(dialect: sa.Dialect) -> dict[Hashable, Any]:
 
 def prepared(
     conn: sa.Connection, key: Hashable, build: Callable[[sa.Dialect], SQLCompiler],
-    raw: frozenset[str] = frozenset(),
+    raw: frozenset[str] = frozenset(), reads: Reads | None = None,
 ) -> Prepared | None:
     """The statement `build(dialect)` compiles to, prepared once per dialect and `key`. The
     parameters named in `raw` are passed to the driver as given, not converted (JSON the
-    caller has encoded already, say)."""
+    caller has encoded already, say). With `reads`, its rows are what `reads` unpacks (a
+    record, say), not dicts: `key` must then name what `reads` is made from too."""
     dialect = conn.dialect
     try:  # `cache_of`, inline: this runs for every statement of every batch
         cache: dict[Hashable, Any] = dialect._shoal_cache  # type: ignore[attr-defined]
@@ -166,12 +185,13 @@ def prepared(
     try:
         found: Prepared | None = cache[("prepared", key)]
     except KeyError:
-        found = cache[("prepared", key)] = _prepare(build(conn.dialect), conn.dialect, raw)
+        found = cache[("prepared", key)] = _prepare(build(conn.dialect), conn.dialect, raw,
+                                                    reads)
     return found
 
 
-def _prepare(compiled: SQLCompiler, dialect: sa.Dialect,
-             raw: frozenset[str] = frozenset()) -> Prepared | None:
+def _prepare(compiled: SQLCompiler, dialect: sa.Dialect, raw: frozenset[str] = frozenset(),
+             reads: Reads | None = None) -> Prepared | None:
     if not compiled.positional or compiled.positiontup is None:
         return None
     if compiled.insert_prefetch or compiled.update_prefetch:
@@ -183,7 +203,7 @@ def _prepare(compiled: SQLCompiler, dialect: sa.Dialect,
         if param.expanding or param.literal_execute or param.callable is not None:
             return None
         getters.append((param.key, None if param.key in raw else processor(param.type, dialect)))
-    return Prepared(compiled.string, getters)
+    return Prepared(compiled.string, getters, reads)
 
 
 def processor(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> Processor:

@@ -87,11 +87,12 @@ async def commit(
     sql, converters = plan
     params: list[Any] = []
     expected: list[int] = []
-    for (kind, _, cols, part_rows), procs in zip(parts, converters[:len(parts)], strict=True):
+    for (kind, table, cols, part_rows), procs in zip(parts, converters[:len(parts)],
+                                                     strict=True):
         if kind == "insert":
             params.extend(fast.column_arrays(cols, part_rows, procs))
         else:
-            params.extend(update_arrays(cols, part_rows, procs))
+            params.extend(update_arrays(table.name, cols, part_rows, procs))
             expected.append(len(part_rows))
     if appended:
         params.append(EVENT_LOCK_KEY)

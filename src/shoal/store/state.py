@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from shoal.store.convert import (
     checkpoint_from_row,
     checkpoint_values,
     checkpoints,
+    column_expression,
     column_values,
     subtask_from_row,
     subtask_values,
@@ -125,7 +126,7 @@ class BatchWriter:
         new = d.state
         task = new.task
         if d.task_changed:
-            self._updates["tasks"].append(_update("tasks", old.task, task, old.task.version))
+            self._updates["tasks"].append((task, _changed(old.task, task), old.task.version))
             task = evolve(task, version=old.task.version + 1)
         subs = dict(new.subtasks)
         if d.new_subtasks:  # (tested first: a generator is two calls even when empty)
@@ -133,7 +134,7 @@ class BatchWriter:
         for sid in d.changed_subtasks:
             before = old.subtasks[sid]
             after = subs[sid]
-            self._updates["subtasks"].append(_update("subtasks", before, after, before.version))
+            self._updates["subtasks"].append((after, _changed(before, after), before.version))
             subs[sid] = evolve(after, version=before.version + 1)
         live = dict(new.attempts)
         for aid, att in d.changed_attempts.items():
@@ -141,7 +142,7 @@ class BatchWriter:
                 self._inserts["attempts"].append(attempt_values(att))
                 continue
             self._updates["attempts"].append(
-                _update("attempts", old.attempts.get(aid), att, att.version))
+                (att, _changed(old.attempts.get(aid), att), att.version))
             if aid in live:
                 live[aid] = evolve(att, version=att.version + 1)
         pending = dict(new.checkpoints)
@@ -150,7 +151,7 @@ class BatchWriter:
                 self._inserts["checkpoints"].append(checkpoint_values(cp))
                 continue
             self._updates["checkpoints"].append(
-                _update("checkpoints", old.checkpoints.get(cid), cp, cp.version))
+                (cp, _changed(old.checkpoints.get(cid), cp), cp.version))
             if cid in pending:
                 pending[cid] = evolve(cp, version=cp.version + 1)
         for record in d.records:
@@ -164,7 +165,7 @@ class BatchWriter:
         so a new task goes in with its first subtasks in one statement (ADR 0023)."""
         state = self.stage(old, d)
         updates = self._updates["tasks"]
-        if updates and updates[-1][0]["id"] == state.task.id:
+        if updates and updates[-1][0].id == state.task.id:
             updates.pop()  # the update `stage` queued for it: the insert carries its values
         self._inserts["tasks"].append({**task_values(state.task), **columns})
         return state
@@ -205,44 +206,11 @@ class BatchWriter:
         self._reset()
 
 
-_Update = tuple[dict[str, Any], "frozenset[str] | None", int]  # values, changed columns, version
+# An update: the record as the decision left it, the columns it changed (None: unknown, every
+# column) and the version it expects to find. Its parameters are made from the record when the
+# batch is written, only for the columns some row of its table changed (JSON costs the most).
+_Update = tuple[Any, "frozenset[str] | None", int]
 _INSERT_ORDER = ("tasks", "subtasks", "attempts", "checkpoints")  # parents first
-
-
-class _Row(dict[str, Any]):
-    """The values of the columns an update changed (and the row's id). A column it did not
-    change, asked for because another row of the same statement changed it, is read from the
-    record then: that column alone (converting every column would build JSON nobody sends)."""
-
-    __slots__ = ("_record", "_table")
-
-    def __init__(self, table: str, record: Any, values: dict[str, Any]) -> None:
-        super().__init__(values)
-        self._table, self._record = table, record
-
-    def __missing__(self, column: str) -> Any:
-        value = self[column] = column_values(self._table, _ONE[column])(self._record)[column]
-        return value
-
-
-class _Single(dict[str, frozenset[str]]):
-    """`frozenset({column})` for each column, made once (a cache key of `column_values`)."""
-
-    def __missing__(self, column: str) -> frozenset[str]:
-        found = self[column] = frozenset((column,))
-        return found
-
-
-_ONE = _Single()
-
-
-def _update(table: str, before: Any, after: Any, version: int) -> _Update:
-    """The update of `after`'s row from `before` (None: unknown, every column), expecting
-    `version`: only the columns that changed are converted (JSON ones cost the most)."""
-    changed = _changed(before, after)
-    if changed is None:
-        return column_values(table)(after), None, version
-    return _Row(table, after, column_values(table, changed)(after)), changed, version
 
 
 def _changed(before: Any, after: Any) -> frozenset[str] | None:
@@ -274,11 +242,11 @@ def update_columns(name: str, rows: list[_Update]) -> tuple[str, ...]:
     else:  # a loop, not comprehensions: each of those is a call (Python 3.11)
         seen: dict[Any, None] = {}
         every: set[str] = set()
-        for values, touched, _ in rows:
-            if values["id"] in seen:
+        for record, touched, _ in rows:
+            if record.id in seen:
                 raise Conflict(f"One {name} row was staged twice in one batch.",
                                code="stale_write")
-            seen[values["id"]] = None
+            seen[record.id] = None
             every |= touched if touched is not None else frozenset(table.columns.keys())
         changed = frozenset(every)
     key = (name, changed)
@@ -294,22 +262,42 @@ _COLUMNS_FOR: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}  # few dist
 
 
 def _update_rows(conn: sa.Connection, name: str, rows: list[_Update]) -> None:
-    """One version-checked executemany of `rows` of table `name`; `Conflict` if any is stale."""
+    """One version-checked executemany of `rows` of table `name`; `Conflict` if any is stale.
+
+    Each row's parameters come straight from its record, by a function generated once per
+    table and columns (`_update_reads`): no dict of values between the record and the
+    driver's tuple."""
     columns = update_columns(name, rows)
-    binds = _binds(columns)
-    params: list[dict[str, Any]] = []
-    for values, _, version in rows:  # a loop, not a function per row: every batch runs it
-        row = {"b_id": values["id"], "b_version": version + 1, "b_expected": version}
-        for bind, column in binds:
-            row[bind] = values[column]
-        params.append(row)
     update = _update_statement(name, columns)
-    stmt = fast.prepared(conn, ("update", name, columns), fast.statement(update))
-    count = (stmt.execute(conn, params) if stmt is not None
-             else conn.execute(update, params).rowcount)
+    stmt = fast.prepared(conn, ("update", name, columns), fast.statement(update),
+                         reads=_update_reads(name, columns))
+    if stmt is not None:
+        count = stmt.execute(conn, rows)
+    else:  # a dialect with named parameters: dicts, through SQLAlchemy
+        values = _values_of(name, columns)
+        params = []
+        for record, _, version in rows:
+            row = {f"b_{c}": v for c, v in values(record).items()}
+            row.update(b_version=version + 1, b_expected=version)
+            params.append(row)
+        count = conn.execute(update, params).rowcount
     if count != len(rows):
         raise Conflict(f"A {name} row changed underneath this writer; reload and retry.",
                        code="stale_write")
+
+
+@functools.cache
+def _update_reads(name: str, columns: tuple[str, ...]) -> fast.Reads:
+    """Where `_update_statement(name, columns)`'s parameters come from in an `_Update`."""
+    expressions = {f"b_{c}": column_expression(name, c) for c in columns}
+    expressions.update(b_id="r.id", b_version="version + 1", b_expected="version")
+    return fast.Reads("r, _, version = item", expressions)
+
+
+@functools.cache
+def _values_of(name: str, columns: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
+    """A record's values of `columns` of table `name`, and its id (`column_values`)."""
+    return column_values(name, frozenset(columns))
 
 
 def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]]]) -> None:
@@ -322,8 +310,8 @@ def _update_postgres(conn: sa.Connection, updates: list[tuple[str, list[_Update]
     parts = [(name, update_columns(name, rows), rows) for name, rows in updates]
     sql, procs = _postgres_plan(conn.dialect, tuple((name, cols) for name, cols, _ in parts))
     params: list[Any] = []
-    for (_, columns, rows), converters in zip(parts, procs, strict=True):
-        params.extend(update_arrays(columns, rows, converters))
+    for (name, columns, rows), converters in zip(parts, procs, strict=True):
+        params.extend(update_arrays(name, columns, rows, converters))
     counts = conn.exec_driver_sql(sql, tuple(params)).one()
     for (name, _, rows), count in zip(parts, counts, strict=True):
         if count != len(rows):
@@ -367,11 +355,13 @@ def update_cte(
 
 
 def update_arrays(
-    columns: tuple[str, ...], rows: list[_Update], params: Sequence[fast.ArrayParam]
+    name: str, columns: tuple[str, ...], rows: list[_Update], params: Sequence[fast.ArrayParam]
 ) -> list[Any]:
-    """The parameters of `update_cte` for `rows`: id and each column, then the expected and
-    the new version."""
-    out = fast.column_arrays(("id", *columns), [values for values, _, _ in rows], params[:-2])
+    """The parameters of `update_cte` for `rows` of table `name`: id and each column, then
+    the expected and the new version."""
+    values = _values_of(name, columns)
+    out = fast.column_arrays(("id", *columns), [values(record) for record, _, _ in rows],
+                             params[:-2])
     out.append(params[-2].value([version for _, _, version in rows]))
     out.append(params[-1].value([version + 1 for _, _, version in rows]))
     return out
