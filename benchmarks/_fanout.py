@@ -167,11 +167,12 @@ async def chain_plane(kind: str, tasks: int | None = None,
 
 
 async def measure_clients(kind: str, clients: int, profile: str = "",
-                          tasks: int = 1, rounds: int = 3) -> dict[str, Any]:
+                          tasks: int = 1, rounds: int = 3, watched: int = 0) -> dict[str, Any]:
     """One run with `clients` watchers subscribed live while a 10-step chain runs (or `tasks`
-    chains at once, each followed by `clients / tasks` of the watchers)."""
+    chains at once, each followed by `clients / tasks` of the watchers, or with `watched`,
+    only the first `watched` of them, each by `clients / watched`)."""
     if tasks > 1:
-        return await _measure_spread(kind, clients, tasks, profile, rounds)
+        return await _measure_spread(kind, clients, tasks, profile, rounds, watched)
     async with chain_plane(kind) as (srv, client):
         token = client.headers["Authorization"].removeprefix("Bearer ")
         profiler = cProfile.Profile() if profile else None
@@ -215,7 +216,7 @@ async def measure_clients(kind: str, clients: int, profile: str = "",
 
 
 async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
-                          rounds: int = 3) -> dict[str, Any]:
+                          rounds: int = 3, watched: int = 0) -> dict[str, Any]:
     """`tasks` chains submitted at once, each followed by `clients / tasks` watchers subscribed
     to it alone; each chain's first step holds it long enough for every watcher to subscribe
     (a task id is known only once submitted). What is measured starts once all have: the
@@ -226,9 +227,15 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
     as the deliveries' own: so the same chains are run with no watcher, then watched, `rounds`
     times in turn on the same control plane, and the unwatched runs' CPU is taken off the
     watched runs'. In every run each chain is held at its first step until the CPU is being
-    counted (`_still_held` checks it), so no count misses a chain's work."""
-    if clients % tasks:
-        raise SystemExit(f"--clients {clients} is not a multiple of --tasks {tasks}")
+    counted (`_still_held` checks it), so no count misses a chain's work.
+
+    With `watched`, the watchers all follow the first `watched` chains and the rest run
+    unwatched: the same chains and, the chains being alike, the same number of deliveries as
+    a run without it, so the two runs' whole CPU a delivery (`gross_us`, the chains' own
+    included and nothing taken off) compares what only the spread of the watchers changes."""
+    followed = watched or tasks
+    if clients % followed or followed > tasks:
+        raise SystemExit(f"--clients {clients} is not a multiple of {followed} followed tasks")
     merged, stored = Watching(), dict[int, float]()
     cpu = kernel = bare = bare_kernel = kb = 0.0
     profiler = cProfile.Profile() if profile else None
@@ -245,12 +252,12 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
                     bare += time.process_time() - began[0]
                     bare_kernel += system_seconds() - began[1]
             ids, held = await _submit_held(client, tasks, 5 + clients * 0.004)
-            async with watchers(srv.url, token, clients, tasks=ids) as watching, \
+            async with watchers(srv.url, token, clients, tasks=ids[:followed]) as watching, \
                     srv.services.bus.subscribe() as sub:
                 with profiled(profiler):
                     began = time.process_time(), system_seconds()
                     _still_held(held)
-                    await _follow_all(sub, set(ids), stored)
+                    await _follow_all(sub, set(ids), stored, set(ids[:followed]))
                     cpu += time.process_time() - began[0]
                     kernel += system_seconds() - began[1]
             kb = kb or watching.kb  # the first round's: later ones reuse its memory
@@ -258,11 +265,13 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
     print(f"{tasks} chains, {rounds} rounds: {cpu:.2f} s of CPU watched, {bare:.2f} s not "
           "(taken off)", file=sys.stderr)
     merged.kb, merged.connect_s = kb, merged.connect_s / rounds
-    figures = merged.figures(clients, stored, cpu - bare, kernel - bare_kernel, tasks=tasks)
+    figures = merged.figures(clients, stored, cpu - bare, kernel - bare_kernel, tasks=followed)
+    figures["gross_us"] = cpu * 1e6 / max(1, clients // followed * len(stored)
+                                          - figures["missing"])
     if profiler is not None and unwatched is not None:
         profiler.dump_stats(f"{profile}.{clients}x{tasks}")
         unwatched.dump_stats(f"{profile}.{clients}x{tasks}.unwatched")
-        print_layers(pstats.Stats(profiler), clients // tasks * len(stored) - figures["missing"],
+        print_layers(pstats.Stats(profiler), clients // followed * len(stored) - figures["missing"],
                      pstats.Stats(unwatched))
     return figures
 
@@ -310,13 +319,16 @@ def _still_held(held: float) -> None:
 WATCHED = frozenset({"task_update", "subtask_update", "task_complete", "task_failed"})
 
 
-async def _follow_all(sub: Any, ids: set[str], stored: dict[int, float]) -> None:
-    """Note the number and time of each watched event of the tasks `ids` until all ended."""
-    running = set(ids)
+async def _follow_all(sub: Any, ids: set[str], stored: dict[int, float],
+                      followed: set[str] | None = None) -> None:
+    """Note the number and time of each watched event of the tasks `followed` (all `ids` if
+    None) until all of `ids` ended."""
+    running, followed = set(ids), ids if followed is None else followed
     async for event in sub:
         task = str(event.task_id)
         if task in ids and event.type.value in WATCHED:
-            stored[event.seq] = event.timestamp.timestamp()
+            if task in followed:
+                stored[event.seq] = event.timestamp.timestamp()
             if event.type.value in ("task_complete", "task_failed"):
                 running.discard(task)
                 if not running:
@@ -449,26 +461,32 @@ class FanOutFloor:
 
     def __init__(self) -> None:
         self.sockets: list[tuple[WebSocket, Any]] = []
+        self.by_task: dict[str, list[tuple[WebSocket, Any]]] = {}  # those following one task
         self.app = Starlette(routes=[WebSocketRoute("/ws", self.socket)])
 
     async def socket(self, ws: WebSocket) -> None:
         await ws.accept()
-        await ws.receive_text()  # the subscription
+        task = json.loads(await ws.receive_text()).get("task_id")  # the subscription
         await ws.send_text('{"type": "subscribed"}')
         direct = direct_of(ws) if direct_of is not None else None
         entry = (ws, direct.raw if direct is not None else None)
-        self.sockets.append(entry)
+        sockets = self.sockets if task is None else self.by_task.setdefault(task, [])
+        sockets.append(entry)
         try:
             with contextlib.suppress(WebSocketDisconnect):
                 while True:
                     await ws.receive_text()
         finally:
-            self.sockets.remove(entry)
+            sockets.remove(entry)
 
-    async def burst(self, items: list[dict[str, Any]]) -> None:
+    async def burst(self, items: list[dict[str, Any]], task: str | None = None) -> None:
+        """Write `items` as one frame to the sockets following every event, or `task`'s."""
+        sockets = self.sockets if task is None else self.by_task.get(task)
+        if not sockets:
+            return
         text = '{"type": "batch", "items": [' + ", ".join(map(json.dumps, items)) + "]}"
         data = Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
-        for ws, raw in self.sockets:
+        for ws, raw in sockets:
             if raw is not None:
                 raw.transport.write(data)
             else:
@@ -499,19 +517,7 @@ async def measure_floor(kind: str, clients: int) -> dict[str, Any]:
     FLOOR_GAP (no sooner can the chain's steps end) or, if writing one took longer, at once,
     its events numbered and stamped anew."""
     bursts = await chain_bursts(kind)
-    floor = FanOutFloor()
-    with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
-        settings = bench_settings(Path(name), "sqlite+aiosqlite://")
-        config = uvicorn.Config(floor.app, log_level="warning", log_config=None,
-                                lifespan="off", **uvicorn_options(settings))
-        server = uvicorn.Server(config)
-        sock = bind_socket("127.0.0.1", 0)
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with floor_server() as (floor, url):
         stored: dict[int, float] = {}
         async with watchers(url, "floor", clients) as watching:
             cpu, kernel, seq = time.process_time(), system_seconds(), 0
@@ -528,7 +534,27 @@ async def measure_floor(kind: str, clients: int) -> dict[str, Any]:
                                   "timestamp": stamp.isoformat().replace("+00:00", "Z")})
                 await floor.burst(items)
         cpu, kernel = watching.settled[0] - cpu, watching.settled[1] - kernel  # as Shoal's
-        server.should_exit = True
-        await task
-        sock.close()
     return watching.figures(clients, stored, cpu, kernel, closing=True)
+
+
+@contextlib.asynccontextmanager
+async def floor_server() -> AsyncIterator[tuple[FanOutFloor, str]]:
+    """A `FanOutFloor` served by uvicorn with Shoal's options, and its URL."""
+    floor = FanOutFloor()
+    with tempfile.TemporaryDirectory(prefix="shoal-floor-") as name:
+        settings = bench_settings(Path(name), "sqlite+aiosqlite://")
+        config = uvicorn.Config(floor.app, log_level="warning", log_config=None,
+                                lifespan="off", **uvicorn_options(settings))
+        server = uvicorn.Server(config)
+        sock = bind_socket("127.0.0.1", 0)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        try:
+            yield floor, f"http://127.0.0.1:{sock.getsockname()[1]}"
+        finally:
+            server.should_exit = True
+            await task
+            sock.close()

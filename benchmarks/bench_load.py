@@ -35,6 +35,7 @@ from typing import Any
 
 import uvloop
 from _fanout import measure_busy_copies, measure_clients, measure_clients_on_copies, measure_floor
+from _fanout_replay import measure_floor_replay, measure_replay
 from _report import percentile
 from _sims import SIM, rss_kb, warm_up
 from bench_dag import (
@@ -106,13 +107,18 @@ async def one(args: argparse.Namespace) -> dict[str, Any]:
     """The figures of the one size in `--workers` or `--clients`, measured in this process."""
     if args.clients:
         n = int(args.clients)
+        if args.floor and args.replay:
+            return await measure_floor_replay(args.db, n, args.tasks, args.watched, args.rounds)
         if args.floor:
             return await measure_floor(args.db, n)
         if args.busy is not None:
             return await measure_busy_copies(n, args.busy)
         if args.copies > 1:
             return await measure_clients_on_copies(n, args.copies)
-        return await measure_clients(args.db, n, args.profile, args.tasks, args.rounds)
+        if args.replay:
+            return await measure_replay(args.db, n, args.tasks, args.watched, args.rounds)
+        return await measure_clients(args.db, n, args.profile, args.tasks, args.rounds,
+                                     args.watched)
     return await measure(args.db, int(args.workers), args.seconds, args.interval)
 
 
@@ -125,6 +131,8 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
                 str(args.interval), "--copies", str(args.copies), "--json", str(out),
                 *(["--clients", str(n)] if args.clients else ["--workers", str(n)]),
                 "--tasks", str(args.tasks), "--rounds", str(args.rounds),
+                *(["--watched", str(args.watched)] if args.watched else []),
+                *(["--replay"] if args.replay else []),
                 "--loop", args.loop, *(["--floor"] if args.floor else []),
                 *(["--busy", str(args.busy)] if args.busy is not None else []),
                 *(["--profile", args.profile] if args.profile else [])]
@@ -158,17 +166,25 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
 
 
 async def clients_table(args: argparse.Namespace, console: Console) -> None:
-    what = ("the fan-out floor (no Shoal logic)" if args.floor else
+    what = (f"the fan-out floor (no Shoal logic), {args.tasks} tasks replayed"
+            + (f", {args.watched} of them followed by all the watchers" if args.watched else "")
+            if args.floor and args.replay else
+            "the fan-out floor (no Shoal logic)" if args.floor else
             f"the second of two copies while {args.busy} tasks run on the first"
             if args.busy is not None else
             f"{args.copies} copies (postgres + Redis)" if args.copies > 1 else
+            f"one copy ({args.db}), {args.tasks} tasks"
+            f"{' replayed' if args.replay else ''}, {args.watched} of them followed by "
+            "all the watchers" if args.watched else
+            f"one copy ({args.db}), {args.tasks} tasks replayed, each followed by an equal "
+            "share" if args.replay else
             f"one copy ({args.db}), {args.tasks} tasks each followed by an equal share"
             if args.tasks > 1 else f"one copy ({args.db})")
     table = Table(title=f"Watchers of a running task on {what}: from the event's "
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
                 "control plane CPU / delivery", "of which in the kernel", "memory / watcher",
-                "all subscribed in", "CPU / watcher leaving"):
+                "all subscribed in", "CPU / watcher leaving", "CPU / delivery, chains too"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
         r = await fresh(args, n)
@@ -179,7 +195,8 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                       f"{r['kb']:.1f} kB" if r["kb"] == r["kb"] else "-",
                       f"{r['connect_s']:.1f} s",
                       f"{r['closing_us']:.0f} µs" if r.get("closing_us", 0) == r.get(
-                          "closing_us", 1) else "-")
+                          "closing_us", 1) else "-",
+                      f"{r['gross_us']:.1f} µs" if "gross_us" in r else "-")
     console.print(table)
 
 
@@ -200,6 +217,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="watchers, with --tasks: run the chains unwatched then watched "
                              "this many times in turn (their own CPU, taken off, varies)")
+    parser.add_argument("--watched", type=int, default=0, metavar="K",
+                        help="watchers, with --tasks: all of them follow only the first K of "
+                             "the chains (the others run unwatched); beside a run without it, "
+                             "the same chains and deliveries, spread differently (see the "
+                             "column 'chains too')")
+    parser.add_argument("--replay", action="store_true",
+                        help="watchers, with --tasks: no chain runs while they are counted; "
+                             "the bus replays a chain's events for every task (the CPU is "
+                             "the deliveries' alone); with --floor, the floor does the same")
     parser.add_argument("--copies", type=int, default=1,
                         help="watchers: spread over this many copies (PostgreSQL and Redis)")
     parser.add_argument("--busy", type=int, default=None, metavar="TASKS",
