@@ -77,3 +77,24 @@ def test_an_event_with_its_datas_text_is_sent_with_that_text_not_encoded_again()
     assert json.loads(as_json(said.wire()))["data"] == {"status": "in_progress"}
     assert said.wire()["data"] is data
     assert event == Event(7, EventType.TASK_UPDATE, data, event.timestamp, task_id=TASK)
+
+
+def test_each_event_carries_its_own_timestamp_when_a_burst_shares_one() -> None:
+    """A commit's events share one `now`, formatted once for the burst; an event stamped
+    otherwise (an equal instant in another object, another instant, another zone) still gets
+    its own."""
+    now = datetime(2026, 11, 29, 23, 10, 1, 250000, tzinfo=UTC)
+
+    def event(seq: int, at: datetime) -> Event:
+        return Event(seq=seq, type=EventType.TASK_UPDATE, data={}, timestamp=at, task_id=TASK)
+
+    same = [event(seq, now) for seq in (1, 2, 3)]
+    assert [e.wire()["timestamp"] for e in same] == ["2026-11-29T23:10:01.250000Z"] * 3
+    later = now.replace(second=2)
+    elsewhere = datetime.fromisoformat("2026-11-29T23:10:01.250000+01:00")
+    others = [event(4, later), event(5, now.replace()), event(6, elsewhere), event(7, now)]
+    assert [e.wire()["timestamp"] for e in others] == [
+        "2026-11-29T23:10:02.250000Z", "2026-11-29T23:10:01.250000Z",
+        "2026-11-29T23:10:01.250000+01:00", "2026-11-29T23:10:01.250000Z"]
+    for e in same + others:
+        assert json.loads(as_json(e.wire()))["timestamp"] == e.wire()["timestamp"]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from shoal.engine.model import SubtaskRecord, TaskRecord, TaskState
-from shoal.metrics import Metrics
+from shoal.metrics import Metrics, StreamKind
 from shoal.states import TaskStatus
 from tests.engine.test_waves import T0, TASK, at, sub
 
@@ -58,3 +59,17 @@ def test_a_failed_task_or_one_without_a_typed_plan_adds_no_observation() -> None
     found = samples(metrics)
     assert ("shoal_task_parallelism_ratio_count", RESEARCH) not in found
     assert ("shoal_wave_transition_seconds_count", RESEARCH) not in found
+
+
+def test_a_burst_with_one_stamp_counts_each_event_as_its_own_would() -> None:
+    """`delivered_all` works a shared stamp's lag out once: the histogram is the same as
+    each event's lag observed alone, for every socket it went to."""
+    now = T0 + timedelta(seconds=3)
+    stamps = [T0, T0, T0 + timedelta(seconds=2.5), T0 + timedelta(seconds=2.5), now, T0]
+    together, alone = Metrics(), Metrics()
+    together.delivered_all(StreamKind.WEBSOCKET, stamps, now, times=4)
+    for stamp in stamps:
+        for _ in range(4):
+            alone.delivered(StreamKind.WEBSOCKET, stamp, now)
+    assert together.fanout_lag.series == alone.fanout_lag.series
+    assert together.fanout_lag.series[("websocket",)][-1] == 4 * (3 + 3 + 0.5 + 0.5 + 0 + 3)

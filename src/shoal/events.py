@@ -49,6 +49,11 @@ class NewEvent:
     user_id: uuid.UUID | None = None  # None: visible to every signed-in user (worker events)
 
 
+# The last timestamp `Event.wire` wrote, with its text: a commit's events are stamped with one
+# datetime, so a burst formats it once rather than once an event.
+_LAST_STAMP: tuple[datetime | None, str] = (None, "")
+
+
 class Wire(dict[str, Any]):
     """An event in the shape clients receive, shared by every stream that sends it (never
     change one): its JSON text is encoded once, for the first socket, and reused."""
@@ -91,10 +96,15 @@ class Event:
         it; copy it to rename or add fields). With the data's `text` known, the wire's own
         text is that text with the other fields around it: the same bytes `json.dumps` gives
         the wire, without encoding the data a second time."""
+        global _LAST_STAMP
         wire = self._wire
         if wire is None:
             kind = self.type._value_  # `.value` without the property's two calls
-            stamp = self.timestamp.isoformat().replace("+00:00", "Z")
+            at, stamp = _LAST_STAMP
+            if self.timestamp is not at:  # the events of one commit share their `now`
+                at = self.timestamp
+                stamp = at.isoformat().replace("+00:00", "Z")
+                _LAST_STAMP = (at, stamp)  # one tuple: read whole in any thread
             wire = Wire(type=kind, data=self.data, timestamp=stamp, seq=self.seq)
             if self.text is not None:  # (a type's value and a timestamp need no escaping)
                 wire._text = (f'{{"type": "{kind}", "data": {self.text}, '

@@ -336,8 +336,13 @@ class Metrics:
                       times: int = 1) -> None:
         """Observe the lag of live events stored at `stored`, delivered together at `now` (to
         `times` sockets)."""
-        self.fanout_lag.observe_all((kind.value,), [
-            max(0.0, (now - at).total_seconds()) for at in stored], times)
+        lags: list[float] = []
+        last, lag = None, 0.0
+        for at in stored:  # a commit's events share one stamp: its lag worked out once
+            if at is not last:
+                last, lag = at, max(0.0, (now - at).total_seconds())
+            lags.append(lag)
+        self.fanout_lag.observe_all((kind.value,), lags, times)
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})

@@ -141,8 +141,8 @@ class Lane:
         them now; let go of the others, where they are."""
         frames = _frames(self.interest, items)
         self.lanes.written += 1
-        top = next((seq for item in reversed(items) if (seq := item.get("seq"))), 0)
-        top = self.top = top or self.top  # (only live-only items: where the last list was)
+        top = self.top = _top(items) or self.top  # (only live-only items: where the last
+        # list was)
         members = self.members
         if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
             ((_, text),) = frames
@@ -229,14 +229,27 @@ def _let_go(member: Member, error: BaseException | None = None) -> None:
 
 def _frames(interest: Interest, items: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """The frames `items` go out as, each with the highest number it carries."""
-    out = [item for item in items if interest.wants(item)]
+    if interest.also:
+        out = [item for item in items if interest.wants(item)]
+    else:  # a lane's usual interest: `Interest.wants` inline (a call an item, once a lane)
+        types, task = interest.types, interest.task
+        out = [item for item in items if item["type"] in types
+               and (task is None or item["data"].get("task_id") == task)]
     if len(out) == 1 or (out and not interest.batch):
         return [(item.get("seq") or 0, as_json(item)) for item in out]
     if out:  # one frame, encoded once for every member; its number is its last (a live
         # stream's items come in order, and streamed text has none)
-        return [(next((seq for item in reversed(out) if (seq := item.get("seq"))), 0),
-                 '{"type": "batch", "items": [' + ", ".join(map(as_json, out)) + "]}")]
+        return [(_top(out), '{"type": "batch", "items": [' + ", ".join(map(as_json, out))
+                 + "]}")]
     return []
+
+
+def _top(items: list[dict[str, Any]]) -> int:
+    """The highest number `items` (in order) carry; 0 if none has one (streamed text)."""
+    for item in reversed(items):
+        if seq := item.get("seq"):
+            return int(seq)
+    return 0
 
 
 class Lanes:
