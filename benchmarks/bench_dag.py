@@ -387,8 +387,8 @@ def workload_options(parser: argparse.ArgumentParser) -> None:
     add("--only", default="", metavar="W1,W2,W3", help="run only these workloads")
 
 
-def parse_args() -> argparse.Namespace:
-    """Command-line options."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (`argv`, or the command's own)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     workload_options(parser)
     add = parser.add_argument
@@ -402,7 +402,7 @@ def parse_args() -> argparse.Namespace:
     add("--records", metavar="PREFIX", help="save the worker's raw timestamps to PREFIX.<db>.json")
     add("--phases", action="store_true",
         help="also print the control plane's CPU per subtask by phase of its work (_phases.py)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
     return args

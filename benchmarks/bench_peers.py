@@ -44,6 +44,7 @@ from bench_dag import (
     quiet_logs,
     workload_options,
 )
+from bench_dag import parse_args as bench_dag_args
 from rich.console import Console
 
 HERE = Path(__file__).resolve().parent
@@ -93,16 +94,20 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
     return doc
 
 
-def parse_args() -> argparse.Namespace:
-    """Command-line options (those `bench_dag.bench_database` reads included)."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (`argv`, or the command's own); those of `bench_dag.py` this
+    command does not take keep `bench_dag.py`'s defaults (`bench_dag.bench_database` reads
+    them), whichever it adds."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     workload_options(parser)
     parser.add_argument("--no-peers", action="store_true",
                         help="Shoal and the floor only (no peers' venv)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
-    args.uvloop, args.observe, args.records = False, "bus", None  # bench_dag's defaults
+    for name, default in vars(bench_dag_args([])).items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
     return args
 
 

@@ -80,3 +80,19 @@ async def test_shoal_through_the_api_runs_each_workload_to_completion() -> None:
     assert [len(row.seconds[k]) for k in ("W1", "W3")] == [2, 2]
     assert min(row.seconds["W3"]) >= W3.critical_path  # two 50 ms subtasks, one after the other
     assert all(0 < s < 60 for s in row.seconds["W1"])
+
+
+def test_make_bench_passes_every_option_of_bench_dag_it_does_not_take() -> None:
+    """`bench_peers.py` runs `bench_dag.bench_database`, which reads `bench_dag.py`'s options:
+    each one `bench_peers.py` does not take comes with `bench_dag.py`'s default (an option
+    added there once broke `make bench`), and its own are as given."""
+    import bench_dag
+    import bench_peers
+
+    ours, theirs = bench_peers.parse_args(["--db", "sqlite", "--quick"]), bench_dag.parse_args([])
+    assert set(vars(theirs)) <= set(vars(ours))
+    assert {name: getattr(ours, name) for name in vars(theirs)
+            if name not in ("db", "quick", "repeat")} == {
+        name: value for name, value in vars(theirs).items()
+        if name not in ("db", "quick", "repeat")}
+    assert (ours.db, ours.quick, ours.repeat, ours.no_peers) == ("sqlite", True, 1, False)
