@@ -233,9 +233,7 @@ async def _measure_spread(kind: str, clients: int, tasks: int, profile: str,
     unwatched: the same chains and, the chains being alike, the same number of deliveries as
     a run without it, so the two runs' whole CPU a delivery (`gross_us`, the chains' own
     included and nothing taken off) compares what only the spread of the watchers changes."""
-    followed = watched or tasks
-    if clients % followed or followed > tasks:
-        raise SystemExit(f"--clients {clients} is not a multiple of {followed} followed tasks")
+    followed = followed_tasks(clients, tasks, watched)
     merged, stored = Watching(), dict[int, float]()
     cpu = kernel = bare = bare_kernel = kb = 0.0
     profiler = cProfile.Profile() if profile else None
@@ -495,21 +493,37 @@ class FanOutFloor:
 
 async def chain_bursts(kind: str) -> list[list[dict[str, Any]]]:
     """The watched events of one run of the chain on a real control plane, in the lists the
-    bus delivered them in (a commit's, as a lane takes them): what the floor sends, so that it
-    writes, and its watchers read, the same bytes as Shoal's (a task's first burst carries its
-    plan: some 4 kB a frame where later ones are about 1 kB)."""
-    bursts: list[list[dict[str, Any]]] = []
+    bus delivered them in (a commit's, as a lane takes them), in their wire form: what the
+    floor sends, so that it writes, and its watchers read, the same bytes as Shoal's (a task's
+    first burst carries its plan: some 4 kB a frame where later ones are about 1 kB)."""
+    async with chain_plane(kind) as (srv, client):
+        return [[dict(e.wire()) for e in burst] for burst in await chain_events(srv, client)]
+
+
+async def chain_events(srv: Any, client: httpx.AsyncClient) -> list[list[Any]]:
+    """The watched events of one run of the chain on `srv`, in the lists the bus delivered
+    them in."""
+    bursts: list[list[Any]] = []
 
     async def record(sub: Any) -> None:
         while events := await sub.take(1000):
-            if burst := [dict(e.wire()) for e in events if e.type.value in WATCHED]:
+            if burst := [e for e in events if e.type.value in WATCHED]:
                 bursts.append(burst)
             if any(e.type.value in ("task_complete", "task_failed") for e in events):
                 return
 
-    async with chain_plane(kind) as (srv, client), srv.services.bus.subscribe() as sub:
+    async with srv.services.bus.subscribe() as sub:
         await asyncio.gather(record(sub), follow_chain(client, {}))
     return bursts
+
+
+def followed_tasks(clients: int, tasks: int, watched: int = 0) -> int:
+    """How many of `tasks` the watchers follow (the first `watched`, or all), each by as many
+    of the `clients`; stops the run when they cannot be spread so."""
+    followed = watched or tasks
+    if clients % followed or followed > tasks:
+        raise SystemExit(f"--clients {clients} is not a multiple of {followed} followed tasks")
+    return followed
 
 
 async def measure_floor(kind: str, clients: int) -> dict[str, Any]:

@@ -17,11 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from _fanout import (
     FLOOR_GAP,
-    WATCHED,
     chain_bursts,
+    chain_events,
     chain_plane,
     floor_server,
-    follow_chain,
+    followed_tasks,
     watchers,
 )
 from _sims import system_seconds
@@ -38,12 +38,10 @@ async def measure_replay(kind: str, clients: int, tasks: int, watched: int = 0,
     burst every FLOOR_GAP (as the chain's steps come), numbered and stamped anew. Every task's
     events are published whether or not it is watched, so runs that spread the same watchers
     differently publish the same events and deliver as many."""
-    followed = watched or tasks
-    if clients % followed or followed > tasks:
-        raise SystemExit(f"--clients {clients} is not a multiple of {followed} followed tasks")
+    followed = followed_tasks(clients, tasks, watched)
     async with chain_plane(kind, tasks) as (srv, client):
         bus = srv.services.bus
-        bursts = await _chain_events(srv, client)
+        bursts = await chain_events(srv, client)
         ids = await _submit_waiting(client, tasks)
         token = client.headers["Authorization"].removeprefix("Bearer ")
         stored: dict[int, float] = {}
@@ -69,9 +67,7 @@ async def measure_floor_replay(kind: str, clients: int, tasks: int, watched: int
     """The fan-out floor beside `measure_replay`: the same chain's bursts for `tasks` tasks,
     `rounds` times, a burst every FLOOR_GAP, each task's written as one frame to the sockets
     following it (none: nothing done), the watchers spread as there."""
-    followed = watched or tasks
-    if clients % followed or followed > tasks:
-        raise SystemExit(f"--clients {clients} is not a multiple of {followed} followed tasks")
+    followed = followed_tasks(clients, tasks, watched)
     bursts = await chain_bursts(kind)
     ids = [str(uuid.uuid4()) for _ in range(tasks)]
     made = {task: [[{**event, "data": {**event["data"], "task_id": task}} for event in burst]
@@ -106,23 +102,6 @@ async def _newest(db: Any) -> int:
     """The number of the store's newest event."""
     async with db.connection() as conn:
         return int((await conn.execute(sa.select(sa.func.max(events.c.seq)))).scalar() or 0)
-
-
-async def _chain_events(srv: Any, client: Any) -> list[list[Event]]:
-    """The watched events of one run of the chain on this control plane, in the lists the
-    bus delivered them in."""
-    bursts: list[list[Event]] = []
-
-    async def record(sub: Any) -> None:
-        while events := await sub.take(1000):
-            if burst := [e for e in events if e.type.value in WATCHED]:
-                bursts.append(burst)
-            if any(e.type.value in ("task_complete", "task_failed") for e in events):
-                return
-
-    async with srv.services.bus.subscribe() as sub:
-        await asyncio.gather(record(sub), follow_chain(client, {}))
-    return bursts
 
 
 async def _submit_waiting(client: Any, tasks: int) -> list[Any]:
