@@ -4,7 +4,7 @@ attempt's result stands in for a `task_accepted` that never came."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -75,6 +75,18 @@ def test_evolve_matches_dataclasses_replace() -> None:
     assert evolve(sub) is not sub
     state = _started(1)
     assert evolve(state, task=state.task) == state
+
+
+@dataclass(frozen=True)
+class _Unslotted:
+    name: str
+
+
+def test_evolve_refuses_a_record_without_slots() -> None:
+    """`evolve` sets each field through its slot: a dataclass without slots is named, not
+    copied wrong."""
+    with pytest.raises(TypeError, match="_Unslotted is not a slotted dataclass"):
+        evolve(_Unslotted("a"), name="b")
 
 
 def test_changed_fields_names_exactly_the_fields_that_differ() -> None:

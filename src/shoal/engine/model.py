@@ -417,15 +417,13 @@ def evolve(record: R, **changes: Any) -> R:
         copy = _generated(cls, _COPIERS, _copy_source)
     new: R = copy(record)
     if changes:
-        try:
-            names = _NAME_SETS[cls]
-        except KeyError:
-            names = _NAME_SETS[cls] = frozenset(record_fields(cls))
-        put = object.__setattr__
+        setters = _SETTERS[cls]  # (filled by `_generated` with the copier)
         for name in changes:
-            if name not in names:
-                raise TypeError(f"{cls.__name__} has no field {name!r}")
-            put(new, name, changes[name])
+            try:
+                setter = setters[name]
+            except KeyError:
+                raise TypeError(f"{cls.__name__} has no field {name!r}") from None
+            setter(new, changes[name])
     return new
 
 
@@ -450,12 +448,15 @@ def changed_fields(before: R, after: R) -> tuple[str, ...]:
 
 _COPIERS: dict[type, Any] = {}
 _DIFFERS: dict[type, tuple[Any, dict[int, tuple[str, ...]]]] = {}
-_NAME_SETS: dict[type, frozenset[str]] = {}
+_SETTERS: dict[type, dict[str, Any]] = {}  # each field's slot setter, by name
 
 
 def _copy_source(names: tuple[str, ...]) -> list[str]:
+    # Each field through its own slot's setter (`_generated` binds `set_<name>`): no look-up
+    # of the field by name on the class, as `object.__setattr__` makes (1.07 µs for a
+    # subtask's 31 fields against 1.74, `python -m timeit`).
     return ["def fn(r):", "    n = new(cls)",
-            *(f"    put(n, {name!r}, r.{name})" for name in names), "    return n"]
+            *(f"    set_{name}(n, r.{name})" for name in names), "    return n"]
 
 
 def _diff_source(names: tuple[str, ...]) -> list[str]:
@@ -470,7 +471,24 @@ def _generated(cls: type, cache: dict[type, Any], source: Any) -> Any:
     """A function for `cls` from `source(field names)`, compiled once: straight-line attribute
     reads instead of a `getattr` call per field. Only the dataclass's own field names (valid
     identifiers) go into the code."""
-    env: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "cls": cls}
-    exec("\n".join(source(record_fields(cls))), env)
+    names = record_fields(cls)
+    setters = _setters(cls)
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    env.update((f"set_{name}", setters[name]) for name in names)
+    exec("\n".join(source(names)), env)
     cache[cls] = env["fn"]
     return env["fn"]
+
+
+def _setters(cls: type) -> dict[str, Any]:
+    """Each field of `cls` by name, with the setter of its slot (a frozen record refuses
+    `setattr`; the slot's own descriptor sets it with no look-up by name on the class)."""
+    found = _SETTERS.get(cls)
+    if found is None:
+        slots = {name: k.__dict__[name] for k in reversed(cls.__mro__)
+                 for name in getattr(k, "__slots__", ())}
+        missing = [name for name in record_fields(cls) if name not in slots]
+        if missing:
+            raise TypeError(f"{cls.__name__} is not a slotted dataclass: no slot {missing[0]!r}")
+        found = _SETTERS[cls] = {name: slots[name].__set__ for name in record_fields(cls)}
+    return found
