@@ -24,7 +24,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -139,9 +139,9 @@ def _inline(i: int, read: str, proc: Processor, env: dict[str, Any]) -> str:
     if isinstance(proc, _Timestamp):  # an aware UTC datetime itself (not a date, a subclass)
         env["UTC"], env["DATETIME"] = UTC, datetime
         utc = f"{v}.__class__ is DATETIME and {v}.tzinfo is UTC"
-        if proc.text:  # SQLite's text: what the converter gives, by one C method
-            return (f'(None if ({v} := {read}) is None else {v}.isoformat(" ", "microseconds")'
-                    f"[:26] if {utc} else p{i}({v}))")
+        if proc.text:  # SQLite's text: remembered for a UTC instant seen lately, else made
+            return (f"(None if ({v} := {read}) is None else d{i}[{v}] if {utc}"
+                    f" and {v} in (d{i} := p{i}.seen) else p{i}({v}))")
         return f"({v} if ({v} := {read}) is None or {utc} else p{i}({v}))"
     if isinstance(proc, _Remembered):
         return f"(d{i}[{v}] if ({v} := {read}) in (d{i} := p{i}.seen) else p{i}({v}))"
@@ -231,11 +231,19 @@ class _Timestamp:
     it: SQLite's text, "2026-11-28 15:47:31.000007" (the UTC instant, naive, with its
     microseconds), which `isoformat` gives in one C call where the converter takes eight
     Python ones; or, on a driver that takes datetimes (asyncpg), the value itself. Which of
-    the two (if either) is found by asking the converter, once, about a sample instant."""
+    the two (if either) is found by asking the converter, once, about a sample instant.
+
+    The text of the UTC instants made lately is kept (`seen`, one for every column of every
+    table: the same text by construction): a batch stamps its rows with a few of them (its
+    now on every event and most changes, a lease, a dispatch time from the batch before), and
+    looking one up costs a twentieth of `isoformat`. Only exact UTC datetimes are kept and
+    looked up: an equal instant in another zone may have another text (a plain `DateTime`
+    column on SQLite writes the zone's own wall time)."""
 
     __slots__ = ("proc", "text")
 
     _SAMPLE = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+    seen: ClassVar[dict[datetime, str]] = {}
 
     def __init__(self, proc: Callable[[Any], Any], *, text: bool) -> None:
         self.proc, self.text = proc, text
@@ -253,7 +261,16 @@ class _Timestamp:
     def __call__(self, value: Any) -> Any:
         if value is None or value.__class__ is not datetime or value.tzinfo is not UTC:
             return self.proc(value)
-        return value.isoformat(" ", "microseconds")[:26] if self.text else value
+        if not self.text:
+            return value
+        seen = self.seen
+        text = seen.get(value)
+        if text is None:
+            text = value.isoformat(" ", "microseconds")[:26]
+            if len(seen) >= 64:  # a fresh dict, as `_Remembered` makes (a reader may hold it)
+                _Timestamp.seen = seen = {}
+            seen[value] = text
+        return text
 
 
 class _Remembered:
