@@ -25,7 +25,8 @@ less the time of the wrapped functions it calls (each phase is counted once, whe
   (`Database.fetch_row_autocommit`);
 - after commit: memory, metrics, the sends and the bus (`Runtime._after_commit`);
 - acks: the stored results acknowledged to their workers (`dispatch.acknowledge`);
-- socket out: a worker's frames written to its socket (`worker_ws._write`, a task of its own);
+- socket out: a worker's frames written to its socket (`worker_ws.put`: by the socket's `send`
+  itself when nothing waits before them, else by `worker_ws._write`, a task of its own);
 - bus subscriber: the benchmark's own client taking the events off the in-process bus
   (`QueueSubscription.__anext__`), as an SSE stream or a socket's lane would.
 
@@ -180,6 +181,7 @@ def phase_clock() -> Iterator[PhaseClock]:
         (core.Runtime, "_after_commit", "after commit"),
         (dispatch, "acknowledge", "acks"),
         (worker_ws, "_write", "socket out"),
+        (worker_ws, "put", "socket out"),
         (QueueSubscription, "__anext__", "bus subscriber"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in targets]

@@ -117,12 +117,14 @@ class Built:
 
     def __init__(self) -> None:
         self.taps: list[Tap] = []
+        self.raws: list[Any] = []  # each socket's protocol (`Direct.raw`)
         self.built = 0
 
     def find(self, ws: Any) -> Direct | None:
         found = FIND(ws)
         raw = found.raw if found is not None else None
         if raw is not None:
+            self.raws.append(raw)
             self.taps.append(tap := Tap(raw.transport))
             raw.transport, send_text = tap, raw.conn.send_text
 
@@ -167,3 +169,40 @@ async def test_frames_to_a_worker_are_its_bytes_on_the_wire_unless_it_agreed_to_
     else:
         assert set(texts) == {TEXT}
         assert built.built == 0
+
+
+async def test_a_frame_to_a_worker_leaves_at_once_and_never_overtakes_one_held_back(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame for a worker goes to its transport in the sender's own turn when nothing waits
+    before it (no task woken to write it); while the transport is paused the frames wait, in
+    order, and one sent once it is writable again, before the frame held through the pause has
+    gone, goes after it (never before)."""
+    built = Built()
+    monkeypatch.setattr(worker_ws, "direct_of", built.find)
+    settings = make_settings(tmp_path)
+    async with running_server(settings) as srv:
+        ws, registered = await _register(srv, ["acks"], None)
+        async with ws:
+            assert registered["type"] == "registered"
+            (conn,) = srv.services.runtime.fleet.connections()
+            (raw,), (tap,) = built.raws, built.taps
+
+            async def probe(n: int) -> None:
+                await conn.send(json.dumps({"v": 1, "type": "probe", "n": n}))
+
+            written = len(tap.firsts)
+            await probe(0)
+            assert len(tap.firsts) == written + 1  # written by `send` itself
+            raw.pause_writing()
+            await probe(1)  # queued: the writer takes it and waits for the transport
+            await wait_until(lambda: len(raw.writable._waiters) == 1,
+                             what="the writer holding frame 1 until the socket is writable")
+            raw.resume_writing()  # writable, but frame 1 has not gone yet
+            await probe(2)  # nothing queued, yet it waits for frame 1
+            await probe(3)
+            assert len(tap.firsts) == written + 1
+            got = [await receive_until(ws, lambda m: m["type"] == "probe") for _ in range(4)]
+            assert [m["n"] for m in got] == [0, 1, 2, 3]
+            await probe(4)  # nothing waits now: at once again
+            assert len(tap.firsts) == written + 4 + 1

@@ -56,8 +56,20 @@ async def worker_socket(ws: WebSocket) -> None:
         return
     await ws.accept()
     outgoing: Mailbox[str | None] = Mailbox(UNBOUNDED)
+    found = direct_of(ws)
+    raw = found.raw if found is not None else None
+    holding = [False]  # the writer holds a frame it may yet suspend on (through Starlette)
 
     async def send(text: str) -> None:
+        # Written here when nothing waits before it and its bytes may go to the transport as
+        # they are (the writer's own direct path, without waking its task: the frame of a
+        # commit's dispatch leaves in the commit's own turn of the loop); else queued, in order.
+        if raw is not None and not holding[0] and not outgoing._items and plain_open(raw):
+            try:
+                put(raw, text)
+            except Exception:  # the writer meets it too, and stops
+                outgoing.put_nowait(text)
+            return
         outgoing.put_nowait(text)
 
     async def close(code: int, reason: str) -> None:
@@ -66,7 +78,7 @@ async def worker_socket(ws: WebSocket) -> None:
             await ws.close(code=code, reason=reason)
 
     async with asyncio.TaskGroup() as tg:
-        writer = tg.create_task(_write(ws, outgoing))
+        writer = tg.create_task(_write(ws, raw, outgoing, holding))
 
         async def read() -> None:
             try:
@@ -96,19 +108,27 @@ async def _authenticate(ws: WebSocket, services: Services) -> Any:
     return row.id
 
 
-async def _write(ws: WebSocket, outgoing: Mailbox[str | None]) -> None:
-    """Send `outgoing`'s frames, in order, until a None. Under uvicorn a frame goes as its
-    bytes to the socket's transport when nothing stands in the way (`direct.plain_open`), as a
-    lane writes a client's (ADR 0045); else through Starlette, which waits while the transport
-    is paused, compresses, or raises once the socket is closed (and the writer stops)."""
-    found = direct_of(ws)
-    raw = found.raw if found is not None else None
+def put(raw: Any, text: str) -> None:
+    """Write the frame of `text` to `raw`'s transport (a `Direct.raw` that is `plain_open`)."""
+    raw.transport.write(wire(text))
+
+
+async def _write(ws: WebSocket, raw: Any, outgoing: Mailbox[str | None],
+                 holding: list[bool]) -> None:
+    """Send `outgoing`'s frames, in order, until a None. Under uvicorn (`raw`, the socket's
+    `Direct.raw`) a frame goes as its bytes to the socket's transport when nothing stands in
+    the way (`direct.plain_open`), as a lane writes a client's (ADR 0045); else through
+    Starlette, which waits while the transport is paused, compresses, or raises once the
+    socket is closed (and the writer stops). `holding` is set while a frame is on its way
+    through Starlette: the socket's `send` writes nothing itself meanwhile."""
     while (text := await outgoing.get()) is not None:
         try:
             if raw is not None and plain_open(raw):
-                raw.transport.write(wire(text))
+                put(raw, text)
             else:
+                holding[0] = True
                 await ws.send_text(text)
+                holding[0] = False
         except Exception:
             return
 
