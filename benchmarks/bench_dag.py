@@ -250,16 +250,18 @@ async def commit_floor(db: Database) -> list[float]:
 async def cluster(
     kind: str, *, uvloop: bool = False, observe: str = "bus", records: Records | None = None,
     documents: dict[str, str] | None = None, phases: bool = False,
+    settings_update: dict[str, Any] | None = None,
 ) -> AsyncIterator[Bench]:
     """A fresh database of `kind`, the control plane on it (with workflow `documents`, by
-    name), a signed-in client and the worker process, as a `Bench` to submit workloads with;
-    `records` gets the worker's timestamps once it has stopped; with `phases`, each run
-    counts the control plane's CPU by phase (`_phases.py`)."""
+    name, and `settings_update` over `bench_settings`), a signed-in client and the worker
+    process, as a `Bench` to submit workloads with; `records` gets the worker's timestamps
+    once it has stopped; with `phases`, each run counts the control plane's CPU by phase
+    (`_phases.py`)."""
     with (tempfile.TemporaryDirectory(prefix="shoal-bench-") as name,
           phase_clock() if phases else contextlib.nullcontext() as clock):
         tmp = Path(name)
         async with database(kind, tmp) as url:
-            settings = bench_settings(tmp, url)
+            settings = bench_settings(tmp, url).model_copy(update=settings_update or {})
             (settings.data_dir / "workflows").mkdir(parents=True)
             for doc_name, text in (documents or {}).items():
                 (settings.data_dir / "workflows" / f"{doc_name}.yaml").write_text(text)
