@@ -182,6 +182,33 @@ async def test_watchers_of_one_stream_share_one_lane_under_uvicorn(
         assert w.seqs == log.seqs
 
 
+@pytest.mark.parametrize(("sockets", "routed"), [(1, False), (3, False), (3, True)],
+                         ids=["one-socket", "a-lane", "a-lane-of-one-task"])
+async def test_a_gap_in_the_log_is_filled_from_the_store_once(
+    server: RunningServer, log: Log, watch: Any, sockets: int, routed: bool,
+) -> None:
+    """Events the bus never had (stored, never published) before a burst: a stream reads them
+    from the store, then sends the burst, each event once. (A stream of every task sent the
+    event that showed the gap twice: once from the store, once again from the bus.)"""
+    watchers = [await watch() for _ in range(sockets)]
+    task = {"task_id": str(log.task_id)} if routed else {}
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True, **task)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        await log.store(2)  # stored, never published
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        last = await log.burst(1)
+        for w in watchers:
+            await w.until(last)
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
 async def test_sockets_join_while_events_flow_and_miss_nothing(
     server: RunningServer, log: Log, watch: Any,
 ) -> None:

@@ -128,8 +128,11 @@ class Live:
                     stamps.append(missed.timestamp)
                     out.append(missed.wire())
                 self.last = max(self.last, seq)
-                if event.task_id != task_id and _wanted(event, user_id, task_id, also):
-                    out.append(event.wire())  # another task's: the task's replay skips it
+                # Another task's, wanted all the same (`also`): the task's replay skipped it.
+                # (A stream of every task replayed it with the others, if it wants it.)
+                if (task_id is not None and event.task_id != task_id
+                        and _wanted(event, user_id, task_id, also)):
+                    out.append(event.wire())
                 continue
             self.last = seq
             seen_by, of = event.user_id, event.task_id  # compared by their numbers: UUID's
