@@ -209,6 +209,44 @@ async def test_a_gap_in_the_log_is_filled_from_the_store_once(
         assert w.seqs == log.seqs
 
 
+@pytest.mark.parametrize("routed", [False, True], ids=["all-tasks", "one-task"])
+async def test_a_burst_is_written_in_the_publishers_own_turn_unless_it_must_wait(
+    server: RunningServer, log: Log, watch: Any, routed: bool,
+) -> None:
+    """A lane that waits for the bus writes a burst while the bus delivers it, with no task
+    woken: written before the publisher's next step. A burst after a gap in the log (events the
+    bus never had) waits for the lane's task, which reads them from the store first; so does
+    one for a lane with a member written through the server. Every socket gets every event
+    once, in order, either way."""
+    watchers = [await watch() for _ in range(3)]
+    lanes, bus = lanes_of(server), server.services.bus
+    task = {"task_id": str(log.task_id)} if routed else {}
+    async with asyncio.timeout(DEADLINE):
+        for w in watchers:
+            await w.subscribe(batch=True, **task)
+        last = await log.burst(2)
+        for w in watchers:
+            await w.until(last)
+        written, inline = lanes.written, lanes.inline
+        bus.deliver(await log.store(3))  # (delivered at once: no await until it is written)
+        assert (lanes.written, lanes.inline) == (written + 1, inline + 1)
+        await log.store(2)  # stored, never published: a gap before the next burst
+        bus.deliver(events := await log.store(2))
+        assert (lanes.written, lanes.inline) == (written + 1, inline + 1)  # the task's to write
+        for w in watchers:
+            await w.until(events[-1].seq)
+        assert (lanes.written, lanes.inline) == (written + 2, inline + 1)
+        member = next(iter(the_lane(server).members))
+        through_the_server(member, member.send)
+        bus.deliver(events := await log.store(1))
+        assert lanes.inline == inline + 1
+        for w in watchers:
+            await w.until(events[-1].seq)
+    assert lanes.written == written + 3
+    for w in watchers:
+        assert w.seqs == log.seqs
+
+
 async def test_sockets_join_while_events_flow_and_miss_nothing(
     server: RunningServer, log: Log, watch: Any,
 ) -> None:
@@ -298,7 +336,7 @@ async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_th
         async def send(message: dict[str, Any]) -> None:
             raise ClientDisconnected()
 
-        gone.send, gone.raw = send, None  # (the lane would write its bytes itself otherwise)
+        through_the_server(gone, send)
         for _ in range(3):
             last = await log.burst(2)
         reading = [asyncio.create_task(w.until(last)) for w in watchers]
@@ -318,6 +356,14 @@ async def test_a_frame_the_server_cannot_write_lets_its_socket_go_as_a_client_th
         if w is not failed:
             assert w.seqs == log.seqs
     assert sorted(set(failed.seqs)) == log.seqs
+
+
+def through_the_server(member: Member, send: Any) -> None:
+    """Make `member` one whose frames go through the server's `send` (`send`), as a socket that
+    agreed to compression is: the lane never writes its bytes itself, and takes its bursts in
+    its own task rather than in the publisher's turn."""
+    member.send, member.raw, member.direct = send, None, False
+    member.lane.indirect += 1
 
 
 async def test_a_socket_answering_a_frame_of_its_own_leaves_the_lane_and_misses_nothing(

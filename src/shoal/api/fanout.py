@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from shoal.api.streams import Follow, Live
 from shoal.api.subscriptions import Interest, Sent, Span
 from shoal.bus.base import Lagged, Subscription
 from shoal.errors import ShoalError
-from shoal.events import as_json
+from shoal.events import Event, as_json
 from shoal.metrics import StreamKind
 
 if TYPE_CHECKING:
@@ -78,13 +78,16 @@ class Member:
     `through`: the last number of what the lane wrote to it, recorded in its span (`advance`)
     only when it leaves: nothing reads the span while the lane writes."""
 
-    __slots__ = ("lane", "left", "lock", "raw", "send", "sent", "span", "through", "writable")
+    __slots__ = ("direct", "lane", "left", "lock", "raw", "send", "sent", "span", "through",
+                 "writable")
 
     def __init__(self, lane: Lane, seat: Seat) -> None:
         self.lane, self.send, self.raw, self.lock = lane, seat.send, seat.raw, seat.lock
         self.writable, self.sent, self.span = seat.writable, seat.sent, seat.span
         self.through = seat.span.through
         self.left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Its frames go to its transport as the bytes the lane made (no compression agreed).
+        self.direct = seat.raw is not None and not seat.raw.conn.extensions
 
 
 class Lane:
@@ -95,14 +98,17 @@ class Lane:
         self.lanes, self.key, self.interest, self.limit = lanes, key, interest, limit
         self.live, self.sub, self._entered = live, sub, entered
         self.members: dict[Member, None] = {}  # in joining order
+        self.indirect = 0  # members whose frames go through the server's `send` (not `direct`)
         self.idle = True  # the writer waits for the bus: it has written all it took
         self.started = self.ended = False
         self.top = 0  # the last number of the lists written
+        self.routed = sub if interest.task_id is not None else None  # (see `Live.wanted`)
         metrics = live.services.runtime.metrics
         live.fanout_lag = self._lag_for_all(metrics.delivered_all)
         self.task = asyncio.create_task(self._write(), name="shoal-fanout-lane")
         lanes.tasks.add(self.task)
         self.task.add_done_callback(lanes.tasks.discard)
+        sub.inline = self._now
 
     def _lag_for_all(self, observe: Callable[..., None]) -> Callable[..., None]:
         """The fan-out lag, observed once per event for every member (as each socket's own
@@ -112,8 +118,7 @@ class Lane:
         return observed
 
     async def _write(self) -> None:
-        sub, live, limit = self.sub, self.live, self.limit
-        routed = sub if self.interest.task_id is not None else None
+        sub, live, limit, routed = self.sub, self.live, self.limit, self.routed
         self.started = True
         try:
             while not self.ended:
@@ -136,44 +141,105 @@ class Lane:
             self.end()
             await self._entered.__aexit__(None, None, None)
 
+    def _now(self, events: Sequence[Event]) -> bool:
+        """Write `events` in the publisher's own turn, as the writer would once it took them
+        from the bus, when nothing has to wait: the writer idle (it waits for the bus, and the
+        bus has nothing queued for it), no gap in the log to fill from the store, one frame (a
+        batched stream, or one event) and every member written to as the frame's bytes. Whether
+        it did (else the bus queues them, and the writer's task is woken for them): a burst
+        then costs no task switch, as the fan-out floor's publisher writes it itself."""
+        if (not self.idle or not self.started or self.ended or self.indirect
+                or not (self.interest.batch or len(events) == 1)):
+            return False
+        try:
+            items = self.live.wanted_now(events, self.routed)
+            if items is None:
+                return False
+            self.lanes.inline += 1
+            if items:
+                frames, top = self._framed(items)
+                if frames:
+                    ((_, text),) = frames  # (one at most: batched, or one event)
+                    for member in self._write_one(text, top):
+                        self.release(member)  # (a socket closing: its own stream says so)
+                else:
+                    self._passed(top)
+                if not self.members:
+                    self.end()
+        except Exception:
+            log.exception("fanout.lane_failed")  # members carry on, each on its own stream
+            self.end()
+        return True
+
     async def _send(self, items: list[dict[str, Any]]) -> None:
         """Write `items` (as `client_ws._send_stream` would) to every member that can take
         them now; let go of the others, where they are."""
-        frames = _frames(self.interest, items)
-        self.lanes.written += 1
-        top = self.top = _top(items) or self.top  # (only live-only items: where the last
-        # list was)
+        frames, top = self._framed(items)
         members = self.members
-        if len(frames) == 1:  # the usual case, inline: a burst's one frame to each member
+        if len(frames) == 1:  # the usual case: a burst's one frame to each member
             ((_, text),) = frames
-            data = b""  # the frame's bytes on the wire, made for the first socket that takes them
-            for member in list(members):
+            for member in self._write_one(text, top):
                 if member not in members:
                     continue
-                if (member.lock._locked  # type: ignore[attr-defined]  # (`direct.FIELDS`)
-                        or not member.writable._value):  # type: ignore[attr-defined]
+                if member.lock.locked() or not member.writable.is_set():
                     self.release(member)
                     continue
-                raw = member.raw
-                try:
-                    # What uvicorn's `send` would check and write, without a call: the socket
-                    # open, no close sent, no extension (compression) that changes the bytes.
-                    if (raw is not None and (conn := raw.conn)._state is OPEN
-                            and not conn.extensions and not raw.close_sent
-                            and not raw.disconnected):
-                        raw.transport.write(data or (data := wire(text)))
-                    else:  # written at once: it does not suspend
-                        await member.send({"type": "websocket.send", "text": text})
+                try:  # written at once: it does not suspend
+                    await member.send({"type": "websocket.send", "text": text})
                 except Exception as exc:
                     self.release(member, failure(exc))
                     continue
                 member.through = top
-        else:
+        elif frames:
             for member in list(members):
                 if member in members:
                     await self._send_to(member, frames, top)
+        else:
+            self._passed(top)
         if not members:
             self.end()
+
+    def _framed(self, items: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], int]:
+        """`items`' frames, and the last number they bring the members to (`top`: where the
+        last list was, if they bring only live-only items)."""
+        self.lanes.written += 1
+        top = self.top = _top(items) or self.top
+        return _frames(self.interest, items), top
+
+    def _passed(self, top: int) -> None:
+        """No frame for a list: every member has gone through it all the same."""
+        for member in self.members:
+            if member.through < top:
+                member.through = top
+
+    def _write_one(self, text: str, top: int) -> list[Member]:
+        """Write the frame `text` as its bytes to every member that can take it now, and let
+        go of those that cannot (paused, or answering a frame of their own); the members it
+        must go to through the server's `send` instead (compression agreed, no raw protocol, a
+        socket closing), in order."""
+        members, slow = self.members, []
+        data = b""  # the frame's bytes on the wire, made for the first socket that takes them
+        for member in list(members):
+            if member not in members:
+                continue
+            if (member.lock._locked  # type: ignore[attr-defined]  # (`direct.FIELDS`)
+                    or not member.writable._value):  # type: ignore[attr-defined]
+                self.release(member)
+                continue
+            raw = member.raw
+            # What uvicorn's `send` would check and write, without a call: the socket open,
+            # no close sent, no extension (compression) that changes the bytes.
+            if (raw is None or (conn := raw.conn)._state is not OPEN or conn.extensions
+                    or raw.close_sent or raw.disconnected):
+                slow.append(member)
+                continue
+            try:
+                raw.transport.write(data or (data := wire(text)))
+            except Exception as exc:
+                self.release(member, failure(exc))
+                continue
+            member.through = top
+        return slow
 
     async def _send_to(self, member: Member, frames: list[tuple[int, str]], top: int) -> None:
         """Write `frames` to `member` if it takes each at once; else let it go, where it is
@@ -194,6 +260,7 @@ class Lane:
     def release(self, member: Member, error: BaseException | None = None) -> None:
         """Let `member` go back to its own stream (or fail with `error`)."""
         if self.members.pop(member, False) is None:
+            self.indirect -= not member.direct
             _let_go(member, error)
         if not self.members:
             self.end()
@@ -205,10 +272,12 @@ class Lane:
         if self.ended:
             return
         self.ended = True
+        self.sub.inline = None
         if self.lanes.lanes.get(self.key) is self:
             del self.lanes.lanes[self.key]
         members = list(self.members)
         self.members.clear()  # in place: a writer's loop over it sees each one gone
+        self.indirect = 0
         for member in members:
             _let_go(member)
         if self.started and self.idle and asyncio.current_task() is not self.task:
@@ -259,6 +328,7 @@ class Lanes:
         self.lanes: dict[Key, Lane] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.written = 0  # lists written by a lane (each to all its members): tests read it
+        self.inline = 0  # … of which in the publisher's own turn (`Lane._now`)
         self.joined = self.released = 0  # sockets that joined a lane, and that it let go
 
     def join_at(self, seat: Seat, after: int) -> Member | None:
@@ -321,6 +391,7 @@ class Lanes:
             return None
         member = Member(lane, seat)
         lane.members[member] = None
+        lane.indirect += not member.direct
         self.joined += 1
         return member
 

@@ -9,7 +9,7 @@ gap from the store.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -29,6 +29,9 @@ class Subscription(Protocol):
     fills what it lacks below that from the store."""
 
     gap_through: int
+    # Set by the subscription's one reader to take events in the publisher's own turn: called
+    # with what would be queued while nothing is; True if it took them (nothing is queued).
+    inline: Callable[[Sequence[Event]], bool] | None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         """Iterate events as they are published; raises `Lagged` after an overflow."""

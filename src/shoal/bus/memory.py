@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import cast
 
 from shoal.bus.base import Lagged
@@ -48,6 +48,8 @@ class QueueSubscription:
         self._queue: Mailbox[Event | None] = Mailbox(size)
         self._state = _State.OPEN
         self.gap_through = 0  # a routed subscription: events up to this seq may be missing
+        # The reader's own taker, called by the publisher while nothing is queued (`Subscription`)
+        self.inline: Callable[[Sequence[Event]], bool] | None = None
 
     def empty(self) -> bool:
         """Whether nothing is queued: every event delivered so far has been taken."""
@@ -62,12 +64,16 @@ class QueueSubscription:
         """Queue `event` without waiting; on overflow mark the subscription lagged."""
         if self._state is not _State.OPEN:
             return
+        if self.inline is not None and self._queue.empty() and self.inline((event,)):
+            return
         if not self._queue.put_nowait(event):
             self.lag()
 
     def offer_all(self, events: Sequence[Event]) -> None:
         """`offer` each of `events`, in order."""
         if self._state is not _State.OPEN:
+            return
+        if self.inline is not None and self._queue.empty() and self.inline(events):
             return
         if self._queue.put_all(events) < len(events):
             self.lag()
