@@ -131,14 +131,20 @@ async def three_in_a_lane(
     return watchers, await in_one_lane(server, log, watchers)
 
 
-async def in_one_lane(server: RunningServer, log: Log, watchers: list[Watcher]) -> list[Member]:
-    """Subscribe `watchers` to the same stream and let them catch up; the one lane's members,
-    one a watcher."""
+async def caught_up(log: Log, watchers: list[Watcher], **stream: Any) -> None:
+    """Subscribe `watchers` to the same batched stream (`stream`: of one task, say) and let
+    them catch up with a burst."""
     for w in watchers:
-        await w.subscribe(batch=True)
+        await w.subscribe(batch=True, **stream)
     last = await log.burst(2)
     for w in watchers:
         await w.until(last)
+
+
+async def in_one_lane(server: RunningServer, log: Log, watchers: list[Watcher]) -> list[Member]:
+    """Subscribe `watchers` to the same stream and let them catch up; the one lane's members,
+    one a watcher."""
+    await caught_up(log, watchers)
     members = list(the_lane(server).members)
     assert len(members) == len(watchers)
     return members
@@ -191,13 +197,8 @@ async def test_a_gap_in_the_log_is_filled_from_the_store_once(
     from the store, then sends the burst, each event once. (A stream of every task sent the
     event that showed the gap twice: once from the store, once again from the bus.)"""
     watchers = [await watch() for _ in range(sockets)]
-    task = {"task_id": str(log.task_id)} if routed else {}
     async with asyncio.timeout(DEADLINE):
-        for w in watchers:
-            await w.subscribe(batch=True, **task)
-        last = await log.burst(2)
-        for w in watchers:
-            await w.until(last)
+        await caught_up(log, watchers, **({"task_id": str(log.task_id)} if routed else {}))
         await log.store(2)  # stored, never published
         last = await log.burst(2)
         for w in watchers:
@@ -220,13 +221,8 @@ async def test_a_burst_is_written_in_the_publishers_own_turn_unless_it_must_wait
     once, in order, either way."""
     watchers = [await watch() for _ in range(3)]
     lanes, bus = lanes_of(server), server.services.bus
-    task = {"task_id": str(log.task_id)} if routed else {}
     async with asyncio.timeout(DEADLINE):
-        for w in watchers:
-            await w.subscribe(batch=True, **task)
-        last = await log.burst(2)
-        for w in watchers:
-            await w.until(last)
+        await caught_up(log, watchers, **({"task_id": str(log.task_id)} if routed else {}))
         written, inline = lanes.written, lanes.inline
         bus.deliver(await log.store(3))  # (delivered at once: no await until it is written)
         assert (lanes.written, lanes.inline) == (written + 1, inline + 1)
