@@ -3,6 +3,8 @@ database, a worker process (`_worker.py`: two workers of 100 slots, the no-op `e
 it over WebSockets, and a client that submits each workload over HTTP (`POST /api/v1/tasks`)
 and follows the task's event stream (`GET /api/v1/tasks/{id}/events`, SSE) until its terminal
 event. The makespan runs from just before the POST to that event's line reaching the client.
+Each run also counts the CPU of the three processes a subtask (psutil, user and system time):
+the server, the worker process, and the client (this process).
 
 One copy with production timings (heartbeats, leases, sweeps: `bench_throughput.py`'s
 environment), no Redis (one copy needs none; the in-process row has none either).
@@ -20,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import psutil
 from _compare import Role, Row
 from _workloads import Workload, plan_for, workloads
 from bench_dag import database
@@ -37,13 +40,31 @@ TERMINAL = ("task_complete", "task_failed", "task_cancelled")
 
 
 class ApiShoal:
-    """A signed-in client of a running `shoal serve` whose workers are online."""
+    """A signed-in client of a running `shoal serve` whose workers are online, with the
+    processes whose CPU a run counts (`serve`, `worker`, and this one, the `client`)."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: httpx.AsyncClient, processes: dict[str, psutil.Process]) -> None:
         self.client = client
+        self.processes = processes
+
+    def cpu(self) -> dict[str, float]:
+        """Each process's CPU time so far, seconds (`cpu_seconds`)."""
+        return {name: cpu_seconds(proc) for name, proc in self.processes.items()}
 
     async def run(self, work: Workload) -> float:
         """Seconds from the POST of `work` to its `task_complete` on the task's SSE stream."""
+        seconds, _ = await self.run_counted(work)
+        return seconds
+
+    async def run_counted(self, work: Workload) -> tuple[float, dict[str, float]]:
+        """`run`, and each process's µs of CPU a subtask over it."""
+        before = self.cpu()
+        seconds = await self._run(work)
+        after = self.cpu()
+        return seconds, {name: (after[name] - before[name]) / len(work.dag) * 1e6
+                         for name in after}
+
+    async def _run(self, work: Workload) -> float:
         body = {"description": f"benchmark {work.key}: {work.label}",
                 "plan": plan_for(work.dag, work.delay)}
         start = time.perf_counter()
@@ -62,6 +83,21 @@ class ApiShoal:
         if status != "task_complete":
             raise RuntimeError(f"{work.key} task {task_id} ended with {status or 'no event'}")
         return seconds
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """`proc`'s CPU time so far, seconds: the run time of its live threads in nanoseconds
+    (Linux's `/proc/<pid>/task/<tid>/schedstat`), where psutil counts clock ticks (10 ms, a
+    twentieth of a 200-subtask run's time on the worker); else psutil's user and system
+    time. A thread that ended takes its time with it: the processes measured keep theirs."""
+    try:
+        total = 0
+        for task in os.scandir(f"/proc/{proc.pid}/task"):
+            with open(f"{task.path}/schedstat", encoding="ascii") as stat:
+                total += int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float(sum(proc.cpu_times()[:2]))
+    return total / 1e9
 
 
 @contextlib.asynccontextmanager
@@ -93,7 +129,9 @@ async def served(kind: str) -> AsyncIterator[ApiShoal]:
                         return bool(sum(w["status"] == "online" for w in listed) == WORKERS)
 
                     await wait_for(online, within=60, what="the workers online", procs=[server])
-                    yield ApiShoal(client)
+                    yield ApiShoal(client, {"serve": psutil.Process(server.pid),
+                                            "worker": psutil.Process(worker.pid),
+                                            "client": psutil.Process()})
             finally:
                 if worker.stdin is not None:
                     worker.stdin.close()  # the worker process stops when its stdin closes
@@ -112,5 +150,8 @@ async def api_row(kind: str, works: list[Workload], repeat: int) -> Row:
             await shoal.run(warm)
         for _ in range(repeat):
             for work in works:
-                row.seconds.setdefault(work.key, []).append(await shoal.run(work))
+                seconds, cpu = await shoal.run_counted(work)
+                row.seconds.setdefault(work.key, []).append(seconds)
+                for name, us in cpu.items():
+                    row.cpu.setdefault(work.key, {}).setdefault(name, []).append(us)
     return row

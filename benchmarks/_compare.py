@@ -34,6 +34,9 @@ class Row:
     seconds: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""  # versions, how durable its store is
     failed: str = ""  # why it did not run (the row says so and the rest still runs)
+    # µs of CPU a subtask per run, by workload key and process (Shoal through the API: its
+    # server, its worker process and the client following the stream)
+    cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def makespan(self, key: str) -> float:
         """Median makespan of workload `key`, seconds (NaN if it did not run)."""
@@ -98,8 +101,17 @@ def cells(work: Workload, row: Row, rows: list[Row]) -> list[str]:
         return ["—", "—", "—", "—", row.note or "not measured"]
     unit = "x" if work.critical_path else " ms"
     lead = "" if row.role is Role.API else _ratio(f.api_lead)
+    cpu = cpu_of(work, row)
+    note = "; ".join(part for part in (row.note, cpu and "CPU a subtask: " + ", ".join(
+        f"{name} {us:,.0f} µs" for name, us in cpu.items())) if part)
     return [f"{f.makespan * 1000:,.0f} ms", f"{f.headline:.3g}{unit}", _ratio(f.over_floor),
-            lead, row.note]
+            lead, note]
+
+
+def cpu_of(work: Workload, row: Row) -> dict[str, float]:
+    """`row`'s median µs of CPU a subtask of `work`, by process (none if not measured)."""
+    return {name: statistics.median(runs) for name, runs in row.cpu.get(work.key, {}).items()
+            if runs}
 
 
 def _ratio(x: float) -> str:
@@ -117,7 +129,8 @@ def summary(works: list[Workload], rows: list[Row]) -> dict[str, object]:
             f = figures(work, row, rows)
             per[work.key] = {"runs_s": row.seconds[work.key], "makespan_s": f.makespan,
                              "headline": f.headline, "over_floor": f.over_floor,
-                             "row_over_api": f.api_lead}
+                             "row_over_api": f.api_lead,
+                             "cpu_us_per_subtask": cpu_of(work, row)}
         out[row.label] = {"role": row.role.name, "note": row.note, "failed": row.failed,
                           "workloads": per}
     return out

@@ -80,6 +80,26 @@ async def test_shoal_through_the_api_runs_each_workload_to_completion() -> None:
     assert [len(row.seconds[k]) for k in ("W1", "W3")] == [2, 2]
     assert min(row.seconds["W3"]) >= W3.critical_path  # two 50 ms subtasks, one after the other
     assert all(0 < s < 60 for s in row.seconds["W1"])
+    # Each process's CPU a subtask, each run: the server and the worker did the work.
+    assert {name: len(runs) for name, runs in row.cpu["W1"].items()} == {
+        "serve": 2, "worker": 2, "client": 2}
+    assert min(row.cpu["W1"]["serve"]) > 0
+    assert min(row.cpu["W1"]["worker"]) > 0
+
+
+def test_the_api_rows_cpu_is_in_its_note_and_its_json() -> None:
+    every = rows()
+    every[0].cpu = {"W1": {"serve": [800.0, 700.0, 900.0], "worker": [250.0], "client": []}}
+    assert cells(W1, every[0], every)[-1] == "CPU a subtask: serve 800 µs, worker 250 µs"
+    assert cells(W3, every[0], every)[-1] == ""
+    every[0].note = "shoal serve"
+    assert cells(W1, every[0], every)[-1] == ("shoal serve; CPU a subtask: serve 800 µs, "
+                                              "worker 250 µs")
+    doc = summary([W1, W3], every)
+    api = doc["api"]
+    assert isinstance(api, dict)
+    assert api["workloads"]["W1"]["cpu_us_per_subtask"] == {"serve": 800.0, "worker": 250.0}
+    assert api["workloads"]["W3"]["cpu_us_per_subtask"] == {}
 
 
 def test_make_bench_passes_every_option_of_bench_dag_it_does_not_take() -> None:
