@@ -148,6 +148,13 @@ class Settings(BaseSettings):
                               "counts, right or wrong).")
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024,
                                    description="Larger request bodies are refused (413).")
+    slow_request_seconds: float = Field(
+        5.0, ge=0, description="An HTTP request that takes longer is logged "
+                               "(`http.slow_request`; an event stream: to its headers; 0: none).")
+    loop_stall_seconds: float = Field(
+        2.0, ge=0, description="When the control plane's event loop has not answered for this "
+                               "long, the line it is held at is logged (`event_loop.stalled`; "
+                               "0: not watched).")
 
     # Browsers.
     cors_origins: list[str] = Field(

@@ -15,13 +15,15 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
 from shoal import admin
-from shoal.api.server import RunningServer
+from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
+from tests.conftest import make_settings
 from tests.e2e.procs import receive_until
-from tests.runtime.harness import echo_worker, task_detail, wait_until
+from tests.runtime.harness import echo_worker, login, task_detail, wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -231,3 +233,23 @@ async def test_every_series_the_grafana_dashboard_graphs_is_served(
 async def _finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any] | None:
     detail = await task_detail(client, task_id)
     return detail if detail["status"] in ("completed", "failed") else None
+
+
+async def test_a_slow_request_is_logged_under_its_route(tmp_path: Path) -> None:
+    """Over `slow_request_seconds` (here every request: a nanosecond), a request is logged by
+    its route's template; with 0, none is."""
+    for limit, expected in ((1e-9, [("GET", "/api/v1/tasks/{task_id}", 404)]), (0.0, [])):
+        settings = make_settings(tmp_path / str(limit), slow_request_seconds=limit)
+        async with running_server(settings) as srv:
+            client = await login(srv, settings)
+            try:
+                with capture_logs() as logs:
+                    resp = await client.get(f"/api/v1/tasks/{uuid.uuid4()}")
+            finally:
+                await client.aclose()
+        assert resp.status_code == 404
+        slow = [(e["method"], e["route"], e["status"]) for e in logs
+                if e["event"] == "http.slow_request"]
+        assert slow == expected, limit
+        assert all(e["log_level"] == "warning" and e["seconds"] >= 0 for e in logs
+                   if e["event"] == "http.slow_request")

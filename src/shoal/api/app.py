@@ -49,6 +49,7 @@ from shoal.notify import Notifier
 from shoal.runtime.core import Runtime
 from shoal.runtime.forwarding import RedisForwarder
 from shoal.runtime.relay import RedisRelay
+from shoal.stalls import LoopWatch
 from shoal.store.db import Database
 from shoal.tracing import Tracing
 from shoal.web.pages import CSP, app_html, static_dir
@@ -123,11 +124,17 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         notifier = asyncio.create_task(Notifier(settings, services.db).run(),
                                        name="shoal-notifier")
         heap.settle()
+        watch = None
+        if settings.loop_stall_seconds:  # a blocking call on the loop names its line
+            watch = LoopWatch(threshold=settings.loop_stall_seconds)
+            watch.start()
         log.info("control_plane.started", url=settings.base_url,
                  database=services.db.dialect, bus=type(services.bus).__name__)
         try:
             yield
         finally:
+            if watch is not None:
+                watch.stop()
             notifier.cancel()  # first: it hands half-done deliveries back to the store
             with contextlib.suppress(asyncio.CancelledError):
                 await notifier

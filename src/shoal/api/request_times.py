@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import time
 
+import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shoal.metrics import Metrics
+
+log = structlog.get_logger(__name__)
 
 
 class RequestTimes:
     """ASGI middleware: time each HTTP request from arrival to its last byte (an event stream
     to its headers: it lasts as long as its client stays) under its route's template, e.g.
-    `/api/v1/tasks/{task_id}`, never the path a client sent."""
+    `/api/v1/tasks/{task_id}`, never the path a client sent; log one slower than
+    `slow_request_seconds`."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -46,6 +50,10 @@ def _observe(scope: Scope, status: int, start: float) -> None:
     if state is None:
         return  # before start-up finished
     metrics: Metrics = state.runtime.metrics
-    route = scope.get("route")
-    metrics.request(scope["method"], getattr(route, "path", None), status,
-                    time.perf_counter() - start)
+    route = getattr(scope.get("route"), "path", None)
+    seconds = time.perf_counter() - start
+    metrics.request(scope["method"], route, status, seconds)
+    slow = state.settings.slow_request_seconds
+    if slow and seconds > slow:
+        log.warning("http.slow_request", method=scope["method"], route=route or "unmatched",
+                    status=status, seconds=round(seconds, 3))
