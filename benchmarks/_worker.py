@@ -13,13 +13,16 @@ parent can compare these times with its own:
 - `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as
-JSON to `--records`.
+JSON to `--records`. Standard input also takes `profile` (cProfile the event loop's thread from
+now on) and `unprofile PATH` (stop, and write the profile to PATH: `calls_per_subtask.py`
+counts the worker process's calls with them).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import logging
 import os
@@ -125,12 +128,29 @@ async def serve(args: argparse.Namespace) -> None:
     async with asyncio.TaskGroup() as tg:
         for worker in workers:
             tg.create_task(worker.run())
-        while (await asyncio.to_thread(sys.stdin.readline)).strip() not in ("stop", ""):
-            pass
+        await obey_stdin()
         for worker in workers:
             worker.stop(grace=5)
     out = {str(aid): entry for aid, entry in records.items()}
     await asyncio.to_thread(Path(args.records).write_text, json.dumps(out))
+
+
+async def obey_stdin() -> None:
+    """Read commands until standard input closes or says `stop`: `profile` starts cProfile on
+    this thread (the event loop's, where every worker runs), `unprofile PATH` stops it and
+    writes what it saw to PATH (whole once it appears: written aside, then renamed)."""
+    profile: cProfile.Profile | None = None
+    while (line := (await asyncio.to_thread(sys.stdin.readline)).strip()) not in ("stop", ""):
+        command, _, path = line.partition(" ")
+        if command == "profile" and profile is None:
+            profile = cProfile.Profile()
+            profile.enable()
+        elif command == "unprofile" and profile is not None and path:
+            profile.disable()
+            aside = Path(f"{path}.part")
+            await asyncio.to_thread(profile.dump_stats, aside)
+            await asyncio.to_thread(aside.replace, path)
+            profile = None
 
 
 def main() -> None:

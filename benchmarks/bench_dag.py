@@ -80,15 +80,47 @@ TERMINAL = {EventType.TASK_COMPLETE, EventType.TASK_FAILED, EventType.TASK_CANCE
 Records = dict[str, dict[str, Any]]  # attempt id → the worker's timestamps
 
 
+class WorkerProcess:
+    """The benchmark's worker process (`_worker.py`), told what to do on its standard input."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+
+    async def _say(self, line: str) -> None:
+        if self._proc.stdin is None:
+            raise RuntimeError("The worker process takes no commands.")
+        self._proc.stdin.write(f"{line}\n".encode())
+        await self._proc.stdin.drain()
+
+    @contextlib.asynccontextmanager
+    async def profiled(self, path: Path) -> AsyncIterator[None]:
+        """cProfile the worker process's event loop while the block runs; the profile is at
+        `path` once the block has ended."""
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        await self._say("profile")
+        try:
+            yield
+        finally:
+            await self._say(f"unprofile {path}")
+            async with asyncio.timeout(30):
+                while not await asyncio.to_thread(path.exists):  # written aside, then renamed
+                    if self._proc.returncode is not None:
+                        raise RuntimeError(f"The worker process exited with "
+                                           f"{self._proc.returncode}.")
+                    await asyncio.sleep(0.02)
+
+
 class Bench:
-    """A running control plane and a signed-in client that submits workloads to it."""
+    """A running control plane and a signed-in client that submits workloads to it, and the
+    worker process that runs them."""
 
     def __init__(self, srv: RunningServer, client: httpx.AsyncClient, observe: str,
-                 phases: PhaseClock | None = None) -> None:
+                 phases: PhaseClock | None = None, worker: WorkerProcess | None = None) -> None:
         self.srv = srv
         self.client = client
         self.observe = observe
         self.phases = phases
+        self.worker = worker
 
     async def run(self, work: Workload) -> Run:
         """Submit `work` as one task and wait for it to end."""
@@ -159,7 +191,7 @@ async def _postgres_admin(statement: str) -> None:
 @contextlib.asynccontextmanager
 async def worker_process(
     srv: RunningServer, tmp: Path, *, uvloop: bool, records: Records
-) -> AsyncIterator[None]:
+) -> AsyncIterator[WorkerProcess]:
     """`_worker.py` connected with `WORKERS` workers; fills `records` once it has stopped."""
     db = srv.services.db
     tokens = [await admin.create_worker_token(db, name=f"bench-{i}") for i in range(WORKERS)]
@@ -188,7 +220,7 @@ async def worker_process(
                 if proc.returncode is not None:
                     raise RuntimeError(f"The worker process exited with {proc.returncode}.")
                 await asyncio.sleep(0.02)
-        yield
+        yield WorkerProcess(proc)
     finally:
         if proc.stdin is not None:
             proc.stdin.close()  # the worker process stops when its standard input closes
@@ -268,9 +300,10 @@ async def cluster(
             async with running_server(settings) as srv:
                 client = await signed_in_client(srv, settings)
                 try:
-                    async with worker_process(srv, tmp, uvloop=uvloop,
-                                              records=records if records is not None else {}):
-                        yield Bench(srv, client, observe, clock)
+                    async with worker_process(
+                        srv, tmp, uvloop=uvloop, records=records if records is not None else {},
+                    ) as worker:
+                        yield Bench(srv, client, observe, clock, worker)
                 finally:
                     await client.aclose()
 
