@@ -30,9 +30,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from shoal.errors import UnstorableText
+from shoal.ids import as_id
 from shoal.limits import MAX_INT64, model_problem
 
 PROTOCOL_VERSION = 1
@@ -46,6 +47,10 @@ SERVER_FEATURES = ("batches", "agent_tokens", "declines")  # and its control pla
 
 MAX_KEPT = 10_000  # tasks (or sources) a worker lists as kept, at most
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+# An attempt's id as the worker receives it: an `Id`, whose hash and text are C, for the worker
+# keys its attempts and their results by it (half a dozen lookups an attempt, each a Python
+# frame with a plain UUID). The same UUID on the wire and in the schema.
+AttemptKey = Annotated[uuid.UUID, AfterValidator(as_id)]
 MAX_TOKENS = 10**12  # per attempt
 MAX_COST_USD = 1e9
 MAX_DURATION = 366 * 24 * 3600.0
@@ -242,7 +247,7 @@ class ExecuteTask(_Message):
     """Run one attempt of a subtask."""
 
     type: Literal["execute_task"] = "execute_task"
-    attempt_id: uuid.UUID
+    attempt_id: AttemptKey
     fence: int
     task_id: uuid.UUID
     subtask_id: uuid.UUID
@@ -286,7 +291,7 @@ class Ack(_Message):
     """The control plane has durably handled a `task_result`; the worker may forget it."""
 
     type: Literal["ack"] = "ack"
-    attempt_id: uuid.UUID
+    attempt_id: AttemptKey
     accepted: bool
     reason: str | None = None
 

@@ -170,18 +170,30 @@ def on_disk(worker: Worker) -> list[TaskResult]:
 
 
 def noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
-    """An event set once the worker has handled `count` acks."""
+    """An event set once the worker has handled `count` acks: forgotten at once when the
+    result was only in memory (or acknowledged already), else once its outbox record is
+    removed."""
     handled = asyncio.Event()
-    forget = worker._forget
-    seen: list[Ack] = []
+    acknowledged, remove_saved = worker._acknowledged, worker._remove_saved
+    seen: list[uuid.UUID] = []
 
-    async def noted(ack: Ack) -> None:
-        await forget(ack)
-        seen.append(ack)
+    def note(attempt_id: uuid.UUID) -> None:
+        seen.append(attempt_id)
         if len(seen) >= count:
             handled.set()
 
-    worker._forget = noted  # type: ignore[method-assign]
+    def noted(ack: Ack) -> None:
+        on_disk = ack.attempt_id in worker._unacked and ack.attempt_id not in worker._deferred
+        acknowledged(ack)
+        if not on_disk:
+            note(ack.attempt_id)
+
+    async def removed(attempt_id: uuid.UUID) -> None:
+        await remove_saved(attempt_id)
+        note(attempt_id)
+
+    worker._acknowledged = noted  # type: ignore[method-assign]
+    worker._remove_saved = removed  # type: ignore[method-assign]
     return handled
 
 

@@ -377,11 +377,11 @@ class Worker:
                 await self._start(task)
         elif isinstance(message, CancelTask):
             self._cancel(message)
-        elif isinstance(message, Ack):  # the removal is batched: do not hold up the reader
-            self._tasks().create_task(self._forget(message))
+        elif isinstance(message, Ack):
+            self._acknowledged(message)
         elif isinstance(message, Acks):
             for ack in message.acks:
-                self._tasks().create_task(self._forget(ack))
+                self._acknowledged(ack)
         elif isinstance(message, ForgetTasks):  # disk work: do not hold up the reader
             self._tasks().create_task(self._forget_tasks(message))
         elif isinstance(message, ResendResults):
@@ -430,17 +430,21 @@ class Worker:
             attempt.cancel_reason = msg.reason or "cancelled by the control plane"
             attempt.task.cancel()
 
-    async def _forget(self, ack: Ack) -> None:
+    def _acknowledged(self, ack: Ack) -> None:
+        """Forget the result `ack` acknowledges. One acknowledged before its write began (the
+        usual case) is only in memory, and is forgotten here; one already written to the
+        outbox is removed from it by a task of its own (the removal is batched disk work: it
+        must not hold up the reader)."""
         if ack.attempt_id not in self._unacked:
             return  # a second ack for the same result
         del self._unacked[ack.attempt_id]
-        deferred = self._deferred.pop(ack.attempt_id, None)
-        if deferred is not None:  # acknowledged before its write began: nothing on disk
-            deferred[0].cancel()
-        else:
-            await self._remove_saved(ack.attempt_id)
         log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
                  accepted=ack.accepted, reason=ack.reason)
+        deferred = self._deferred.pop(ack.attempt_id, None)
+        if deferred is not None:  # nothing on disk
+            deferred[0].cancel()
+        else:
+            self._tasks().create_task(self._remove_saved(ack.attempt_id))
 
     async def _forget_tasks(self, msg: ForgetTasks) -> None:
         """Delete what this worker keeps of deleted tasks and of sources stored no more."""

@@ -17,7 +17,7 @@ class Outgoing:
 
     def __init__(self) -> None:
         self._closed = False
-        self._ready = asyncio.Event()
+        self._ready: asyncio.Event | None = None  # made for the first reader (`_event`)
         self._starter: Callable[[], object] | None = None
 
     def _waiting(self) -> bool:
@@ -32,8 +32,18 @@ class Outgoing:
         else:
             self._starter = starter
 
+    def _event(self) -> asyncio.Event:
+        """What a reader waits on, made when the first one comes (set if something waits or
+        the stream is closed): most attempts send nothing, and need none."""
+        if self._ready is None:
+            self._ready = asyncio.Event()
+            if self._closed or self._waiting():
+                self._ready.set()
+        return self._ready
+
     def _written(self) -> None:
-        self._ready.set()
+        if self._ready is not None:
+            self._ready.set()
         if self._starter is not None:
             starter, self._starter = self._starter, None
             starter()
@@ -42,7 +52,8 @@ class Outgoing:
         """Nothing more will come; reading ends once the buffer is empty."""
         self._closed = True
         self._starter = None
-        self._ready.set()
+        if self._ready is not None:
+            self._ready.set()
 
 
 class LogStream(Outgoing):
@@ -76,9 +87,10 @@ class LogStream(Outgoing):
 
     async def batches(self) -> AsyncIterator[str]:
         """Coalesced chunks of text, each small enough for one `agent_log` message."""
+        ready = self._event()
         while True:
-            await self._ready.wait()
-            self._ready.clear()
+            await ready.wait()
+            ready.clear()
             while chunk := self._take():
                 yield chunk
             if self._closed:

@@ -37,9 +37,10 @@ class TokenStream(Outgoing):
 
     async def chunks(self) -> AsyncIterator[str]:
         """What piled up since the last chunk, at most one chunk per interval."""
+        ready = self._event()
         while True:
-            await self._ready.wait()
-            self._ready.clear()
+            await ready.wait()
+            ready.clear()
             while self._text:
                 chunk, self._text = (self._text[:MAX_TOKEN_MESSAGE],
                                      self._text[MAX_TOKEN_MESSAGE:])
