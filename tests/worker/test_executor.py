@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from pathlib import Path
 
@@ -179,3 +180,26 @@ async def test_the_pool_never_keeps_more_than_its_size(tmp_path: Path) -> None:
     await asyncio.gather(*runs)  # and both come back, left empty
     await executor.finished(set())
     assert len(executor._ready) == 2
+
+
+async def test_pruning_keeps_the_folders_of_the_tasks_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every PRUNE_EVERY attempts the oldest task folders past KEEP_WORKSPACES go, but never
+    the folder of a task an attempt still running belongs to, however old."""
+    monkeypatch.setattr(executor_module, "PRUNE_EVERY", 1)
+    tool = RecordingTool()
+    executor = await _executor(tmp_path, tool)
+    busy, done, newest = (_message(write=("out.txt",)) for _ in range(3))
+    for msg in (busy, done, newest):  # each leaves a file: its folder moves to its task's place
+        await executor.outcome(Attempt(msg))
+        await executor.finished([])
+    root = tmp_path / "workspaces"
+    folders = [root / str(m.task_id) for m in (busy, done, newest)]
+    old = 1_000_000_000.0
+    for age, folder in enumerate(folders):  # busy oldest, newest newest
+        await asyncio.to_thread(os.utime, folder, (old + age, old + age))
+    monkeypatch.setattr(executor_module, "KEEP_WORKSPACES", 1)
+    await executor.finished([Attempt(_message(busy.task_id))])
+    kept = [await asyncio.to_thread(folder.exists) for folder in folders]
+    assert kept == [True, False, True]

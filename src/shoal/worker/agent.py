@@ -479,7 +479,7 @@ class Worker:
         await self._deliver(result)
         log.info("worker.attempt_finished", attempt_id=str(result.attempt_id),
                  status=result.status, seconds=round(result.duration_seconds, 3))
-        await self._executor.finished({str(a.message.task_id) for a in self._running.values()})
+        await self._executor.finished(self._running.values())
 
     async def _deliver(self, result: TaskResult) -> None:
         """Keep `result` until it is acknowledged: send it at once, and write it to the

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -303,12 +303,12 @@ class Executor:
                 out.append(exc)
         return out
 
-    async def finished(self, protect: set[str]) -> None:
+    async def finished(self, running: Iterable[Attempt]) -> None:
         """After an attempt's result went out: when PUT_AWAY_EVERY used ready folders have
         gathered, put them away; make ready folders when fewer than half are left; and every
-        PRUNE_EVERY attempts prune old workspaces but those of the tasks in `protect`. All of
-        it in one thread job, and none most of the time: a hop per attempt costs the worker
-        more than the folders themselves."""
+        PRUNE_EVERY attempts prune old workspaces but those of the tasks of the attempts still
+        `running` (read only then). All of it in one thread job, and none most of the time: a
+        hop per attempt costs the worker more than the folders themselves."""
         self._finished += 1
         missing = self._ready_size - len(self._ready)
         refill = (missing if missing > self._ready_size // 2 and not self._refilling
@@ -318,8 +318,9 @@ class Executor:
             return
         used, self._used = self._used, []
         self._refilling = self._refilling or refill > 0
+        protect = {str(a.message.task_id) for a in running} if prune else None
         try:
-            made = await asyncio.to_thread(self._tidy, used, refill, protect if prune else None)
+            made = await asyncio.to_thread(self._tidy, used, refill, protect)
         except OSError:
             log.warning("worker.workspace_upkeep_failed", exc_info=True)
             made = []
