@@ -545,27 +545,26 @@ class Runtime:
     async def _after_commit(
         self, batch: list[Job], b: Batch, states: dict[uuid.UUID, TaskState], stored: list[Event]
     ) -> None:
-        for tid, st in states.items():  # what the dispatches' frames are made from
-            self.memory.remember(st, b.works[tid])
-            for record in b.works[tid].merged.records:
-                if record.table == "guidance":
-                    self._executes.forget_guidance(st.task.user_id)
-        for old in b.closes:
-            await old.close(4000, "replaced by a newer connection from the same machine")
-        for wc, text in b.messages:
-            await send_to(wc, text)
-        await self._executes.send(b.dispatches)  # the next work first: a chain waits on it
         freed = [st.task.user_id for tid, st in states.items()
                  if st.task.slot is None and b.works[tid].old.task.slot is not None]
         for tid, st in states.items():
             work = b.works[tid]
+            self.memory.remember(st, work)
             m = work.merged
             self.metrics.committed(work.old, st, m.changed_attempts.values(),
                                    (*m.new_subtasks, *m.changed_subtasks), b.now)
+            for record in m.records:
+                if record.table == "guidance":
+                    self._executes.forget_guidance(st.task.user_id)
         for job in batch:
             job.settle()
         if freed and (waiting := self._admission.waiting_users().intersection(freed)):
             self._post(Admit(frozenset(waiting)))  # their next tasks may start now
+        for old in b.closes:
+            await old.close(4000, "replaced by a newer connection from the same machine")
+        for wc, text in b.messages:
+            await send_to(wc, text)
+        await self._executes.send(b.dispatches)
         if b.dispatches:
             self.metrics.dispatched((att.subtask_id for _, att in b.dispatches), b.now,
                                     self._clock())
