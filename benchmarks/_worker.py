@@ -13,9 +13,9 @@ parent can compare these times with its own:
 - `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as
-JSON to `--records`. Standard input also takes `profile` (cProfile the event loop's thread from
-now on) and `unprofile PATH` (stop, and write the profile to PATH: `calls_per_subtask.py`
-counts the worker process's calls with them).
+JSON to `--records`. Standard input also takes `profile PATH` (cProfile the event loop's thread
+from now on; `PATH.on` is written once it is on) and `unprofile PATH` (stop, and write the
+profile to PATH): `calls_per_subtask.py` counts the worker process's calls with them.
 """
 
 from __future__ import annotations
@@ -136,15 +136,17 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 async def obey_stdin() -> None:
-    """Read commands until standard input closes or says `stop`: `profile` starts cProfile on
-    this thread (the event loop's, where every worker runs), `unprofile PATH` stops it and
-    writes what it saw to PATH (whole once it appears: written aside, then renamed)."""
+    """Read commands until standard input closes or says `stop`: `profile PATH` starts
+    cProfile on this thread (the event loop's, where every worker runs) and then writes
+    `PATH.on`, so that the caller knows it is on; `unprofile PATH` stops it and writes what it
+    saw to PATH (whole once it appears: written aside, then renamed)."""
     profile: cProfile.Profile | None = None
     while (line := (await asyncio.to_thread(sys.stdin.readline)).strip()) not in ("stop", ""):
         command, _, path = line.partition(" ")
-        if command == "profile" and profile is None:
+        if command == "profile" and profile is None and path:
             profile = cProfile.Profile()
             profile.enable()
+            await asyncio.to_thread(Path(f"{path}.on").touch)
         elif command == "unprofile" and profile is not None and path:
             profile.disable()
             aside = Path(f"{path}.part")

@@ -92,22 +92,29 @@ class WorkerProcess:
         self._proc.stdin.write(f"{line}\n".encode())
         await self._proc.stdin.drain()
 
+    async def _written(self, path: Path) -> None:
+        """Wait (up to 30 s) until the worker process has written `path`."""
+        async with asyncio.timeout(30):
+            while not await asyncio.to_thread(path.exists):
+                if self._proc.returncode is not None:
+                    raise RuntimeError(f"The worker process exited with {self._proc.returncode}.")
+                await asyncio.sleep(0.02)
+
     @contextlib.asynccontextmanager
     async def profiled(self, path: Path) -> AsyncIterator[None]:
-        """cProfile the worker process's event loop while the block runs; the profile is at
-        `path` once the block has ended."""
-        await asyncio.to_thread(path.unlink, missing_ok=True)
-        await self._say("profile")
+        """cProfile the worker process's event loop while the block runs (it is on when the
+        block begins); the profile is at `path` once the block has ended."""
+        on = path.with_name(f"{path.name}.on")
+        for old in (path, on):
+            await asyncio.to_thread(old.unlink, missing_ok=True)
+        await self._say(f"profile {path}")
+        await self._written(on)
         try:
             yield
         finally:
             await self._say(f"unprofile {path}")
-            async with asyncio.timeout(30):
-                while not await asyncio.to_thread(path.exists):  # written aside, then renamed
-                    if self._proc.returncode is not None:
-                        raise RuntimeError(f"The worker process exited with "
-                                           f"{self._proc.returncode}.")
-                    await asyncio.sleep(0.02)
+            await self._written(path)  # written aside, then renamed
+            await asyncio.to_thread(on.unlink, missing_ok=True)
 
 
 class Bench:
