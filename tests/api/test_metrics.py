@@ -200,7 +200,8 @@ async def test_live_streams_are_counted_and_their_events_timed(
         task_id = resp.json()["task_id"]
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as stream:
             assert stream.status_code == 200
-            await stream.aiter_lines().__anext__()
+            lines = stream.aiter_lines()  # held: an iterator dropped is closed, and the stream
+            await lines.__anext__()  # with it, maybe before the scrape below
             during = await scrape(server)
             assert value(during, "shoal_client_streams", stream="sse") == 1
 
