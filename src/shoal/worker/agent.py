@@ -431,10 +431,8 @@ class Worker:
             attempt.task.cancel()
 
     def _acknowledged(self, ack: Ack) -> None:
-        """Forget the result `ack` acknowledges. One acknowledged before its write began (the
-        usual case) is only in memory, and is forgotten here; one already written to the
-        outbox is removed from it by a task of its own (the removal is batched disk work: it
-        must not hold up the reader)."""
+        """Forget `ack`'s result: here if only in memory (the usual case), else its outbox
+        record is removed by a task of its own (batched disk work: not in the reader)."""
         if ack.attempt_id not in self._unacked:
             return  # a second ack for the same result
         del self._unacked[ack.attempt_id]
