@@ -154,19 +154,19 @@ def make_worker(plane: FakeControlPlane, data_dir: Path, *tools: Tool, slots: in
     settings = Settings(mode="dev", data_dir=data_dir)
     worker = Worker(plane.url, plane.token, settings, tools={t.name: t for t in tools},
                     name="test-worker", slots=slots, backoff=Backoff(base=0.01, cap=0.05))
-    worker.outbox = SignallingOutbox(worker.outbox.directory)
+    worker.delivery.outbox = SignallingOutbox(worker.delivery.outbox.directory)
     return worker
 
 
 def outbox_of(worker: Worker) -> SignallingOutbox:
     """The test outbox `make_worker` installed."""
-    assert isinstance(worker.outbox, SignallingOutbox)
-    return worker.outbox
+    assert isinstance(worker.delivery.outbox, SignallingOutbox)
+    return worker.delivery.outbox
 
 
 def on_disk(worker: Worker) -> list[TaskResult]:
     """The results a restarted `worker` would find in its outbox."""
-    return read_pending(worker.outbox.directory)
+    return read_pending(worker.delivery.outbox.directory)
 
 
 def noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
@@ -174,7 +174,8 @@ def noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
     result was only in memory (or acknowledged already), else once its outbox record is
     removed."""
     handled = asyncio.Event()
-    acknowledged, remove_saved = worker._acknowledged, worker._remove_saved
+    delivery = worker.delivery
+    acknowledged, remove_saved = delivery.acknowledged, delivery.remove_saved
     seen: list[uuid.UUID] = []
 
     def note(attempt_id: uuid.UUID) -> None:
@@ -183,7 +184,7 @@ def noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
             handled.set()
 
     def noted(ack: Ack) -> None:
-        on_disk = ack.attempt_id in worker._unacked and ack.attempt_id not in worker._deferred
+        on_disk = ack.attempt_id in delivery.unacked and ack.attempt_id not in delivery.deferred
         acknowledged(ack)
         if not on_disk:
             note(ack.attempt_id)
@@ -192,8 +193,8 @@ def noting_acks(worker: Worker, count: int = 1) -> asyncio.Event:
         await remove_saved(attempt_id)
         note(attempt_id)
 
-    worker._acknowledged = noted  # type: ignore[method-assign]
-    worker._remove_saved = removed  # type: ignore[method-assign]
+    delivery.acknowledged = noted  # type: ignore[method-assign]
+    delivery.remove_saved = removed  # type: ignore[method-assign]
     return handled
 
 

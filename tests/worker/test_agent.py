@@ -115,7 +115,7 @@ async def test_result_made_offline_is_resent(plane: FakeControlPlane, gate: Gate
         await asyncio.wait_for(outbox_of(worker).saved.wait(), DEADLINE)
         for _ in range(10):  # let `_save` finish: the result is then held on disk only
             await asyncio.sleep(0)
-        assert worker._unacked == {msg.attempt_id: None}  # re-sent below from the file
+        assert worker.delivery.unacked == {msg.attempt_id: None}  # re-sent below from the file
         plane.refusing = False
         register = await plane.expect(WorkerRegister)
         assert register.running == []

@@ -21,7 +21,7 @@ from shoal.protocol import (
     TaskResults,
     WorkerRegister,
 )
-from shoal.worker import agent as agent_module
+from shoal.worker import delivery as delivery_module
 from shoal.worker.agent import Worker
 from tests.worker.fake_plane import (
     DEADLINE,
@@ -56,7 +56,7 @@ async def test_one_acks_message_forgets_every_result_it_names(
                                     Ack(attempt_id=second.attempt_id, accepted=False,
                                         reason="refused")]))
         await asyncio.wait_for(acked.wait(), DEADLINE)
-        assert worker._unacked == {}
+        assert worker.delivery.unacked == {}
     assert on_disk(worker) == []
 
 
@@ -76,9 +76,9 @@ async def test_resend_results_sends_again_only_what_it_holds(
         gate.gate.set()
         first = await plane.expect(TaskResult)
         if saved:
-            worker._save_deferred()
-            await asyncio.wait_for(asyncio.gather(*worker._saving.values()), DEADLINE)
-            assert worker._unacked[run.attempt_id] is None  # only on disk now
+            worker.delivery.save_deferred()
+            await asyncio.wait_for(asyncio.gather(*worker.delivery.saving.values()), DEADLINE)
+            assert worker.delivery.unacked[run.attempt_id] is None  # only on disk now
         await plane.send(ResendResults(attempt_ids=[execute().attempt_id, run.attempt_id]))
         again = await plane.expect(TaskResult)
         assert again == first
@@ -124,7 +124,7 @@ async def test_results_that_end_together_travel_in_one_frame(
         await plane.send(Acks(acks=[Ack(attempt_id=r.attempt_id, accepted=True)
                                     for r in runs]))
         await asyncio.wait_for(acked.wait(), DEADLINE)
-        assert worker._unacked == {}
+        assert worker.delivery.unacked == {}
     assert on_disk(worker) == []
 
 
@@ -164,7 +164,7 @@ async def test_result_is_sent_before_its_outbox_write_and_ack_waits_for_it(
 ) -> None:
     """A slow disk does not hold the result back; an ack that comes while the write is under
     way waits for it, then removes the record."""
-    monkeypatch.setattr(agent_module, "SAVE_AFTER", 0)  # the write starts right after the send
+    monkeypatch.setattr(delivery_module, "SAVE_AFTER", 0)  # the write starts right after the send
     worker = make_worker(plane, tmp_path, gate)
     outbox = outbox_of(worker)
     outbox.hold = asyncio.Event()
@@ -188,7 +188,7 @@ async def test_an_ack_within_save_after_spares_the_outbox_write(
     plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A result acknowledged before SAVE_AFTER has passed is never written to disk."""
-    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    monkeypatch.setattr(delivery_module, "SAVE_AFTER", 60.0)
     worker = make_worker(plane, tmp_path, gate)
     outbox = outbox_of(worker)
     acked = noting_acks(worker)
@@ -198,12 +198,12 @@ async def test_an_ack_within_save_after_spares_the_outbox_write(
         await plane.send(msg)
         gate.gate.set()
         assert (await plane.expect(TaskResult)).attempt_id == msg.attempt_id
-        assert msg.attempt_id in worker._deferred  # waiting for its ack, in memory only
+        assert msg.attempt_id in worker.delivery.deferred  # waiting for its ack, in memory only
         await plane.send(Ack(attempt_id=msg.attempt_id, accepted=True))
         await asyncio.wait_for(acked.wait(), DEADLINE)
-        assert msg.attempt_id not in worker._unacked
-        assert worker._deferred == {}
-        assert worker._saving == {}
+        assert msg.attempt_id not in worker.delivery.unacked
+        assert worker.delivery.deferred == {}
+        assert worker.delivery.saving == {}
         assert not outbox.saved.is_set()
         assert not outbox.removed.is_set()
         assert on_disk(worker) == []
@@ -224,7 +224,7 @@ async def test_a_dropped_connection_writes_the_results_awaiting_their_ack(
 ) -> None:
     """Sent but unacknowledged when the connection drops: written at once (not SAVE_AFTER
     later), named as buffered on re-registering, and sent again."""
-    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    monkeypatch.setattr(delivery_module, "SAVE_AFTER", 60.0)
     worker = make_worker(plane, tmp_path, gate)
     async with running(worker):
         msg = await _result_sent(plane, gate)
@@ -242,7 +242,7 @@ async def test_stopping_writes_the_results_awaiting_their_ack(
     plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker that stops before a result's ack keeps it on disk for its next start."""
-    monkeypatch.setattr(agent_module, "SAVE_AFTER", 60.0)
+    monkeypatch.setattr(delivery_module, "SAVE_AFTER", 60.0)
     worker = make_worker(plane, tmp_path, gate)
     async with running(worker):
         msg = await _result_sent(plane, gate)

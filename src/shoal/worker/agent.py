@@ -4,9 +4,10 @@
 full jitter. On every connection it registers (naming the attempts it still runs), re-sends the
 results the control plane has not acknowledged, and heartbeats. Each `execute_task` runs as its
 own task in a private workspace. Attempts do not belong to a connection: they keep running
-across reconnects. Every result is kept until an `ack` arrives: in memory, and in the on-disk
-outbox, which is written beside the send rather than before it (ADR 0013) so a worker that
-crashes after an attempt finished still has the result to re-send when it comes back.
+across reconnects. Every result is kept until an `ack` arrives (`shoal.worker.delivery`): in
+memory, and in the on-disk outbox, which is written beside the send rather than before it (ADR
+0013) so a worker that crashes after an attempt finished still has the result to re-send when it
+comes back.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import contextlib
 import signal
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -29,7 +31,6 @@ from shoal.artifacts.paths import check_relative_path
 from shoal.config import Settings
 from shoal.errors import Forbidden, InvalidInput, ShoalError, Unauthorized, UnsafePath
 from shoal.protocol import (
-    BATCH_BYTES,
     MAX_KEPT,
     WORKER_FEATURES,
     Ack,
@@ -42,16 +43,14 @@ from shoal.protocol import (
     Heartbeat,
     Registered,
     ResendResults,
-    TaskResult,
-    TaskResults,
     WorkerRegister,
-    frames,
     parse_server_message,
 )
 from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.tracing import Tracing, configure
 from shoal.worker.connection import Backoff, quiet_websocket_logger, websocket_url
+from shoal.worker.delivery import Delivery
 from shoal.worker.executor import (
     READY_WORKSPACES,
     Attempt,
@@ -68,9 +67,6 @@ log = structlog.get_logger()
 
 REGISTER_TIMEOUT = 30.0  # seconds to open the socket, and again to get `registered`
 SHUTDOWN_GRACE = 30.0  # seconds running attempts get to finish after `stop()`
-# Seconds a result sent on a live connection waits for its ack before it is written to the
-# outbox; one acknowledged sooner never touches the disk (ADR 0022).
-SAVE_AFTER = 0.1
 
 
 def io_executor(slots: int) -> ThreadPoolExecutor:
@@ -109,7 +105,6 @@ class Worker:
         self.slots = _checked_slots(slots or settings.worker_slots)
         self.machine_id = machine_id
         self.home = settings.data_dir / "worker" / self.name
-        self.outbox = Outbox(self.home / "outbox")
         self.workspaces = self.home / "workspaces"
         # where the bundled MCP servers of its attempts keep their search indexes
         # (`shoal.tools.mcp_config.launch`: the data folder's `index/`)
@@ -121,16 +116,10 @@ class Worker:
         self._heartbeat_interval = settings.heartbeat_interval
         self._system_info: dict[str, object] = {}
         self._running: dict[uuid.UUID, Attempt] = {}
-        # Results not yet acknowledged: held in memory until their outbox write is done, then
-        # only on disk (None), so a long outage costs disk, not memory.
-        self._unacked: dict[uuid.UUID, TaskResult | None] = {}
-        self._saving: dict[uuid.UUID, asyncio.Task[None]] = {}  # outbox writes under way
-        # Sent results whose outbox write waits SAVE_AFTER for the ack: timer, result, JSON.
-        self._deferred: dict[uuid.UUID, tuple[asyncio.TimerHandle, TaskResult, str]] = {}
+        self.delivery = Delivery(Outbox(self.home / "outbox"), self._send, self._spawn,
+                                 self._running, max_bytes=settings.max_result_bytes)
         self._conn: ClientConnection | None = None
         self._server_features: frozenset[str] = frozenset()  # of the current connection
-        # Results handed over this turn of the event loop, sent together on the next (ADR 0024).
-        self._outgoing: list[tuple[TaskResult, str, asyncio.Future[bool] | None]] = []
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -151,11 +140,11 @@ class Worker:
             heartbeats = group.create_task(self._send_heartbeats(), name="worker-heartbeats")
             await self._stopping.wait()
             await self._drain()
-            self._save_deferred()  # kept on disk for the next start unless acked meanwhile
+            self.delivery.save_deferred()  # kept on disk for the next start unless acked meanwhile
             connection.cancel()
             heartbeats.cancel()
         self._group = None
-        await asyncio.to_thread(self.outbox.close)
+        await asyncio.to_thread(self.delivery.outbox.close)
         log.info("worker.stopped", worker=self.name)
         if self._fatal is not None:
             raise self._fatal
@@ -170,7 +159,7 @@ class Worker:
         if self.machine_id is None:
             self.machine_id = await asyncio.to_thread(load_machine_id, self.home / "machine_id")
         self._system_info = await asyncio.to_thread(system_info, self.settings.data_dir)
-        self._unacked = dict.fromkeys(result.attempt_id for result in await self.outbox.pending())
+        await self.delivery.load()
         await self._executor.open()
 
     # ---- connection ----------------------------------------------------------------------
@@ -224,19 +213,22 @@ class Worker:
         self._backoff.cap = min(self._backoff.cap, max(registered.lease_seconds / 3, 0.5))
         self._heartbeat_interval = max(registered.heartbeat_interval, 0.01)
         log.info("worker.registered", url=self.url, worker_id=str(registered.worker_id),
-                 running=len(self._running), buffered=len(self._unacked))
+                 running=len(self._running), buffered=len(self.delivery.unacked))
         self._conn = conn
         self._server_features = frozenset(registered.features)
         self._executor.stream_tokens = "agent_tokens" in self._server_features
+        self.delivery.batching = "batches" in self._server_features
+        self.delivery.max_bytes = self.settings.max_result_bytes
         self._connected.set()
         try:
-            await self._resend_pending()
+            await self.delivery.resend()
             async for raw in conn:
                 await self._handle(raw)
         finally:
             self._conn = None
+            self.delivery.batching = False
             self._connected.clear()
-            self._save_deferred()  # sent, but whether they arrived is unknown now
+            self.delivery.save_deferred()  # sent, but whether they arrived is unknown now
 
     async def _register(self, conn: ClientConnection) -> Registered:
         tasks, sources = await asyncio.to_thread(kept, self.workspaces, self.indexes,
@@ -263,28 +255,12 @@ class Worker:
             tools=tool_infos(self.tools),
             slots=self.slots,
             running=self.running,
-            buffered=sorted(self._unacked),
+            buffered=sorted(self.delivery.unacked),
             version=__version__,
             features=list(WORKER_FEATURES),
             kept_tasks=tasks or [],
             kept_sources=sources or [],
         )
-
-    async def _resend_pending(self, only: set[uuid.UUID] | None = None) -> None:
-        """Send again the results not yet acknowledged (`only` those named)."""
-        on_disk: dict[uuid.UUID, TaskResult] | None = None
-        for aid, held in list(self._unacked.items()):
-            if only is not None and aid not in only:
-                continue
-            result = held
-            if result is None:
-                if on_disk is None:
-                    on_disk = {r.attempt_id: r for r in await self.outbox.pending()}
-                result = on_disk.get(aid)
-            if result is None or aid not in self._unacked:
-                continue  # acknowledged meanwhile, or its file could not be read
-            if not await self._send(result):
-                return
 
     async def _send(self, message: BaseModel, text: str | None = None) -> bool:
         """Send `message` (as `text`, its JSON, when the caller has it) if connected; False
@@ -297,55 +273,6 @@ class Worker:
         except WebSocketException:
             return False
         return True
-
-    async def _send_result(self, result: TaskResult, text: str) -> bool:
-        """Send `result` (as `text`); False when it could not go out.
-
-        To a control plane that understands `batches`, the results handed over in one turn of
-        the event loop (attempts whose tools ended together) go out at the start of the next
-        turn, together in one frame: one message for the control plane to read and, usually,
-        one commit for them all, instead of one of each per result (ADR 0024). The first of
-        them waits that turn and sends for all.
-        """
-        if (self._conn is None or "batches" not in self._server_features
-                or not (self._running or self._outgoing)):  # no other result can join it
-            return await self._send(result, text)
-        if self._outgoing:  # another result of this turn leads: go out with it
-            sent: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            self._outgoing.append((result, text, sent))
-            return await sent
-        self._outgoing.append((result, text, None))
-        waiting: list[tuple[TaskResult, str, asyncio.Future[bool] | None]] = []
-        try:
-            await asyncio.sleep(0)  # the other attempts that ended this turn deliver meanwhile
-            waiting, self._outgoing = self._outgoing, []
-            return await self._send_frames(waiting)
-        finally:
-            if not waiting:  # cancelled while waiting: the others are not sent (kept on disk)
-                waiting, self._outgoing = self._outgoing, []
-            for _, _, follower in waiting:
-                if follower is not None and not follower.done():
-                    follower.set_result(False)
-
-    async def _send_frames(
-        self, waiting: list[tuple[TaskResult, str, asyncio.Future[bool] | None]]
-    ) -> bool:
-        """Send `waiting` in as few frames as their size allows; tells each follower whether
-        its frame went out, and returns that for the first."""
-        first = False
-        limit = min(BATCH_BYTES, self.settings.max_result_bytes)
-        for frame, members in frames([text for _, text, _ in waiting], "task_results",
-                                     "results", limit):
-            message = (waiting[members[0]][0] if len(members) == 1 else
-                       TaskResults.model_construct(results=[waiting[i][0] for i in members]))
-            ok = await self._send(message, frame)
-            for i in members:
-                follower = waiting[i][2]
-                if follower is None:
-                    first = ok
-                elif not follower.done():
-                    follower.set_result(ok)
-        return first
 
     async def _send_heartbeats(self) -> None:
         while True:
@@ -378,16 +305,16 @@ class Worker:
         elif isinstance(message, CancelTask):
             self._cancel(message)
         elif isinstance(message, Ack):
-            self._acknowledged(message)
+            self.delivery.acknowledged(message)
         elif isinstance(message, Acks):
             for ack in message.acks:
-                self._acknowledged(ack)
+                self.delivery.acknowledged(ack)
         elif isinstance(message, ForgetTasks):  # disk work: do not hold up the reader
             self._tasks().create_task(self._forget_tasks(message))
         elif isinstance(message, ResendResults):
-            held = set(message.attempt_ids).intersection(self._unacked)
+            held = set(message.attempt_ids).intersection(self.delivery.unacked)
             log.info("worker.results_asked", asked=len(message.attempt_ids), held=len(held))
-            await self._resend_pending(held)
+            await self.delivery.resend(held)
         elif isinstance(message, Registered):
             self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
@@ -395,13 +322,13 @@ class Worker:
 
     async def _start(self, msg: ExecuteTask) -> None:
         attempt_id = msg.attempt_id
-        if attempt_id in self._running or attempt_id in self._unacked:
+        if attempt_id in self._running or attempt_id in self.delivery.unacked:
             log.info("worker.duplicate_attempt_ignored", attempt_id=str(attempt_id))
             return
         refusal = self._refusal()
         if refusal is not None:  # not the step's failure, where the control plane can tell
             answer = declined if "declines" in self._server_features else failed
-            await self._deliver(answer(Attempt(msg), refusal))
+            await self.delivery.deliver(answer(Attempt(msg), refusal))
             return
         attempt = Attempt(msg)
         self._running[attempt_id] = attempt
@@ -421,6 +348,13 @@ class Worker:
             raise RuntimeError("Worker.run() is not running")
         return self._group
 
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+        """Run `work` in the worker's task group; None (and `work` closed) when not running."""
+        if self._group is None:
+            work.close()
+            return None
+        return self._group.create_task(work)
+
     def _cancel(self, msg: CancelTask) -> None:
         attempt = self._running.get(msg.attempt_id)
         if attempt is None or attempt.task is None or attempt.finishing:
@@ -429,20 +363,6 @@ class Worker:
         if attempt.cancel_reason is None:  # a second cancel must not count twice
             attempt.cancel_reason = msg.reason or "cancelled by the control plane"
             attempt.task.cancel()
-
-    def _acknowledged(self, ack: Ack) -> None:
-        """Forget `ack`'s result: here if only in memory (the usual case), else its outbox
-        record is removed by a task of its own (batched disk work: not in the reader)."""
-        if ack.attempt_id not in self._unacked:
-            return  # a second ack for the same result
-        del self._unacked[ack.attempt_id]
-        log.info("worker.result_acknowledged", attempt_id=str(ack.attempt_id),
-                 accepted=ack.accepted, reason=ack.reason)
-        deferred = self._deferred.pop(ack.attempt_id, None)
-        if deferred is not None:  # nothing on disk
-            deferred[0].cancel()
-        else:
-            self._tasks().create_task(self._remove_saved(ack.attempt_id))
 
     async def _forget_tasks(self, msg: ForgetTasks) -> None:
         """Delete what this worker keeps of deleted tasks and of sources stored no more."""
@@ -456,15 +376,6 @@ class Worker:
             return
         log.info("worker.forgot", tasks=tasks, index_files=indexes)
 
-    async def _remove_saved(self, attempt_id: uuid.UUID) -> None:
-        saving = self._saving.get(attempt_id)
-        if saving is not None:  # remove the file only once it is written
-            await asyncio.wait([saving])
-        try:
-            await self.outbox.remove(attempt_id)
-        except OSError:  # the file stays: re-sent after a restart, and refused
-            log.warning("worker.outbox_remove_failed", attempt_id=str(attempt_id), exc_info=True)
-
     # ---- attempts ------------------------------------------------------------------------
 
     async def _run_attempt(self, attempt: Attempt) -> None:
@@ -474,60 +385,10 @@ class Worker:
             attempt.finishing = True
         finally:
             self._running.pop(attempt.message.attempt_id, None)
-        await self._deliver(result)
+        await self.delivery.deliver(result)
         log.info("worker.attempt_finished", attempt_id=str(result.attempt_id),
                  status=result.status, seconds=round(result.duration_seconds, 3))
         await self._executor.finished(self._running.values())
-
-    async def _deliver(self, result: TaskResult) -> None:
-        """Keep `result` until it is acknowledged: send it at once, and write it to the
-        outbox if no ack has come SAVE_AFTER seconds later (at once if it could not be sent).
-
-        An ack that comes first spares the disk write altogether; a connection that drops, or
-        a worker that stops, writes what is still waiting. Until the ack the result is re-sent
-        after any reconnect: from memory until its write is done, from disk afterwards (so a
-        long outage costs disk, not memory). Should the process die before the write, an
-        attempt whose result the control plane did not get runs again once its lease runs out:
-        no result is lost, at worst one attempt runs twice (ADRs 0013, 0022).
-        """
-        aid = result.attempt_id
-        self._unacked[aid] = result
-        text = result.model_dump_json()  # once, for the socket and the disk
-        if not await self._send_result(result, text):
-            self._start_save(result, text)
-            return
-        if aid in self._unacked:  # not acknowledged while the send was under way
-            timer = asyncio.get_running_loop().call_later(SAVE_AFTER, self._save_late, aid)
-            self._deferred[aid] = (timer, result, text)
-
-    def _save_late(self, attempt_id: uuid.UUID) -> None:
-        """Write a sent result that is still unacknowledged."""
-        deferred = self._deferred.pop(attempt_id, None)
-        if deferred is not None:
-            deferred[0].cancel()
-            self._start_save(deferred[1], deferred[2])
-
-    def _save_deferred(self) -> None:
-        for attempt_id in list(self._deferred):
-            self._save_late(attempt_id)
-
-    def _start_save(self, result: TaskResult, text: str) -> None:
-        if self._group is None:  # only after a fatal error: a clean stop wrote every result
-            log.warning("worker.result_not_saved", attempt_id=str(result.attempt_id))
-            return
-        self._saving[result.attempt_id] = self._group.create_task(self._save(result, text))
-
-    async def _save(self, result: TaskResult, text: str) -> None:
-        aid = result.attempt_id
-        try:
-            await self.outbox.save(result, text)
-        except OSError:  # it stays in memory and is re-sent from there after a reconnect
-            log.exception("worker.outbox_write_failed", attempt_id=str(aid))
-        else:
-            if aid in self._unacked:  # on disk now: no need to hold it in memory as well
-                self._unacked[aid] = None
-        finally:
-            self._saving.pop(aid, None)
 
     async def _drain(self) -> None:
         """Let running attempts finish within the grace period, then cancel the rest."""
