@@ -90,15 +90,20 @@ run: setup
 up: setup
 	$(VENV)/bin/shoal up --port $(PORT)
 
+## Test processes (pytest-xdist): every test has its own database, folders and ports, so they
+## run side by side; two is what CI runs on its two cores (34 -> 21 min). A larger machine may
+## take more, e.g. `make test TEST_WORKERS=4` (each e2e test starts servers and workers).
+TEST_WORKERS ?= 2
+
 ## The whole test suite, after installing what its tests drive (the AI CLIs, chromium, Pango,
 ## docker-compose and HAProxy). PostgreSQL and Redis tests skip with a notice if those are
 ## missing, and fail under CI=true.
 test: setup clis browser pdf deploy-tools
 	@$(PY) -m compileall -q -j 0 src >/dev/null
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=20
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not e2e"
 
 ## ruff's rules (line length included), mypy and the import contracts (pyproject.toml). No auto-formatter: the house style's compact
 ## continuation lines keep modules within STYLE's sizes, where `ruff format` would add ~4,300
