@@ -75,6 +75,13 @@ export const session = {
     this.renewing ??= this.trade().finally(() => { this.renewing = null; });
     return this.renewing;
   },
+  // A fresh access token for a request sent with `sent` that was refused (401): true once
+  // there is one to retry with. A renewal that ended while that request was on its way has
+  // brought one already (renewing again would spend a refresh token for nothing, as a 401
+  // answered late under load once did); else this renews, or shares the renewal under way.
+  renewAfter(sent) {
+    return this.access && this.access !== sent ? Promise.resolve(true) : this.renew();
+  },
   async trade() {
     if (!this.refresh) return false;
     let resp;
@@ -103,13 +110,14 @@ export class ApiError extends Error {
 // A signed-in request: one renewal and retry on a 401, an `ApiError` (with the API's body) on
 // any other failure.
 async function request(path, options = {}, retried = false) {
-  if (!session.access) throw new ApiError(401, {message: "Not signed in."});
-  const headers = {...(options.headers || {}), Authorization: `Bearer ${session.access}`};
+  const sent = session.access;
+  if (!sent) throw new ApiError(401, {message: "Not signed in."});
+  const headers = {...(options.headers || {}), Authorization: `Bearer ${sent}`};
   if (options.json !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, {
     method: options.method || "GET", headers,
     body: options.json !== undefined ? JSON.stringify(options.json) : undefined});
-  if (resp.status === 401 && !retried && await session.renew()) {
+  if (resp.status === 401 && !retried && await session.renewAfter(sent)) {
     return request(path, options, true);
   }
   if (!resp.ok) {

@@ -192,14 +192,15 @@ function upload(files, progress, retried = false) {
     for (const file of files) data.append("file", file, file.name);
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/v1/uploads");
-    xhr.setRequestHeader("Authorization", `Bearer ${session.access}`);
+    const sent = session.access;
+    xhr.setRequestHeader("Authorization", `Bearer ${sent}`);
     xhr.responseType = "json";
     xhr.upload.onprogress = (e) => { if (e.lengthComputable) progress(e.loaded / e.total); };
     xhr.onerror = () => reject(new ApiError(0, {message:
       "The upload did not reach the server. Check the connection and send the form again."}));
     xhr.onload = async () => {
       if (xhr.status < 300) return resolve(xhr.response);
-      if (xhr.status === 401 && !retried && await session.renew()) {
+      if (xhr.status === 401 && !retried && await session.renewAfter(sent)) {
         return upload(files, progress, true).then(resolve, reject);
       }
       if (xhr.status === 401) ended();

@@ -94,9 +94,12 @@ function sourceList(task) {
 // The report's HTML page (`Accept: text/html`: the API sanitised it), or null while it has
 // none. `api` reads JSON only, hence this request of its own.
 async function reportPage(taskId, retried = false) {
+  const sent = session.access;
   const resp = await fetch(`/api/v1/tasks/${taskId}/report`, {
-    headers: {Accept: "text/html", Authorization: `Bearer ${session.access}`}});
-  if (resp.status === 401 && !retried && await session.renew()) return reportPage(taskId, true);
+    headers: {Accept: "text/html", Authorization: `Bearer ${sent}`}});
+  if (resp.status === 401 && !retried && await session.renewAfter(sent)) {
+    return reportPage(taskId, true);
+  }
   if (resp.ok) return resp.text();
   const body = resp.headers.get("content-type")?.includes("json") ? await resp.json() : null;
   if (body?.error === "no_report") return null;
