@@ -66,3 +66,14 @@ def test_the_parts_add_up_to_the_span_from_the_first_layer_to_the_last() -> None
     assert sum(spans) == pytest.approx((t - 0.001) * 1000)
     assert outcome.layer_worker_ms == [pytest.approx(1.0)] * 3
     assert outcome.layer_plane_ms == [pytest.approx(3.0)] * 3
+
+
+def test_the_submission_runs_from_the_post_to_the_first_subtask_received() -> None:
+    dag = {"a": [], "b": ["a"]}
+    records = {"1": {**stamps(10.030, 10.031), "name": "a"},
+               "2": {**stamps(10.035, 10.036), "name": "b"},
+               "3": {**stamps(10.001, 10.002), "name": "a", "task_id": "another"}}
+    outcome = Outcome(Workload("W2", "chain", dag, 0.0),
+                      runs=[Run("t", 10.0, 0.04, "task_complete", 0.01)])
+    attach_timings(outcome, records)
+    assert outcome.first_start_ms == [pytest.approx(30.0)]
