@@ -23,6 +23,7 @@ from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from shoal.store import fast
+from shoal.store.inline_reads import InlineReads
 
 log = structlog.get_logger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -66,9 +67,10 @@ class Database:
 
     def __init__(
         self, engine: AsyncEngine, sync_engine: sa.Engine | None = None,
-        write_engine: AsyncEngine | None = None,
+        write_engine: AsyncEngine | None = None, reads: InlineReads | None = None,
     ) -> None:
         self.engine = engine
+        self._reads = reads  # SQLite: reads on the loop's thread (ADR 0047)
         self.dialect = engine.dialect.name
         self._sync_engine = sync_engine
         self._write_engine = write_engine or engine
@@ -100,7 +102,9 @@ class Database:
                                       connect_args={"check_same_thread": False})
             sa.event.listen(writer, "connect", _sqlite_pragmas)
             sa.event.listen(writer, "connect", _writer_pragmas)
-            return cls(engine, writer)
+            reads = InlineReads(url.replace("+aiosqlite", "+pysqlite", 1),
+                                json_serializer=fast.json_dumps, pragmas=_sqlite_pragmas)
+            return cls(engine, writer, reads=reads)
         engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True,
             json_serializer=fast.json_dumps, hide_parameters=True,
@@ -240,7 +244,10 @@ class Database:
         return self.engine.begin()
 
     def connection(self) -> Any:
-        """A plain connection for reads."""
+        """A plain connection for reads: on SQLite, answered on the loop's own thread
+        (`InlineConnection`, ADR 0047)."""
+        if self._reads is not None:
+            return self._reads.connection()
         return self.engine.connect()
 
     async def fetch_row_autocommit(self, sql: str, params: Sequence[Any]) -> Any:
@@ -303,6 +310,8 @@ class Database:
             self._drop_writer_connection()
         if self._sync_engine is not None:
             self._sync_engine.dispose()
+        if self._reads is not None:
+            self._reads.dispose()
 
 
 _RACE_STATES = frozenset({"23505", "40001", "40P01"})  # unique, serialization, deadlock
