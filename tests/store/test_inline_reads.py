@@ -95,8 +95,8 @@ async def test_a_reader_does_not_wait_for_a_writer_holding_the_lock(
     sqlite_db: Database,
 ) -> None:
     """An aiosqlite transaction holds the write lock with a row not yet committed: a read on
-    the loop answers at once with what is committed (were it to wait for the lock, the loop
-    would stop with it and the deadline could not fire)."""
+    the loop answers with what is committed, without waiting (a read that waited for the lock
+    would raise once its busy timeout ran out, the loop stopped meanwhile)."""
     await _add(sqlite_db, 1)
     async with asyncio.timeout(DEADLINE), sqlite_db.engine.connect() as other:
         await other.begin()
@@ -108,7 +108,7 @@ async def test_a_reader_does_not_wait_for_a_writer_holding_the_lock(
     assert busy == READ_BUSY_TIMEOUT_MS
 
 
-async def test_postgres_reads_stay_asynchronous(database_url: str) -> None:
+async def test_only_sqlite_reads_run_on_the_loop(database_url: str) -> None:
     db = Database.connect(database_url)
     try:
         async with db.connection() as conn:
