@@ -37,8 +37,9 @@ class Services:
     pdf: PdfRenderer
 
 
-def get_services(request: Request) -> Services:
-    """The app's services."""
+async def get_services(request: Request) -> Services:
+    """The app's services. (A coroutine: FastAPI runs a plain function dependency on a worker
+    thread, a hop there and back for every request.)"""
     services: Services = request.app.state.services
     return services
 
