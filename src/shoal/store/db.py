@@ -96,14 +96,13 @@ class Database:
             engine = create_async_engine(url, pool_size=pool_size, max_overflow=0,
                                          json_serializer=fast.json_dumps, hide_parameters=True)
             sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-            writer = sa.create_engine(url.replace("+aiosqlite", "+pysqlite", 1),
-                                      poolclass=sa.pool.StaticPool,
+            sync_url = url.replace("+aiosqlite", "+pysqlite", 1)  # the writer's and the reads'
+            writer = sa.create_engine(sync_url, poolclass=sa.pool.StaticPool,
                                       json_serializer=fast.json_dumps, hide_parameters=True,
                                       connect_args={"check_same_thread": False})
             sa.event.listen(writer, "connect", _sqlite_pragmas)
             sa.event.listen(writer, "connect", _writer_pragmas)
-            reads = InlineReads(url.replace("+aiosqlite", "+pysqlite", 1),
-                                json_serializer=fast.json_dumps, pragmas=_sqlite_pragmas)
+            reads = InlineReads(sync_url, json_serializer=fast.json_dumps, pragmas=_sqlite_pragmas)
             return cls(engine, writer, reads=reads)
         engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True,
