@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from shoal.engine.dag import validate_dag
+from shoal.engine.dag import remaining_path_lengths, validate_dag
 from shoal.engine.planning import (
     Plan,
     PlannedSubtask,
@@ -216,6 +218,60 @@ def test_user_plan_bad_reference_details() -> None:
     with pytest.raises(InvalidGraph) as info:
         user_plan([{"name": "A", "description": "d", "dependencies": ["nope"]}])
     assert info.value.details == {"index": 0, "field": "dependencies", "reference": "nope"}
+
+
+def test_a_plan_knows_each_subtasks_longest_chain_ahead() -> None:
+    """The lengths found while a plan is checked are the graph's longest chains from each
+    subtask to the end (the `dag` workflow's priorities), for random plans of every shape,
+    references by index and by name, repeats included; a plan made otherwise (a template)
+    finds them when asked."""
+    rng = random.Random(7)
+    for _ in range(200):
+        count = rng.randint(1, 30)
+        items = []
+        for at in range(count):
+            refs: list[int | str] = [rng.randrange(at) for _ in range(rng.randint(0, 3))] \
+                if at else []
+            refs += [f"S{ref}" for ref in refs[:1]]  # the same subtask by its name too
+            items.append({"name": f"s{at}", "description": "d", "dependencies": refs})
+        order = list(range(count))
+        rng.shuffle(order)  # dependencies may point forward: the plan's order is the user's
+        shuffled = [items[at] for at in order]
+        new_at = {old: new for new, old in enumerate(order)}
+        for item in shuffled:
+            item["dependencies"] = [new_at[r] if isinstance(r, int) else r
+                                    for r in item["dependencies"]]
+        plan = user_plan(shuffled)
+        assert plan.path_lengths() == remaining_path_lengths(plan.graph())
+        assert len(plan.lengths) == count
+    template = template_plan("Add authentication to my app")
+    assert template is not None
+    assert template.lengths == ()
+    assert template.path_lengths() == remaining_path_lengths(template.graph())
+
+
+def test_an_item_reads_the_same_as_a_dict_or_any_mapping() -> None:
+    """A plan's items as plain dicts (read in one go) give the same plan as the same items in
+    another mapping (read field by field): names and descriptions stripped, blank hints
+    dropped, complexity defaulted, dependencies by index or name."""
+    items = [
+        {"name": "  Model ", "description": " Write it.\n", "recommended_tool": "  ",
+         "tool": " ollama "},
+        {"name": "API", "description": "d", "dependencies": [0, "model", "0"],
+         "complexity": 5, "recommended_tool": "codex", "tool": None},
+        {"name": "Docs", "description": "d", "dependencies": None, "complexity": None},
+    ]
+    plan = user_plan(items)
+    assert plan == user_plan([MappingProxyType(item) for item in items])
+    assert plan.subtasks[0] == PlannedSubtask("s1", "Model", "Write it.", (), None, 3, "ollama")
+    assert plan.subtasks[1].dependencies == ("s1",)
+    for item, field in (({"name": " ", "description": "d"}, "name"),
+                        ({"name": "A", "description": "d", "dependencies": "0"},
+                         "dependencies"),
+                        ({"name": "A", "description": "d", "complexity": True}, "complexity")):
+        with pytest.raises(InvalidGraph) as info:
+            user_plan([item])
+        assert info.value.details == {"index": 0, "field": field}
 
 
 def test_user_plan_must_be_a_list() -> None:

@@ -38,6 +38,14 @@ def test_an_engine_key_of_another_type_stays_the_tools() -> None:
     assert options.to_json() == stored
 
 
+def test_options_read_with_shoals_own_set_over_them() -> None:
+    """A planned subtask's options: the user's, with the run's own (its round, its MCP
+    servers) set over any the user sent, as the record is made."""
+    options = StepOptions.from_json({"seq": 9, "delay": 1, "round": 2}, seq=3, mcp_servers=())
+    assert (options.seq, options.round, options.tool) == (3, 2, {"delay": 1})
+    assert StepOptions.from_json({"seq": 9}, seq=None).seq is None
+
+
 def test_task_meta_keeps_the_requirements_and_shoals_settings_apart() -> None:
     stored = {"language": "python", "shoal.permissions": {"commands": "ask"},
               "shoal.quality": "off",

@@ -129,7 +129,9 @@ class StepOptions:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StepOptions:
+    def from_json(cls, data: Mapping[str, Any], **ours: Any) -> StepOptions:
+        """The options `data` holds (as `to_json` wrote them, or as a user sent them: what is
+        not Shoal's is the tool's), with `ours` set over them."""
         tool = dict(data)
         found: dict[str, Any] = {}
         for name, fits in _OPTION_TYPES.items():
@@ -145,6 +147,8 @@ class StepOptions:
             found["questions"] = tuple((q["id"], q["question"]) for q in found["questions"])
         if "serves" in found:
             found["serves"] = tuple(found["serves"])
+        if ours:
+            found.update(ours)
         return cls(**found, tool=tool)
 
 

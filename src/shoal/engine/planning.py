@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shoal.engine.answers import find_json
-from shoal.engine.dag import validate_dag
+from shoal.engine.dag import remaining_path_lengths, validate_dag
 from shoal.errors import InvalidGraph, InvalidInput
 
 PlanSource = Literal["planner", "template", "simple", "user", "default"]
@@ -46,10 +46,21 @@ class Plan:
     subtasks: tuple[PlannedSubtask, ...]
     source: PlanSource
     notes: tuple[str, ...] = ()
+    # Each subtask's longest chain of subtasks still ahead, itself included, in the order of
+    # `subtasks`: found while its items were checked (`_build`), else when asked for.
+    lengths: tuple[float, ...] = dataclasses.field(default=(), compare=False)
 
     def graph(self) -> dict[str, tuple[str, ...]]:
         """The dependency graph, subtask key to the keys it depends on."""
         return {subtask.key: subtask.dependencies for subtask in self.subtasks}
+
+    def path_lengths(self) -> dict[str, float]:
+        """Each subtask's key to the length of the longest chain from it (itself included) to
+        the end of the plan: the `dag` workflow runs the longest first."""
+        if len(self.lengths) == len(self.subtasks):
+            return {sub.key: length for sub, length in zip(self.subtasks, self.lengths,
+                                                            strict=True)}
+        return remaining_path_lengths(self.graph())
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +87,8 @@ def parse_planner_output(text: str, *, max_subtasks: int = 50) -> Plan:
     clamped) are optional. Raises `InvalidGraph` saying what is wrong.
     """
     items = _subtask_items(_extract_json(text))
-    return Plan(_build(items, max_subtasks=max_subtasks, strict=False), "planner")
+    subtasks, lengths = _build(items, max_subtasks=max_subtasks, strict=False)
+    return Plan(subtasks, "planner", lengths=lengths)
 
 
 def user_plan(items: Sequence[Mapping[str, Any]], *, max_subtasks: int = 50) -> Plan:
@@ -90,7 +102,8 @@ def user_plan(items: Sequence[Mapping[str, Any]], *, max_subtasks: int = 50) -> 
             "The plan must be a list of subtasks, each with a name and a description.",
             details={"field": "plan"},
         )
-    return Plan(_build(list(items), max_subtasks=max_subtasks, strict=True), "user")
+    subtasks, lengths = _build(list(items), max_subtasks=max_subtasks, strict=True)
+    return Plan(subtasks, "user", lengths=lengths)
 
 
 def decompose(
@@ -197,8 +210,10 @@ def _subtask_items(value: Any) -> list[Any]:
 
 def _build(
     items: list[Any], *, max_subtasks: int, strict: bool
-) -> tuple[PlannedSubtask, ...]:
-    """Validate items and resolve dependencies; keys are s1, s2, … in order."""
+) -> tuple[tuple[PlannedSubtask, ...], tuple[float, ...]]:
+    """Validate items and resolve dependencies; keys are s1, s2, … in order. With them, each
+    subtask's longest chain ahead (`Plan.lengths`), found by the same pass that checks the
+    graph has no cycle."""
     who = "The plan" if strict else "Planner output"
     if not items:
         raise InvalidGraph(f"{who} has no subtasks; a plan needs at least one.",
@@ -211,23 +226,92 @@ def _build(
         )
     drafts = [_read_item(item, at, strict=strict) for at, item in enumerate(items)]
     index = _name_index(drafts)
-    deps = [_resolve_refs(draft, at, index, len(drafts)) for at, draft in enumerate(drafts)]
-    _validate_graph(drafts, deps, who=who, max_subtasks=max_subtasks)
-    return tuple(
+    deps = _resolved(drafts, index)
+    lengths = _path_lengths(deps)
+    if lengths is None:  # a cycle, or a subtask depending on itself: say which
+        _validate_graph(drafts, deps, who=who, max_subtasks=max_subtasks)
+        raise InvalidGraph(f"{who} has invalid dependencies.", details={"field": "dependencies"})
+    keys = [f"s{at + 1}" for at in range(len(drafts))]
+    key_of = keys.__getitem__
+    return tuple([
         PlannedSubtask(
-            key=f"s{at + 1}",
+            key=keys[at],
             name=draft.name,
             description=draft.description,
-            dependencies=tuple(f"s{dep + 1}" for dep in deps[at]),
+            dependencies=tuple(map(key_of, deps[at])),
             recommended_tool=draft.recommended_tool,
             complexity=draft.complexity,
             tool=draft.tool,
         )
         for at, draft in enumerate(drafts)
-    )
+    ]), tuple(lengths)
+
+
+def _resolved(drafts: list[_Draft], index: Mapping[str, int]) -> list[list[int]]:
+    """Each draft's dependencies as indices, without repeats, in order. A plan's usual
+    reference (an index in range, or a subtask's exact name) is resolved here without a
+    call; anything else by `_resolve_ref`, which also says what is wrong."""
+    count, out = len(drafts), []
+    for at, draft in enumerate(drafts):
+        found: list[int] = []
+        for ref in draft.refs:
+            if ref.__class__ is int and 0 <= ref < count:
+                found.append(ref)
+            elif ref.__class__ is str and (hit := index.get(ref)) is not None:
+                found.append(hit)
+            else:
+                found.append(_resolve_ref(ref, at, index, count))
+        out.append(list(dict.fromkeys(found)) if len(found) > 1 else found)
+    return out
+
+
+def _path_lengths(deps: list[list[int]]) -> list[float] | None:
+    """For each subtask, the number of subtasks on the longest chain from it to the end of the
+    plan (itself included); None when the dependencies hold a cycle. One pass of Kahn's
+    algorithm over indices, then one back over its order: no call per subtask."""
+    count = len(deps)
+    users: list[list[int]] = [[] for _ in deps]
+    waiting = [len(d) for d in deps]
+    for at, own in enumerate(deps):
+        for dep in own:
+            users[dep].append(at)
+    order = [at for at in range(count) if not waiting[at]]
+    for node in order:  # grows as it goes: each subtask once its dependencies are in it
+        for user in users[node]:
+            waiting[user] -= 1
+            if not waiting[user]:
+                order.append(user)
+    if len(order) < count:
+        return None
+    length = [1.0] * count
+    for node in reversed(order):
+        longest = 0.0
+        for user in users[node]:
+            if length[user] > longest:
+                longest = length[user]
+        length[node] = 1.0 + longest
+    return length
 
 
 def _read_item(item: Any, at: int, *, strict: bool) -> _Draft:
+    if item.__class__ is dict:  # the usual item, every field of the usual type: read here
+        get = item.get
+        name, text, refs = get("name"), get("description"), get("dependencies")
+        hint, complexity = get("recommended_tool"), get("complexity")
+        tool = get("tool") if strict else None
+        if (name.__class__ is str and text.__class__ is str
+                and (refs is None or refs.__class__ is list)
+                and (hint is None or hint.__class__ is str)
+                and (complexity is None or (complexity.__class__ is int and 1 <= complexity <= 5))
+                and (tool is None or tool.__class__ is str)):
+            name, text = name.strip(), text.strip()
+            if name and text and len(name) <= MAX_NAME_LENGTH:
+                return _Draft(name=name, description=text, refs=tuple(refs) if refs else (),
+                              recommended_tool=hint.strip() or None if hint else None,
+                              complexity=DEFAULT_COMPLEXITY if complexity is None
+                              else complexity,
+                              tool=tool.strip() or None if tool else None)
+        # else: read field by field below, which says what is wrong
     if item.__class__ is not dict and not isinstance(item, Mapping):  # a dict without the ABC
         raise _item_error(at, None, f"is {_json_kind(item)}, not an object with a name and "
                           "a description")
@@ -305,11 +389,6 @@ def _name_index(drafts: list[_Draft]) -> dict[str, int]:
             )
         index[folded] = at
     return index
-
-
-def _resolve_refs(draft: _Draft, at: int, index: Mapping[str, int], count: int) -> list[int]:
-    resolved = [_resolve_ref(ref, at, index, count) for ref in draft.refs]
-    return list(dict.fromkeys(resolved))
 
 
 def _resolve_ref(ref: Any, at: int, index: Mapping[str, int], count: int) -> int:

@@ -245,33 +245,37 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
     asked = dict(questions)
     ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
-    lengths = dag.remaining_path_lengths(plan.graph(), weights={k: 1.0 for k in ids})
+    lengths = plan.path_lengths()
     waves = {k: n for n, layer in enumerate(dag.layers(plan.graph())) for k in layer} \
         if kinds else {}
     servers: dict[str, tuple[McpServerSpec, ...]] = {}  # each role's, made once
     for i, planned in enumerate(plan.subtasks, start=1):
-        own = StepOptions.from_json(options[i - 1]) if i <= len(options) else StepOptions()
         kind = kinds[i - 1] if kinds else None
         name = doc_step.types[kind].role if kind else doc_step.each
         assert name is not None  # the document check says so
         role = doc.roles[name]
         if name not in servers:
             servers[name] = role.mcp_specs()
+        # Shoal's own options over the user's, set as the record is made (no copy after).
+        ours: dict[str, Any] = {"seq": seq, "mcp_servers": servers[name]}
         if kind:
-            own = evolve(own, plan_type=kind, wave=waves[planned.key],
-                         output_file=doc.result_filename if doc_step.types[kind].writes_result
-                         else None, serves=serves[i - 1] if i <= len(serves) else ())
-        item = f"{planned.name}: {planned.description}" + "".join(
-            f"\nIt serves sub-question {q}: {asked[q]}" for q in own.serves)
+            ours.update(plan_type=kind, wave=waves[planned.key],
+                        output_file=doc.result_filename if doc_step.types[kind].writes_result
+                        else None, serves=serves[i - 1] if i <= len(serves) else ())
+        own = (StepOptions.from_json(options[i - 1], **ours) if i <= len(options)
+               else StepOptions(**ours))
+        if role.builtin is not None:
+            description = planned.description
+        else:
+            description = prompt(role, f"{planned.name}: {planned.description}" + "".join(
+                f"\nIt serves sub-question {q}: {asked[q]}" for q in own.serves))
         sub = SubtaskRecord(
             id=ids[planned.key], task_id=step.task.id, key=f"{key}.{i}",
-            role=name, kind=StepKind.AGENT, name=planned.name,
-            description=planned.description if role.builtin is not None
-            else prompt(role, item),
+            role=name, kind=StepKind.AGENT, name=planned.name, description=description,
             status=SubtaskStatus.PENDING if planned.dependencies else SubtaskStatus.QUEUED,
             created_at=step.ctx.now,
-            dependencies=(*after, *(ids[d] for d in planned.dependencies)),
-            options=evolve(own, seq=seq, mcp_servers=servers[name]),
+            dependencies=(*after, *map(ids.__getitem__, planned.dependencies)),
+            options=own,
             recommended_tool=role.tools[0] if role.tools else planned.recommended_tool,
             pinned_tool=planned.tool, complexity=planned.complexity,
             priority=lengths.get(planned.key, 1.0))

@@ -231,7 +231,7 @@ def _user_plan(
     except InvalidGraph as exc:
         exc.details = {"field": "plan", "problem": exc.details}
         raise
-    return plan, tuple(item["options"] for item in items), tuple(items)
+    return plan, tuple([item["options"] for item in items]), tuple(items)
 
 
 @router.get("", response_model=TaskPage)
