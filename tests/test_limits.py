@@ -25,3 +25,6 @@ def test_value_problem_finds_unstorable_values_of_every_kind() -> None:
     assert value_problem({"bad\x00": 1})[1].startswith("has a key that")  # type: ignore[index]
     assert value_problem({1: ("x", "y\x00")})[0] == "1.1"  # type: ignore[index]
     assert value_problem([math.inf])[0] == "0"  # type: ignore[index]
+    assert value_problem({"delay": 0.0, "ratio": [1.5, -2.25]}) is None
+    for bad in (math.nan, math.inf, -math.inf):
+        assert value_problem({"a": [1.5, {"b": bad}]})[0] == "a.1.b"  # type: ignore[index]

@@ -78,8 +78,9 @@ def _inner_problem(
     value: Any, where: str, *, mapping: bool
 ) -> tuple[str, str] | None:
     """`value_problem` of a mapping's keys and values, or of a list's or tuple's items."""
-    # An item that is plain ASCII text, a whole number or null passes without a call, and
-    # without its path being spelt out (a submitted plan's every dependency passes here).
+    # An item that is plain ASCII text, a whole or finite number or null passes without a
+    # call, and without its path being spelt out (a submitted plan's every dependency passes
+    # here).
     for key, item in value.items() if mapping else enumerate(value):
         name = key  # a list's index; a mapping's key as `shown` gives it (no call when plain)
         if mapping and not (key.__class__ is str and "\x00" not in key and key.isascii()):
@@ -87,7 +88,8 @@ def _inner_problem(
             if isinstance(key, str) and (problem := text_problem(key)):
                 return (f"{where}.{name}" if where else name), "has a key that " + problem
         cls = item.__class__
-        if (cls is str and "\x00" not in item and item.isascii()) or cls is int or item is None:
+        if ((cls is str and "\x00" not in item and item.isascii()) or cls is int or item is None
+                or (cls is float and -math.inf < item < math.inf)):
             continue
         if found := value_problem(item, f"{where}.{name}" if where else str(name)):
             return found

@@ -3,9 +3,10 @@ error body, the limits on text, the tools a request may name."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from shoal.limits import value_problem
@@ -25,11 +26,13 @@ class Strict(BaseModel):
 
     @field_validator("*", mode="after")
     @classmethod
-    def _storable(cls, value: Any) -> Any:
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
         kind = value.__class__  # the plain values of most fields pass without a call
         if value is None or kind is int or kind is bool or (
                 kind is str and "\x00" not in value and value.isascii()):
             return value
+        if kind is list and info.field_name in _lists_of_models(cls):
+            return value  # each item checked by its own validator (a plan's every step)
         found = value_problem(value)
         if found:
             inner, problem = found
@@ -38,6 +41,17 @@ class Strict(BaseModel):
             raise PydanticCustomError("unstorable_text", "{problem}",
                                       {"inner": inner, "problem": problem})
         return value
+
+
+@functools.cache
+def _lists_of_models(cls: type[Strict]) -> frozenset[str]:
+    """The fields of `cls` that hold a list of request shapes (`list[PlanItem] | None`)."""
+    def models_only(annotation: Any) -> bool:
+        return get_origin(annotation) is list and all(
+            isinstance(arg, type) and issubclass(arg, Strict) for arg in get_args(annotation))
+    return frozenset(name for name, field in cls.model_fields.items()
+                     if models_only(field.annotation)
+                     or any(models_only(arg) for arg in get_args(field.annotation)))
 
 
 class ErrorBody(BaseModel):
