@@ -18,7 +18,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -142,16 +142,26 @@ async def served(kind: str) -> AsyncIterator[ApiShoal]:
                     await worker.wait()
 
 
-async def api_row(kind: str, works: list[Workload], repeat: int) -> Row:
-    """Shoal through the API: every workload `repeat` times after a warm-up (W1, W2 quick)."""
+async def api_row(kind: str, works: list[Workload], repeat: int,
+                  between: Callable[[Workload], Awaitable[None]] | None = None) -> Row:
+    """Shoal through the API: every workload `repeat` times after a warm-up (W1, W2 quick,
+    then each workload once at its size). With `between`, Shoal takes turns with something
+    else (a peer's run of the same workload, so that the machine's drift over the minutes of
+    a run falls on both alike): each measured run follows an unmeasured one of the same
+    workload, as the peer's does in its own process, and `between(workload)` is awaited
+    after it, `shoal serve` idle meanwhile."""
     row = Row(Role.API.value, Role.API, note="shoal serve + 1 worker process; HTTP + SSE")
     async with served(kind) as shoal:
-        for warm in workloads(quick=True, only="W1,W2"):
+        for warm in [*workloads(quick=True, only="W1,W2"), *works]:
             await shoal.run(warm)
         for _ in range(repeat):
             for work in works:
+                if between is not None:
+                    await shoal.run(work)
                 seconds, cpu = await shoal.run_counted(work)
                 row.seconds.setdefault(work.key, []).append(seconds)
                 for name, us in cpu.items():
                     row.cpu.setdefault(work.key, {}).setdefault(name, []).append(us)
+                if between is not None:
+                    await between(work)
     return row

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _compare import Role, Row
+from _workloads import Workload
 from bench_dag import database
 
 HERE = Path(__file__).resolve().parent
@@ -39,11 +40,15 @@ class Peer:
     script: str
     databases: tuple[str, ...] = ("sqlite", "postgres")
     variant: str = ""
+    # Run in turn with Shoal through the API, a workload at a time (`Paired`): the peer the
+    # issue's targets name, whose ratio to Shoal must not move with the machine's drift.
+    paired: bool = False
 
 
 PEERS = (
-    Peer("LangGraph + SQLite checkpointer", "langgraph_peer.py", ("sqlite",)),
-    Peer("LangGraph + PostgreSQL checkpointer", "langgraph_peer.py", ("postgres",)),
+    Peer("LangGraph + SQLite checkpointer", "langgraph_peer.py", ("sqlite",), paired=True),
+    Peer("LangGraph + PostgreSQL checkpointer", "langgraph_peer.py", ("postgres",),
+         paired=True),
     Peer("DBOS", "dbos_peer.py"),
     Peer("Celery, database result backend", "celery_peer.py", variant="db"),
     Peer("Celery, Redis result backend", "celery_peer.py", variant="redis"),
@@ -100,12 +105,15 @@ async def fresh(kind: str) -> AsyncIterator[str]:
             yield url
 
 
-async def peer_row(peer: Peer, kind: str, quick: bool, repeat: int, only: str) -> Row:
-    """`peer` on a fresh database of `kind`: its row, with its makespans or why it failed."""
+async def peer_row(peer: Peer, kind: str, quick: bool, repeat: int, only: str,
+                   warm_runs: int = 0) -> Row:
+    """`peer` on a fresh database of `kind` (`warm_runs` unmeasured runs of each workload
+    before its measured ones): its row, with its makespans or why it failed."""
     row = Row(peer.label, Role.PEER)
     async with fresh(kind) as url:
         argv = [str(python()), str(HERE / "peers" / peer.script), "--db", kind, "--url", url,
-                "--repeat", str(repeat), *(["--quick"] if quick else []),
+                "--repeat", str(repeat), "--warm-runs", str(warm_runs),
+                *(["--quick"] if quick else []),
                 *(["--only", only] if only else []),
                 *(["--variant", peer.variant] if peer.variant else [])]
         proc = await asyncio.create_subprocess_exec(
@@ -137,10 +145,40 @@ def read_result(row: Row, out: bytes, err: bytes) -> Row:
     return row
 
 
-async def peer_rows(kind: str, quick: bool, repeat: int, only: str) -> list[Row]:
-    """Every peer that supports `kind`, one after the other; a row each."""
+async def peer_rows(kind: str, quick: bool, repeat: int, only: str, *,
+                    paired: bool | None = None) -> list[Row]:
+    """Every peer that supports `kind` (with `paired`, only those that are, or are not,
+    run in turn with Shoal), one after the other; a row each."""
     broken = await ensure_venv()
-    peers = [p for p in PEERS if kind in p.databases]
+    peers = [p for p in PEERS if kind in p.databases and paired in (None, p.paired)]
     if broken:
         return [Row(p.label, Role.PEER, failed=broken) for p in peers]
     return [await peer_row(p, kind, quick, repeat, only) for p in peers]
+
+
+class Paired:
+    """The peers run in turn with Shoal through the API: after each of Shoal's runs, one run of
+    the same workload by each of them (`run`, its `between`), each on a fresh database, in
+    a process of its own, measured after the warm-up a peer's whole run has and one unmeasured
+    run of the workload itself (as each of Shoal's measured runs then follows one)."""
+
+    def __init__(self, kind: str, quick: bool) -> None:
+        self.kind, self.quick = kind, quick
+        self.peers = [p for p in PEERS if p.paired and kind in p.databases]
+        self.rows = {p.label: Row(p.label, Role.PEER) for p in self.peers}
+        self.broken: str | None = None
+
+    async def run(self, work: Workload) -> None:
+        """One run of `work` by each peer; a peer that failed once is not run again."""
+        if self.broken is None:
+            self.broken = await ensure_venv()
+        for peer in self.peers:
+            row = self.rows[peer.label]
+            if self.broken:
+                row.failed = self.broken
+            if row.failed:
+                continue
+            one = await peer_row(peer, self.kind, self.quick, 1, work.key, warm_runs=1)
+            row.note, row.failed = one.note, one.failed
+            for key, seconds in one.seconds.items():
+                row.seconds.setdefault(key, []).extend(seconds)

@@ -9,10 +9,13 @@ Per database, one after the other so none competes with another for the 2 cores:
 1. `bench_dag.py`'s run (its tables are printed as before): Shoal's control plane in this
    process with a worker process, the asyncio baseline and the durable floor (`_floor.py`);
 2. Shoal through the API (`_api.py`): a `shoal serve` process, a worker process and a client
-   that POSTs each workload and follows its SSE stream to `task_complete`;
-3. each peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh database of
-   the same kind: the same DAGs, durable per step as its users would write them (each module's
-   docstring says exactly what it measures).
+   that POSTs each workload and follows its SSE stream to `task_complete`; after each of its
+   measured runs, the same workload once by LangGraph (the peer the targets name), so that the
+   two take turns and share the machine's drift over the minutes of the run (each measured run
+   of either follows an unmeasured one of the same workload in the same process);
+3. each other peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh
+   database of the same kind: the same DAGs, durable per step as its users would write them
+   (each module's docstring says exactly what it measures).
 
 Then one table per database: per workload, each row's makespan, ms per subtask (W1, W2; no-op
 subtasks) or makespan ÷ critical path (W3; 50 ms subtasks), makespan ÷ the durable floor's and
@@ -34,7 +37,7 @@ from typing import Any
 
 from _api import api_row
 from _compare import Role, Row, summary, table
-from _peers import peer_rows
+from _peers import Paired, peer_rows
 from _report import Outcome, render
 from _workloads import workloads
 from bench_dag import (
@@ -67,11 +70,16 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
     works = workloads(quick=args.quick, only=args.only)
     outcomes, commits = await bench_database(kind, args)
     render(kind, outcomes, console, args.repeat, commits)
+    paired = None if args.no_peers else Paired(kind, args.quick)
     try:
-        api = await api_row(kind, works, args.repeat)
+        api = await api_row(kind, works, args.repeat,
+                            between=paired.run if paired is not None else None)
     except Exception as exc:  # the row says so; the rest still runs
         api = Row(Role.API.value, Role.API, failed=f"{type(exc).__name__}: {exc}"[:300])
-    peers = [] if args.no_peers else await peer_rows(kind, args.quick, args.repeat, args.only)
+    peers = [] if paired is None else [
+        *(paired.rows.values() if api.seconds else await peer_rows(
+            kind, args.quick, args.repeat, args.only, paired=True)),
+        *await peer_rows(kind, args.quick, args.repeat, args.only, paired=False)]
     rows = [api, *shoal_rows(outcomes), *peers]
     console.print(table(kind, works, rows, args.repeat))
     return {"seconds": time.monotonic() - started, "rows": summary(works, rows)}

@@ -35,16 +35,22 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--only", default="")
     parser.add_argument("--variant", default="", help="a peer's own configuration choice")
+    parser.add_argument("--warm-runs", type=int, default=0,
+                        help="unmeasured runs of each workload at its own size before its "
+                             "measured ones (a run taking turns with Shoal's)")
     return parser.parse_args()
 
 
 async def measure(args: argparse.Namespace, run_one: RunOne) -> dict[str, dict[str, object]]:
-    """Every workload `args.repeat` times after a warm-up (W1 and W2 at quick size); once
-    when its first run took over `SLOW` seconds (the row's note says so)."""
+    """Every workload `args.repeat` times after a warm-up (W1 and W2 at quick size, then
+    `args.warm_runs` unmeasured runs of the workload itself); once when its first run took
+    over `SLOW` seconds (the row's note says so)."""
     for warm in workloads(quick=True, only="W1,W2"):
         await run_one(warm)
     out: dict[str, dict[str, object]] = {}
     for work in workloads(quick=args.quick, only=args.only):
+        for _ in range(args.warm_runs):
+            await run_one(work)
         seconds = [await run_one(work)]
         while len(seconds) < args.repeat and seconds[0] <= SLOW:
             seconds.append(await run_one(work))

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from _api import api_row
 from _compare import Role, Row, cells, figures, summary, table
-from _peers import read_result
+from _peers import Paired, read_result
 from _workloads import Workload, chain, fan_out
 
 W1 = Workload("W1", "1→4→1", fan_out(4), 0.0)  # 6 subtasks
@@ -75,7 +75,13 @@ def test_a_peers_json_line_fills_its_row_or_gives_the_reason() -> None:
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
 async def test_shoal_through_the_api_runs_each_workload_to_completion() -> None:
-    row = await api_row("sqlite", [W1, W3], repeat=2)
+    turns: list[str] = []
+
+    async def between(work: Workload) -> None:  # where a paired peer runs the same workload
+        turns.append(work.key)
+
+    row = await api_row("sqlite", [W1, W3], repeat=2, between=between)
+    assert turns == ["W1", "W3", "W1", "W3"]  # each of Shoal's runs, then the peer's turn
     assert row.role is Role.API
     assert [len(row.seconds[k]) for k in ("W1", "W3")] == [2, 2]
     assert min(row.seconds["W3"]) >= W3.critical_path  # two 50 ms subtasks, one after the other
@@ -85,6 +91,19 @@ async def test_shoal_through_the_api_runs_each_workload_to_completion() -> None:
         "serve": 2, "worker": 2, "client": 2}
     assert min(row.cpu["W1"]["serve"]) > 0
     assert min(row.cpu["W1"]["worker"]) > 0
+
+
+async def test_a_paired_peer_that_cannot_run_says_why_without_running() -> None:
+    """The peers taking turns with Shoal (LangGraph, on each database) get a row each; when
+    their virtualenv could not be made, each row says why and nothing runs."""
+    paired = Paired("sqlite", quick=True)
+    assert [p.label for p in paired.peers] == ["LangGraph + SQLite checkpointer"]
+    paired.broken = "installing the peers failed: no network"
+    await paired.run(W1)
+    (row,) = paired.rows.values()
+    assert (row.role, row.seconds, row.failed) == (Role.PEER, {}, paired.broken)
+    assert [p.label for p in Paired("postgres", quick=True).peers] == [
+        "LangGraph + PostgreSQL checkpointer"]
 
 
 def test_the_api_rows_cpu_is_in_its_note_and_its_json() -> None:
