@@ -4,6 +4,8 @@ checked as a graph, the task started by its workflow, its rows and events staged
 whole written to a fresh SQLite database, as `POST /api/v1/tasks` and the runtime's batch do.
 
     .venv/bin/python benchmarks/submit_cost.py [--repeat 30] [--only W1,W2]
+    valgrind --tool=lackey --basic-counts=yes .venv/bin/python benchmarks/submit_cost.py \
+        --once W1 --repeat 6                                # less a `--repeat 1` run: 5 of them
 
 Each part is timed `--repeat` times on W1's and W2's plans (202 and 200 items, as
 `bench_dag.py` submits them); prints the best and the median of each part in ms and, for the
@@ -117,7 +119,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--only", default="W1,W2")
+    parser.add_argument("--once", choices=["W1", "W2"],
+                        help="make `--repeat` submissions of this plan and print nothing (for "
+                             "valgrind: two counts' difference over their submissions' is one "
+                             "submission's instructions)")
     args = parser.parse_args()
+    if args.once:
+        (work,) = workloads(quick=False, only=args.once)
+        with tempfile.TemporaryDirectory() as folder:
+            asyncio.run(submitted(Path(folder), body_of(plan_for(work.dag, 0.0)), args.repeat))
+        return
     chosen = workloads(quick=False, only=args.only)
     table = Table(title="A submission's parts: ms (best / median), Python calls a subtask",
                   title_justify="left")
@@ -140,6 +151,20 @@ def main() -> None:
         results, chosen, strict=True) for cell in (
         f"{statistics.median(times['all']) * 1e6 / len(w.dag):.0f}", "")])
     Console().print(table)
+
+
+async def submitted(folder: Path, raw: bytes, count: int) -> None:
+    """`count` submissions of `raw` on a fresh database, untimed."""
+    db = Database.connect(f"sqlite+aiosqlite:///{folder / 'shoal.db'}")
+    await db.migrate()
+    async with db.begin() as conn:
+        users = [await accounts.create_user(conn, username=f"bench{n}", password_hash="x",
+                                            is_admin=False, email=None, now=utcnow())
+                 for n in range(count)]
+    sub = Submission(db, users)
+    for _ in range(count):
+        await sub.run(raw)
+    await db.dispose()
 
 
 async def measure(folder: Path, raw: bytes,
