@@ -10,14 +10,12 @@ from typing import Any
 import pytest
 
 from shoal.engine.dag import remaining_path_lengths, validate_dag
+from shoal.engine.fallback_plans import decompose, simple_plan, template_plan
 from shoal.engine.planning import (
     Plan,
     PlannedSubtask,
-    decompose,
     parse_planner_output,
     planner_instructions,
-    simple_plan,
-    template_plan,
     user_plan,
 )
 from shoal.errors import InvalidGraph

@@ -2,10 +2,10 @@
 every one of them (seed 004's planner, for any document) — or, with `types`, each subtask names
 its type and that type's role runs it (`plan_types`).
 
-The plan is read as the `dag` workflow reads its planner (`engine.planning.decompose`: the JSON,
-else a template, else a split of the request, with a notice saying why). A typed plan is checked
-against the JSON Schema its types make (`plan_schema`; a wrong answer is repaired once by the
-interpreter), and falls back to the document's `default_plan`. Each planned subtask is a run
+The plan is read as the `dag` workflow reads its planner (`engine.fallback_plans.decompose`: the
+JSON, else a template, else a split of the request, with a notice saying why). A typed plan is
+checked against the JSON Schema its types make (`plan_schema`; a wrong answer is repaired once by
+the interpreter), and falls back to the document's `default_plan`. Each planned subtask is a run
 `step#n.i` of the same round as the plan, after the plan and the subtasks it depends on; the
 step's entry is their answers in plan order once all are done.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import replace
 from typing import Any
 
-from shoal.engine import dag, graph, planning
+from shoal.engine import dag, fallback_plans, graph, planning
 from shoal.engine.answers import find_json
 from shoal.engine.model import StepKind, SubtaskRecord, evolve
 from shoal.engine.options import McpServerSpec, StepOptions
@@ -211,7 +211,7 @@ def add_planned(step: Step, doc: WorkflowDocument, doc_step: StepDoc, planner: S
         if doc_step.types:
             plan, kinds = read_typed(doc_step, answer, most)
         else:
-            plan = planning.decompose(answer, step.task.description,
+            plan = fallback_plans.decompose(answer, step.task.description,
                                       step.task.meta.requirements, max_subtasks=most)
     except InvalidInput as exc:
         graph.fail_task(step, f"Step '{doc_step.id}' has no plan: {exc.message}")
