@@ -118,7 +118,7 @@ async def served(kind: str) -> AsyncIterator[ApiShoal]:
             worker = await asyncio.create_subprocess_exec(
                 sys.executable, str(HERE / "_worker.py"), "--url", base, "--slots", str(SLOTS),
                 "--data-dir", str(root / "worker"), "--records", str(root / "records.json"),
-                stdin=asyncio.subprocess.PIPE,
+                "--uvloop", stdin=asyncio.subprocess.PIPE,
                 env={**os.environ, "SHOAL_BENCH_TOKENS": ",".join(tokens)})
             try:
                 async with signed_in(base, "bench") as client:
