@@ -98,6 +98,44 @@ def plain_open(raw: Any) -> bool:
                 and not raw.close_sent and not raw.disconnected)
 
 
+def take_texts(raw: Any, take: Callable[[str], bool]) -> Callable[[], None] | None:
+    """From now on, a whole text message that reaches `raw`'s socket (a `Direct.raw`) while
+    nothing waits in its ASGI queue goes to `take` in the protocol's own `data_received`,
+    rather than through the queue to the endpoint's reader: no turn of the event loop, no
+    pause and resume of the socket's reading (uvicorn pauses it at each message it queues),
+    no Starlette `receive` (issue 37's twenty-first round). `take(text)` returns False for a
+    message it leaves to the reader (one it cannot read, which the reader answers), and that
+    message is queued as any other; so is every message while one waits in the queue, so that
+    none overtakes another. Returns what undoes it (the socket's messages go to the queue
+    again), or None where uvicorn's protocol has not the fields this reads (nothing is done).
+    """
+    queued = getattr(raw, "send_receive_event_to_app", None)
+    if queued is None or not all(hasattr(raw, name) for name in (
+            "frames", "curr_msg_data_type", "queue", "close_sent")):
+        return None
+
+    def arrived() -> None:  # uvicorn's `send_receive_event_to_app`, for this socket
+        frames = raw.frames
+        if (len(frames) == 1 and raw.curr_msg_data_type == "text" and not raw.close_sent
+                and raw.queue.empty()):
+            try:
+                text = frames[0].decode()
+            except UnicodeDecodeError:  # uvicorn closes the socket with 1007
+                queued()
+                return
+            if take(text):
+                raw.frames = []
+                return
+        queued()
+
+    raw.send_receive_event_to_app = arrived
+
+    def undo() -> None:
+        raw.send_receive_event_to_app = queued
+
+    return undo
+
+
 def failure(exc: Exception) -> BaseException:
     """What a failed direct send means to the socket's own stream: the client left (as
     Starlette says it when its own send fails), or `exc` itself."""

@@ -19,7 +19,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from shoal.api.deps import Services
-from shoal.api.direct import direct_of, plain_open, wire
+from shoal.api.direct import direct_of, plain_open, take_texts, wire
 from shoal.artifacts.store import validate_files
 from shoal.auth.tokens import hash_opaque_token
 from shoal.errors import UnstorableText
@@ -82,7 +82,7 @@ async def worker_socket(ws: WebSocket) -> None:
 
         async def read() -> None:
             try:
-                await _serve(ws, services, token_id, send, close, tg)
+                await _serve(ws, services, token_id, send, close, tg, raw)
             finally:
                 outgoing.put_nowait(None)
                 writer.cancel()
@@ -135,7 +135,7 @@ async def _write(ws: WebSocket, raw: Any, outgoing: Mailbox[str | None],
 
 async def _serve(
     ws: WebSocket, services: Services, token_id: Any, send: Any, close: Any,
-    tg: asyncio.TaskGroup,
+    tg: asyncio.TaskGroup, raw: Any = None,
 ) -> None:
     runtime = services.runtime
     try:
@@ -154,11 +154,21 @@ async def _serve(
         return
     conn = await runtime.register(first, token_id=token_id, send=send, close=close)
     log.info("worker.connected", worker=first.machine_name, tools=[t.name for t in first.tools])
+
+    def take(text: str) -> bool:  # a message read as it arrives (`take_texts`)
+        try:
+            msg = parse_worker_message(text)
+        except (ValidationError, UnstorableText):
+            return False  # the reader below answers it
+        _route(runtime, conn, msg, services, send, tg)
+        return True
+
+    undo = take_texts(raw, take) if raw is not None else None
     try:
         while True:
-            raw = await ws.receive_text()
+            text = await ws.receive_text()
             try:
-                msg = parse_worker_message(raw)
+                msg = parse_worker_message(text)
             except (ValidationError, UnstorableText) as exc:  # answered; the socket stays open
                 code = exc.code if isinstance(exc, UnstorableText) else "bad_message"
                 await send(ErrorMessage(code=code, message=describe(exc)).model_dump_json())
@@ -167,6 +177,8 @@ async def _serve(
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
+        if undo is not None:
+            undo()
         runtime.disconnect(conn)
         log.info("worker.disconnected", worker=conn.name)
 
