@@ -74,7 +74,7 @@ class TimedWorker(Worker):
         super().__init__(*args, **kwargs)
         self._records = records
 
-    async def _start(self, msg: ExecuteTask) -> None:
+    def _begin(self, msg: ExecuteTask) -> None:
         entry = self._records.setdefault(msg.attempt_id, {})
         entry.update(
             recv=time.monotonic(),
@@ -85,7 +85,7 @@ class TimedWorker(Worker):
             worker=self.name,
             upstream=len(msg.upstream),
         )
-        await super()._start(msg)
+        super()._begin(msg)
 
     async def _send(self, message: BaseModel, text: str | None = None) -> bool:
         sent = await super()._send(message, text)

@@ -49,7 +49,13 @@ from shoal.protocol import (
 from shoal.tools.base import Tool
 from shoal.tools.registry import create_tools, probe_tools, tool_infos
 from shoal.tracing import Tracing, configure
-from shoal.worker.connection import Backoff, quiet_websocket_logger, websocket_url
+from shoal.worker.connection import (
+    Backoff,
+    WorkerConnection,
+    quiet_websocket_logger,
+    send_now,
+    websocket_url,
+)
 from shoal.worker.delivery import Delivery
 from shoal.worker.executor import (
     READY_WORKSPACES,
@@ -196,6 +202,7 @@ class Worker:
             max_size=self.settings.max_result_bytes * 2,
             compression="deflate" if self.settings.worker_compression else None,
             logger=quiet_websocket_logger(),
+            create_connection=WorkerConnection,
         )
 
     def _token_refused(self, status: int) -> ShoalError:
@@ -220,11 +227,15 @@ class Worker:
         self.delivery.batching = "batches" in self._server_features
         self.delivery.max_bytes = self.settings.max_result_bytes
         self._connected.set()
+        if isinstance(conn, WorkerConnection):
+            conn.take = self._take
         try:
             await self.delivery.resend()
             async for raw in conn:
                 await self._handle(raw)
         finally:
+            if isinstance(conn, WorkerConnection):
+                conn.take = None
             self._conn = None
             self.delivery.batching = False
             self._connected.clear()
@@ -268,8 +279,10 @@ class Worker:
         conn = self._conn
         if conn is None:
             return False
+        text = text or message.model_dump_json()
         try:
-            await conn.send(text or message.model_dump_json())
+            if not send_now(conn, text):
+                await conn.send(text)
         except WebSocketException:
             return False
         return True
@@ -320,21 +333,55 @@ class Worker:
         else:
             log.warning("worker.control_plane_error", code=message.code, message=message.message)
 
+    def _take(self, raw: str) -> bool:
+        """Handle `raw` as it arrives (`WorkerConnection.take`) if that needs no wait: the
+        messages of a step (attempts to start, acks, cancellations); False for any other,
+        or one to refuse or unreadable, which the reader then handles as before."""
+        try:
+            message = parse_server_message(raw)
+        except ValidationError:
+            return False
+        if isinstance(message, ExecuteTask):
+            if self._refusal() is not None:
+                return False
+            self._begin(message)
+        elif isinstance(message, Ack):
+            self.delivery.acknowledged(message)
+        elif isinstance(message, Acks):
+            for ack in message.acks:
+                self.delivery.acknowledged(ack)
+        elif isinstance(message, ExecuteTasks):
+            if self._stopping.is_set() or len(self._running) + len(message.tasks) > self.slots:
+                return False
+            for task in message.tasks:
+                self._begin(task)
+        elif isinstance(message, CancelTask):
+            self._cancel(message)
+        else:
+            return False
+        return True
+
     async def _start(self, msg: ExecuteTask) -> None:
-        attempt_id = msg.attempt_id
-        if attempt_id in self._running or attempt_id in self.delivery.unacked:
-            log.info("worker.duplicate_attempt_ignored", attempt_id=str(attempt_id))
-            return
-        refusal = self._refusal()
+        refusal = None if self._duplicate(msg) else self._refusal()
         if refusal is not None:  # not the step's failure, where the control plane can tell
             answer = declined if "declines" in self._server_features else failed
             await self.delivery.deliver(answer(Attempt(msg), refusal))
             return
+        self._begin(msg)
+
+    def _begin(self, msg: ExecuteTask) -> None:
+        """Start an attempt there is a slot for (unless it is one this worker already has)."""
+        if self._duplicate(msg):
+            log.info("worker.duplicate_attempt_ignored", attempt_id=str(msg.attempt_id))
+            return
         attempt = Attempt(msg)
-        self._running[attempt_id] = attempt
+        self._running[msg.attempt_id] = attempt
         attempt.task = self._tasks().create_task(
-            self._run_attempt(attempt), name=f"attempt-{attempt_id}"
+            self._run_attempt(attempt), name=f"attempt-{msg.attempt_id}"
         )
+
+    def _duplicate(self, msg: ExecuteTask) -> bool:
+        return msg.attempt_id in self._running or msg.attempt_id in self.delivery.unacked
 
     def _refusal(self) -> str | None:
         if self._stopping.is_set():
