@@ -10,7 +10,10 @@ parent can compare these times with its own:
 - `tool_start` / `tool_end`: the tool's `run` began and returned;
 - `sent`: the `task_result` was handed to the socket, alone or in a `task_results` frame of
   `batch` results (its outbox write waits for a late ack);
-- `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments.
+- `cpu_recv` / `cpu_sent`: this process's CPU time (`time.process_time()`) at those moments;
+- with `SHOAL_BENCH_STAMPS=1` in the environment (`step_timeline.py`), three more: `data`, the
+  last bytes before the message reached the connection (`data_received`); `exec`, the executor
+  took the attempt up; `deliver`, its result was handed to delivery.
 
 When standard input closes (or reads `stop`), the workers stop and the records are written as
 JSON to `--records`. Standard input also takes `profile PATH` (cProfile the event loop's thread
@@ -76,6 +79,8 @@ class TimedWorker(Worker):
 
     def _begin(self, msg: ExecuteTask) -> None:
         entry = self._records.setdefault(msg.attempt_id, {})
+        if ARRIVED[0]:
+            entry["data"] = ARRIVED[0]
         entry.update(
             recv=time.monotonic(),
             cpu_recv=time.process_time(),
@@ -99,6 +104,36 @@ class TimedWorker(Worker):
         return sent
 
 
+ARRIVED = [0.0]  # when the connection last received bytes (with SHOAL_BENCH_STAMPS=1)
+
+
+def stamp_steps(records: Records) -> None:
+    """The stamps `step_timeline.py` asks for (`SHOAL_BENCH_STAMPS=1`): the worker's own
+    functions wrapped, in this process only, so that a step's time splits at each hand-over."""
+    from shoal.worker.connection import WorkerConnection
+    from shoal.worker.delivery import Delivery
+    from shoal.worker.executor import Executor
+
+    received, execute, deliver = (WorkerConnection.data_received, Executor._execute,
+                                  Delivery.deliver)
+
+    def data_received(self: WorkerConnection, data: bytes) -> None:
+        ARRIVED[0] = time.monotonic()
+        received(self, data)
+
+    async def executed(self: Executor, attempt: Any) -> TaskResult:
+        records.setdefault(attempt.message.attempt_id, {})["exec"] = time.monotonic()
+        return await execute(self, attempt)
+
+    async def delivered(self: Delivery, result: TaskResult) -> None:
+        records.setdefault(result.attempt_id, {})["deliver"] = time.monotonic()
+        await deliver(self, result)
+
+    WorkerConnection.data_received = data_received  # type: ignore[method-assign]
+    Executor._execute = executed  # type: ignore[method-assign]
+    Delivery.deliver = delivered  # type: ignore[method-assign]
+
+
 def quiet_logs() -> None:
     """Warnings and errors only: the benchmark prints a table, not a log."""
     logging.basicConfig(level=logging.WARNING)
@@ -111,6 +146,8 @@ async def serve(args: argparse.Namespace) -> None:
     tokens = [t for t in os.environ["SHOAL_BENCH_TOKENS"].split(",") if t]
     settings = Settings(mode="dev", data_dir=Path(args.data_dir), worker_slots=args.slots)
     records: Records = {}
+    if os.environ.get("SHOAL_BENCH_STAMPS") == "1":
+        stamp_steps(records)
     tool = NoopTool(records)
     workers = [
         TimedWorker(
