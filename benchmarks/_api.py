@@ -1,11 +1,11 @@
 """Shoal as a user runs it, for `bench_peers.py`: a real `shoal serve` process on a fresh
 database, a worker process (`_worker.py` on uvloop, as `shoal worker` runs: two workers of 100
-slots, the no-op `echo`) dialling
-it over WebSockets, and a client that submits each workload over HTTP (`POST /api/v1/tasks`)
-and follows the task's event stream (`GET /api/v1/tasks/{id}/events`, SSE) until its terminal
-event. The makespan runs from just before the POST to that event's line reaching the client.
-Each run also counts the CPU of the three processes a subtask (psutil, user and system time):
-the server, the worker process, and the client (this process).
+slots, the no-op `echo`) dialling it over WebSockets, and a client that submits each workload
+over HTTP (`POST /api/v1/tasks`) and follows the task's event stream
+(`GET /api/v1/tasks/{id}/events`, SSE) until its terminal event. The makespan runs from just
+before the POST to that event's line reaching the client. Each run also counts the CPU of the
+three processes a subtask (psutil, user and system time): the server, the worker process, and
+the client (this process).
 
 One copy with production timings (heartbeats, leases, sweeps: `bench_throughput.py`'s
 environment), no Redis (one copy needs none; the in-process row has none either).

@@ -43,6 +43,7 @@ from shoal.protocol import (
     Heartbeat,
     Registered,
     ResendResults,
+    ServerMessage,
     WorkerRegister,
     parse_server_message,
 )
@@ -310,33 +311,26 @@ class Worker:
         except ValidationError as exc:
             log.warning("worker.unreadable_message", error=str(exc)[:500])
             return
+        if self._settle(message):
+            return
         if isinstance(message, ExecuteTask):
             await self._start(message)
         elif isinstance(message, ExecuteTasks):
             for task in message.tasks:
                 await self._start(task)
-        elif isinstance(message, CancelTask):
-            self._cancel(message)
-        elif isinstance(message, Ack):
-            self.delivery.acknowledged(message)
-        elif isinstance(message, Acks):
-            for ack in message.acks:
-                self.delivery.acknowledged(ack)
         elif isinstance(message, ForgetTasks):  # disk work: do not hold up the reader
             self._tasks().create_task(self._forget_tasks(message))
         elif isinstance(message, ResendResults):
             held = set(message.attempt_ids).intersection(self.delivery.unacked)
             log.info("worker.results_asked", asked=len(message.attempt_ids), held=len(held))
             await self.delivery.resend(held)
-        elif isinstance(message, Registered):
-            self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
-        else:
+        elif isinstance(message, ErrorMessage):
             log.warning("worker.control_plane_error", code=message.code, message=message.message)
 
     def _take(self, raw: str) -> bool:
         """Handle `raw` as it arrives (`WorkerConnection.take`) if that needs no wait: the
-        messages of a step (attempts to start, acks, cancellations); False for any other,
-        or one to refuse or unreadable, which the reader then handles as before."""
+        messages of a step (attempts there is a slot for, acks, cancellations); False for any
+        other, or one to refuse or unreadable, which the reader then handles as before."""
         try:
             message = parse_server_message(raw)
         except ValidationError:
@@ -345,18 +339,27 @@ class Worker:
             if self._refusal() is not None:
                 return False
             self._begin(message)
-        elif isinstance(message, Ack):
-            self.delivery.acknowledged(message)
-        elif isinstance(message, Acks):
-            for ack in message.acks:
-                self.delivery.acknowledged(ack)
-        elif isinstance(message, ExecuteTasks):
+            return True
+        if isinstance(message, ExecuteTasks):
             if self._stopping.is_set() or len(self._running) + len(message.tasks) > self.slots:
                 return False
             for task in message.tasks:
                 self._begin(task)
+            return True
+        return self._settle(message)
+
+    def _settle(self, message: ServerMessage) -> bool:
+        """Handle a message that needs no wait and starts nothing (an ack, a cancellation, a
+        new heartbeat interval); False for any other."""
+        if isinstance(message, Ack):
+            self.delivery.acknowledged(message)
+        elif isinstance(message, Acks):
+            for ack in message.acks:
+                self.delivery.acknowledged(ack)
         elif isinstance(message, CancelTask):
             self._cancel(message)
+        elif isinstance(message, Registered):
+            self._heartbeat_interval = max(message.heartbeat_interval, 0.01)
         else:
             return False
         return True
