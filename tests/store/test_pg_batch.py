@@ -247,3 +247,35 @@ async def test_statements_share_one_kept_connection(pg_db: Database) -> None:
         sa.event.remove(pool, "checkout", counted)
     await pg_db.dispose()
     assert pg_db._autocommit is None
+
+
+async def test_the_kept_connection_plans_for_key_lookups(pg_db: Database) -> None:
+    """The kept connection finds a batch's rows by their keys, whatever the statistics say
+    (ADR 0049): on a table of a few rows, where PostgreSQL would otherwise read it whole into
+    a hash join, an update by id goes through the primary key's index, with one generic plan
+    per statement; and its settings never reach a connection the pool hands out."""
+    task_id = (await started_task(pg_db)).task.id
+    await warm(pg_db)
+    assert pg_db._autocommit is not None
+    kept = pg_db._autocommit[1]
+    assert await kept.fetchval("SHOW enable_seqscan") == "off"
+    assert await kept.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+    update = ("UPDATE subtasks AS t SET progress = v.progress FROM unnest($1::uuid[], "
+              "$2::int[]) AS v(id, progress) WHERE t.id = v.id")
+    async with pg_db._write_engine.connect() as pooled:
+        raw = (await pooled.get_raw_connection()).driver_connection
+        ids = [r[0] for r in await raw.fetch("SELECT id FROM subtasks WHERE task_id = $1",
+                                             task_id)]
+        assert ids
+        await raw.execute("ANALYZE subtasks")  # a table of a few rows, and PostgreSQL knows it
+        default_plan = "\n".join(r[0] for r in await raw.fetch(
+            f"EXPLAIN {update}", ids[:1], [5]))
+    keyed_plan = "\n".join(r[0] for r in await kept.fetch(f"EXPLAIN {update}", ids[:1], [5]))
+    assert "Seq Scan on subtasks" in default_plan  # what the settings are for
+    assert "Index Scan using pk_subtasks on subtasks" in keyed_plan, keyed_plan
+    assert "Seq Scan" not in keyed_plan
+    await pg_db._release_autocommit()  # closed, not given back to the pool
+    async with pg_db._write_engine.connect() as pooled:
+        raw = (await pooled.get_raw_connection()).driver_connection
+        assert await raw.fetchval("SHOW enable_seqscan") == "on"
+        assert await raw.fetchval("SHOW plan_cache_mode") == "auto"

@@ -32,6 +32,13 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 10000
 CHECKPOINT_EVERY = 200  # writes between two WAL checkpoints of the SQLite database
+# PostgreSQL: how the connection `fetch_row_autocommit` keeps plans its statements (ADR 0049).
+# They are the runtime's batches, whose updates find each row by its primary key: looked up in
+# the key's index whatever the table's statistics say (a new or fresh table looks too small for
+# an index to pay, and a hash join then reads the whole table on every step), and planned once
+# per statement, not again at each run.
+KEYED_PLANNING = ("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; "
+                  "SET enable_hashjoin = off; SET enable_mergejoin = off")
 
 
 def _is_busy(exc: sa.exc.OperationalError) -> bool:
@@ -255,10 +262,11 @@ class Database:
 
         The statement goes straight to asyncpg, which prepares each text once, on a connection
         kept checked out of the writer pool between calls: checking one out and back in for
-        each statement cost about 160 µs, a tenth of a W2 step (ADR 0025). A statement that
-        fails leaves the connection usable (no transaction was open); any other failure, or a
-        cancellation mid-flight, may leave it in an unknown state, so it is discarded and the
-        next call checks out a fresh one.
+        each statement cost about 160 µs, a tenth of a W2 step (ADR 0025). It plans them for
+        key lookups (`KEYED_PLANNING`, ADR 0049), so it never goes back to the pool: it is
+        closed instead. A statement that fails leaves the connection usable (no transaction
+        was open); any other failure, or a cancellation mid-flight, may leave it in an unknown
+        state, so it is discarded and the next call checks out a fresh one.
         """
         import asyncpg  # type: ignore[import-untyped]  # only PostgreSQL gets here
 
@@ -266,11 +274,14 @@ class Database:
             if self._autocommit is None:
                 conn = await self._write_engine.connect()
                 try:
-                    raw = await conn.get_raw_connection()
+                    raw: Any = (await conn.get_raw_connection()).driver_connection
+                    await raw.execute(KEYED_PLANNING)
                 except BaseException:
+                    with contextlib.suppress(Exception):
+                        await conn.invalidate()
                     await conn.close()
                     raise
-                self._autocommit = (conn, raw.driver_connection)
+                self._autocommit = (conn, raw)
             conn, driver = self._autocommit
             try:
                 return await driver.fetchrow(sql, *params)
@@ -284,10 +295,11 @@ class Database:
                 raise
 
     async def _release_autocommit(self) -> None:
-        """Give the kept autocommit connection back to the pool."""
+        """Close the kept autocommit connection (its planner settings stay out of the pool)."""
         kept, self._autocommit = self._autocommit, None
         if kept is not None:
             with contextlib.suppress(Exception):
+                await kept[0].invalidate()
                 await kept[0].close()
 
     async def dispose(self) -> None:
