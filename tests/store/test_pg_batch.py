@@ -272,8 +272,8 @@ async def test_the_kept_connection_plans_for_key_lookups(pg_db: Database) -> Non
             f"EXPLAIN {update}", ids[:1], [5]))
     keyed_plan = "\n".join(r[0] for r in await kept.fetch(f"EXPLAIN {update}", ids[:1], [5]))
     assert "Seq Scan on subtasks" in default_plan  # what the settings are for
-    assert "Index Scan using pk_subtasks on subtasks" in keyed_plan, keyed_plan
-    assert "Seq Scan" not in keyed_plan
+    assert "pk_subtasks" in keyed_plan, keyed_plan  # through the key's index (a plain or
+    assert "Seq Scan" not in keyed_plan, keyed_plan  # a bitmap scan: the planner's to choose)
     await pg_db._release_autocommit()  # closed, not given back to the pool
     async with pg_db._write_engine.connect() as pooled:
         raw = (await pooled.get_raw_connection()).driver_connection
