@@ -270,11 +270,14 @@ async def test_the_kept_connection_plans_for_key_lookups(pg_db: Database) -> Non
         await raw.execute("ANALYZE subtasks")  # a table of a few rows, and PostgreSQL knows it
         default_plan = "\n".join(r[0] for r in await raw.fetch(
             f"EXPLAIN {update}", ids[:1], [5]))
-    keyed_plan = "\n".join(r[0] for r in await kept.fetch(f"EXPLAIN {update}", ids[:1], [5]))
+        keyed_plan = "\n".join(r[0] for r in await kept.fetch(
+            f"EXPLAIN {update}", ids[:1], [5]))
+        # Let go while the pool has room for it: closed all the same, settings and all.
+        await pg_db._release_autocommit()
+        assert kept.is_closed()
     assert "Seq Scan on subtasks" in default_plan  # what the settings are for
     assert "pk_subtasks" in keyed_plan, keyed_plan  # through the key's index (a plain or
     assert "Seq Scan" not in keyed_plan, keyed_plan  # a bitmap scan: the planner's to choose)
-    await pg_db._release_autocommit()  # closed, not given back to the pool
     async with pg_db._write_engine.connect() as pooled:
         raw = (await pooled.get_raw_connection()).driver_connection
         assert await raw.fetchval("SHOW enable_seqscan") == "on"
