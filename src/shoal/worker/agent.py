@@ -335,18 +335,15 @@ class Worker:
             message = parse_server_message(raw)
         except ValidationError:
             return False
-        if isinstance(message, ExecuteTask):
-            if self._refusal() is not None:
-                return False
-            self._begin(message)
-            return True
-        if isinstance(message, ExecuteTasks):
-            if self._stopping.is_set() or len(self._running) + len(message.tasks) > self.slots:
-                return False
-            for task in message.tasks:
-                self._begin(task)
-            return True
-        return self._settle(message)
+        tasks = ([message] if isinstance(message, ExecuteTask) else
+                 message.tasks if isinstance(message, ExecuteTasks) else None)
+        if tasks is None:
+            return self._settle(message)
+        if self._refusal(len(tasks)) is not None:
+            return False
+        for task in tasks:
+            self._begin(task)
+        return True
 
     def _settle(self, message: ServerMessage) -> bool:
         """Handle a message that needs no wait and starts nothing (an ack, a cancellation, a
@@ -386,10 +383,11 @@ class Worker:
     def _duplicate(self, msg: ExecuteTask) -> bool:
         return msg.attempt_id in self._running or msg.attempt_id in self.delivery.unacked
 
-    def _refusal(self) -> str | None:
+    def _refusal(self, starting: int = 1) -> str | None:
+        """Why this worker cannot start `starting` more attempts now (None: it can)."""
         if self._stopping.is_set():
             return "worker is shutting down"
-        if len(self._running) >= self.slots:
+        if len(self._running) + starting > self.slots:
             return "worker has no free slot"
         return None
 
