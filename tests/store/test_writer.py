@@ -4,6 +4,7 @@ free, and on the writer thread, without blocking the loop, when another connecti
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -132,4 +133,113 @@ async def test_a_checkpoint_does_not_hold_up_writes(
             assert (await conn.exec_driver_sql("SELECT count(*) FROM b")).scalar() == 11
     finally:
         release.set()
+        await db.dispose()
+
+
+class _WrittenWhileCopying:
+    """The checkpointer's connection, as the test hands it over: each passive checkpoint
+    copies the frames that were in the WAL when it began, while the test writes once more, as
+    steady writes always do meanwhile. (A read begun before that write pins the copy to the
+    frames before it, as the copy's own start does.)"""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.copying = threading.Event()
+        self.written = threading.Event()
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        if "PASSIVE" not in sql:
+            return self._conn.execute(sql)
+        self._reader.execute("BEGIN")
+        self._reader.execute("SELECT count(*) FROM b").fetchone()
+        self.copying.set()
+        assert self.written.wait(DEADLINE)
+        self.written.clear()
+        try:
+            return self._conn.execute(sql)
+        finally:
+            self._reader.execute("COMMIT")
+
+    def close(self) -> None:
+        self._reader.close()
+        self._conn.close()
+
+
+async def test_the_wal_starts_again_while_writes_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under steady writes each passive checkpoint ends with newer frames in the WAL than it
+    copied, and SQLite only writes the WAL again from its start once every frame is copied:
+    before ADR 0050 its file grew with every write for as long as the writes went on. Now a
+    checkpoint that finds the WAL past WAL_RESTART_FRAMES restarts it, and the file stops
+    growing."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 16)
+    path = tmp_path / "steady.db"
+    db = Database.connect(f"sqlite+aiosqlite:///{path}")
+    wal = tmp_path / "steady.db-wal"
+    checkpointer = _WrittenWhileCopying(
+        sqlite3.connect(path, check_same_thread=False, timeout=0), path)
+
+    async def write() -> None:
+        await db.run_write(lambda conn: conn.exec_driver_sql(
+            "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+
+    try:
+        await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+        db._checkpoint_conn = checkpointer  # type: ignore[assignment]
+        sizes = []
+        for _ in range(30):
+            started = db._checkpoint_future
+            while db._checkpoint_future is started:  # every fourth write starts a checkpoint
+                await write()
+            assert await asyncio.to_thread(checkpointer.copying.wait, DEADLINE)
+            checkpointer.copying.clear()
+            await write()  # while the passive checkpoint copies
+            checkpointer.written.set()
+            await asyncio.wait_for(db.checkpointed(), DEADLINE)
+            sizes.append(wal.stat().st_size)
+        assert sizes[-1] == sizes[9] < 30 * 4 * 8192  # it stopped growing
+        async with db.connection() as conn:
+            assert (await conn.exec_driver_sql("SELECT count(*) FROM b")).scalar() == 120
+    finally:
+        checkpointer.written.set()
+        await db.dispose()
+
+
+async def test_a_reader_of_the_wal_does_not_hold_the_restart_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read in progress on the WAL keeps it from being restarted: the restarting checkpoint
+    gives up at once rather than wait on SQLite's busy handler, which it would do holding the
+    write lock (every write meanwhile waiting too); the WAL is restarted once the read ends."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 1)
+    path = tmp_path / "read.db"
+    db = Database.connect(f"sqlite+aiosqlite:///{path}")
+    wal = tmp_path / "read.db-wal"
+    reader = sqlite3.connect(path, isolation_level=None)
+
+    async def writes(n: int) -> None:
+        for _ in range(n):
+            await db.run_write(lambda conn: conn.exec_driver_sql(
+                "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+            await asyncio.wait_for(db.checkpointed(), 2.0)  # well under the 10 s busy timeout
+
+    try:
+        await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+        await writes(3)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM b").fetchone() == (3,)  # reads the WAL
+        await writes(12)
+        held = wal.stat().st_size
+        assert held > 12 * 8192  # none of it written again while the read went on
+        reader.execute("COMMIT")
+        await writes(4)  # the checkpoint among them restarts the WAL
+        settled = wal.stat().st_size
+        await writes(12)
+        assert wal.stat().st_size == settled  # written again from its start: no longer
+    finally:
+        reader.close()
         await db.dispose()

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +33,11 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 10000
 CHECKPOINT_EVERY = 200  # writes between two WAL checkpoints of the SQLite database
+# A WAL of this many frames (pages) or more is restarted by the checkpoint that finds it so:
+# the writer then writes it again from its start (ADR 0050).
+WAL_RESTART_FRAMES = 4096
+RESTART_TRIES = 5  # a write or a read of the WAL in progress: the restart is tried again
+RESTART_PAUSE = 0.001  # seconds between two tries
 # PostgreSQL: how the connection `fetch_row_autocommit` keeps plans its statements (ADR 0049).
 # They are the runtime's batches, whose updates find each row by its primary key: looked up in
 # the key's index whatever the table's statistics say (a new or fresh table looks too small for
@@ -212,12 +218,29 @@ class Database:
         self._checkpoint_future = self._checkpointer.submit(self._checkpoint, path)
 
     def _checkpoint(self, path: str) -> None:
-        """On the checkpointer thread: one passive checkpoint (a failure is logged and the
-        next one starts on a fresh connection; the WAL only grows meanwhile)."""
+        """On the checkpointer thread: a passive checkpoint, and, once the WAL has reached
+        WAL_RESTART_FRAMES, a restarting one (a failure is logged and the next one starts on a
+        fresh connection; the WAL only grows meanwhile).
+
+        A passive checkpoint copies the frames that were in the WAL when it began; writes go on
+        meanwhile, so under steady writes there are always newer ones when it ends, and SQLite
+        only writes the WAL again from its start when every frame has been copied: the WAL grew
+        without end (ADR 0050). The restarting checkpoint copies the few frames written since
+        while holding the write lock, so that none is added meanwhile, and leaves the WAL for
+        the next writer to start again. It never waits on SQLite's busy handler (its timeout is
+        0), which it would do holding the write lock: while a write holds the lock it does what
+        a passive one does, and while a read uses the WAL it leaves it be. Either way it is
+        tried again a millisecond later, a few times, and then by the next checkpoint."""
         try:
-            if self._checkpoint_conn is None:
-                self._checkpoint_conn = sqlite3.connect(path, check_same_thread=False)
-            self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            conn = self._checkpoint_conn
+            if conn is None:
+                conn = self._checkpoint_conn = sqlite3.connect(
+                    path, check_same_thread=False, timeout=0)
+            _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            for _ in range(RESTART_TRIES if frames >= WAL_RESTART_FRAMES else 0):
+                if not conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
+                    break  # done: the next write starts the WAL again
+                time.sleep(RESTART_PAUSE)
         except sqlite3.Error as exc:
             log.warning("db.checkpoint_failed", error=str(exc))
             conn, self._checkpoint_conn = self._checkpoint_conn, None
