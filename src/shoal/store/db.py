@@ -227,10 +227,13 @@ class Database:
         only writes the WAL again from its start when every frame has been copied: the WAL grew
         without end (ADR 0050). The restarting checkpoint copies the few frames written since
         while holding the write lock, so that none is added meanwhile, and leaves the WAL for
-        the next writer to start again. It never waits on SQLite's busy handler (its timeout is
-        0), which it would do holding the write lock: while a write holds the lock it does what
-        a passive one does, and while a read uses the WAL it leaves it be. Either way it is
-        tried again a millisecond later, a few times, and then by the next checkpoint."""
+        the next writer to start again. It holds the store's own write lock too: a batch waits
+        on it for just as long (ADR 0014's writer thread), where SQLite's busy handler would
+        sleep 1, 2, 5 ms and more between looks. It never waits on SQLite's busy handler itself
+        (its timeout is 0), which it would do holding the write lock: while another process
+        writes it does what a passive one does, and while a read uses the WAL it leaves it be.
+        Either way it is tried again a millisecond later, a few times, then by the next
+        checkpoint."""
         try:
             conn = self._checkpoint_conn
             if conn is None:
@@ -238,8 +241,10 @@ class Database:
                     path, check_same_thread=False, timeout=0)
             _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             for _ in range(RESTART_TRIES if frames >= WAL_RESTART_FRAMES else 0):
-                if not conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
-                    break  # done: the next write starts the WAL again
+                with self._write_lock:  # a batch meanwhile waits here, not in SQLite's sleeps
+                    restarted = not conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
+                if restarted:
+                    break  # the next write starts the WAL again
                 time.sleep(RESTART_PAUSE)
         except sqlite3.Error as exc:
             log.warning("db.checkpoint_failed", error=str(exc))
