@@ -142,13 +142,17 @@ class _WrittenWhileCopying:
     steady writes always do meanwhile. (A read begun before that write pins the copy to the
     frames before it, as the copy's own start does.)"""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, lock: threading.Lock) -> None:
         self._conn = conn
         self._reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = lock
         self.copying = threading.Event()
         self.written = threading.Event()
+        self.restarts_locked: list[bool] = []  # whether the store's write lock was held
 
     def execute(self, sql: str) -> sqlite3.Cursor:
+        if "RESTART" in sql:
+            self.restarts_locked.append(self._lock.locked())
         if "PASSIVE" not in sql:
             return self._conn.execute(sql)
         self._reader.execute("BEGIN")
@@ -180,7 +184,7 @@ async def test_the_wal_starts_again_while_writes_go_on(
     db = Database.connect(f"sqlite+aiosqlite:///{path}")
     wal = tmp_path / "steady.db-wal"
     checkpointer = _WrittenWhileCopying(
-        sqlite3.connect(path, check_same_thread=False, timeout=0), path)
+        sqlite3.connect(path, check_same_thread=False, timeout=0), path, db._write_lock)
 
     async def write() -> None:
         await db.run_write(lambda conn: conn.exec_driver_sql(
@@ -201,6 +205,9 @@ async def test_the_wal_starts_again_while_writes_go_on(
             await asyncio.wait_for(db.checkpointed(), DEADLINE)
             sizes.append(wal.stat().st_size)
         assert sizes[-1] == sizes[9] < 30 * 4 * 8192  # it stopped growing
+        # A batch during a restart waits on the store's lock, not in SQLite's busy sleeps.
+        assert checkpointer.restarts_locked
+        assert all(checkpointer.restarts_locked)
         async with db.connection() as conn:
             assert (await conn.exec_driver_sql("SELECT count(*) FROM b")).scalar() == 120
     finally:
