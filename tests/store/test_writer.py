@@ -84,6 +84,7 @@ async def test_the_wal_is_checkpointed_off_the_loop(
 
     async def wal_size_after_writes(name: str, every: int) -> int:
         monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", every)
+        monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)  # by the count alone
         db = Database.connect(f"sqlite+aiosqlite:///{tmp_path / name}")
         try:
             await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
@@ -107,6 +108,7 @@ async def test_a_checkpoint_does_not_hold_up_writes(
     """A checkpoint waiting on the disk (here: on an event) does not block the writes behind
     it, inline or on the writer thread, and it loses none of them."""
     monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 2)
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
     release = threading.Event()
     started = threading.Event()
     real = Database._checkpoint
@@ -179,6 +181,7 @@ async def test_the_wal_starts_again_while_writes_go_on(
     checkpoint that finds the WAL past WAL_RESTART_FRAMES restarts it, and the file stops
     growing."""
     monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
     monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 16)
     path = tmp_path / "steady.db"
     db = Database.connect(f"sqlite+aiosqlite:///{path}")
@@ -222,6 +225,7 @@ async def test_a_reader_of_the_wal_does_not_hold_the_restart_up(
     gives up at once rather than wait on SQLite's busy handler, which it would do holding the
     write lock (every write meanwhile waiting too); the WAL is restarted once the read ends."""
     monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
     monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 1)
     path = tmp_path / "read.db"
     db = Database.connect(f"sqlite+aiosqlite:///{path}")
@@ -250,3 +254,32 @@ async def test_a_reader_of_the_wal_does_not_hold_the_restart_up(
     finally:
         reader.close()
         await db.dispose()
+
+
+async def test_a_checkpoint_is_due_in_time_however_few_the_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under large batches 200 commits wrote tens of thousands of frames before a checkpoint
+    came: one is also due once CHECKPOINT_SECONDS have gone by since the last began."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 10**9)
+
+    async def checkpoints_in_three_writes(name: str) -> int:
+        db = Database.connect(f"sqlite+aiosqlite:///{tmp_path / name}")
+        seen: list[object] = []  # the checkpoints started (kept: their ids stay theirs)
+        try:
+            await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+            for _ in range(3):
+                await db.run_write(lambda conn: conn.exec_driver_sql(
+                    "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+                started = db._checkpoint_future
+                if started is not None and all(started is not s for s in seen):
+                    seen.append(started)
+                    await asyncio.wait_for(db.checkpointed(), DEADLINE)
+            return len(seen)
+        finally:
+            await db.dispose()
+
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 0.0)
+    assert await checkpoints_in_three_writes("due.db") == 3  # one after every write
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
+    assert await checkpoints_in_three_writes("later.db") == 0

@@ -32,7 +32,8 @@ T = TypeVar("T")
 
 
 BUSY_TIMEOUT_MS = 10000
-CHECKPOINT_EVERY = 200  # writes between two WAL checkpoints of the SQLite database
+CHECKPOINT_EVERY = 200  # writes between two WAL checkpoints of the SQLite database, at most
+CHECKPOINT_SECONDS = 0.25  # seconds between two, at most, while writes go on (ADR 0050)
 # A WAL of this many frames (pages) or more is restarted by the checkpoint that finds it so:
 # the writer then writes it again from its start (ADR 0050).
 WAL_RESTART_FRAMES = 4096
@@ -91,6 +92,8 @@ class Database:
         self._write_lock = threading.Lock()  # the SQLite writer connection: one user at a time
         self._write_conn: sa.Connection | None = None  # kept open between writes (under the lock)
         self._writes = 0
+        self._checkpoint_writes = CHECKPOINT_EVERY  # the next checkpoint is due at this write
+        self._checkpoint_time = time.monotonic() + CHECKPOINT_SECONDS  # or from this time
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on the checkpointer only
         self._checkpoint_future: Any = None  # the checkpoint in flight, if any
@@ -200,18 +203,24 @@ class Database:
         return True, value
 
     def _after_commit(self) -> None:
-        """Every CHECKPOINT_EVERY commits, start a passive WAL checkpoint on a thread and a
-        connection of its own (the writer's auto-checkpoint is off). In WAL mode a checkpoint
-        does not need the write lock, so writes go on while it copies pages and waits for the
-        disk; run under the lock, its fsync stalled the next batch by up to 20 ms (ADR 0019).
-        """
+        """Start a WAL checkpoint on a thread and a connection of its own (the writer's
+        auto-checkpoint is off) once CHECKPOINT_EVERY commits or CHECKPOINT_SECONDS have gone
+        by since the last one began, whichever comes first, and none is in flight. In WAL mode
+        a checkpoint does not need the write lock, so writes go on while it copies pages and
+        waits for the disk; run under the lock, its fsync stalled the next batch by up to 20 ms
+        (ADR 0019). The time bounds what a checkpoint finds under large batches, where 200
+        commits wrote tens of thousands of frames (ADR 0050)."""
         self._writes += 1
-        if (self._writes % CHECKPOINT_EVERY or self._sync_engine is None
-                or (self._checkpoint_future is not None and not self._checkpoint_future.done())):
+        if self._writes < self._checkpoint_writes and time.monotonic() < self._checkpoint_time:
+            return
+        if self._sync_engine is None or (
+                self._checkpoint_future is not None and not self._checkpoint_future.done()):
             return
         path = self._sync_engine.url.database
         if not path or path == ":memory:":
             return  # one connection sees an in-memory database; nothing to checkpoint
+        self._checkpoint_writes = self._writes + CHECKPOINT_EVERY
+        self._checkpoint_time = time.monotonic() + CHECKPOINT_SECONDS
         if self._checkpointer is None:
             self._checkpointer = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="shoal-db-checkpoint")
