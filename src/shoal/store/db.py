@@ -216,11 +216,11 @@ class Database:
         if self._sync_engine is None or (
                 self._checkpoint_future is not None and not self._checkpoint_future.done()):
             return
+        self._checkpoint_writes = self._writes + CHECKPOINT_EVERY
+        self._checkpoint_time = time.monotonic() + CHECKPOINT_SECONDS
         path = self._sync_engine.url.database
         if not path or path == ":memory:":
             return  # one connection sees an in-memory database; nothing to checkpoint
-        self._checkpoint_writes = self._writes + CHECKPOINT_EVERY
-        self._checkpoint_time = time.monotonic() + CHECKPOINT_SECONDS
         if self._checkpointer is None:
             self._checkpointer = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="shoal-db-checkpoint")
