@@ -138,6 +138,16 @@ async def test_a_checkpoint_does_not_hold_up_writes(
         await db.dispose()
 
 
+def _every_fourth_write(path: Path, monkeypatch: pytest.MonkeyPatch,
+                        restart_at: int) -> tuple[Path, Path, Database]:
+    """A database at `path` whose every fourth write starts a checkpoint (and nothing else
+    does), restarting the WAL from `restart_at` frames; with its WAL's path."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
+    monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", restart_at)
+    return path, path.with_name(f"{path.name}-wal"), Database.connect(f"sqlite+aiosqlite:///{path}")
+
+
 class _WrittenWhileCopying:
     """The checkpointer's connection, as the test hands it over: each passive checkpoint
     copies the frames that were in the WAL when it began, while the test writes once more, as
@@ -180,12 +190,7 @@ async def test_the_wal_starts_again_while_writes_go_on(
     before ADR 0050 its file grew with every write for as long as the writes went on. Now a
     checkpoint that finds the WAL past WAL_RESTART_FRAMES restarts it, and the file stops
     growing."""
-    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
-    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
-    monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 16)
-    path = tmp_path / "steady.db"
-    db = Database.connect(f"sqlite+aiosqlite:///{path}")
-    wal = tmp_path / "steady.db-wal"
+    path, wal, db = _every_fourth_write(tmp_path / "steady.db", monkeypatch, restart_at=16)
     checkpointer = _WrittenWhileCopying(
         sqlite3.connect(path, check_same_thread=False, timeout=0), path, db._write_lock)
 
@@ -224,12 +229,7 @@ async def test_a_reader_of_the_wal_does_not_hold_the_restart_up(
     """A read in progress on the WAL keeps it from being restarted: the restarting checkpoint
     gives up at once rather than wait on SQLite's busy handler, which it would do holding the
     write lock (every write meanwhile waiting too); the WAL is restarted once the read ends."""
-    monkeypatch.setattr(db_module, "CHECKPOINT_EVERY", 4)
-    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
-    monkeypatch.setattr(db_module, "WAL_RESTART_FRAMES", 1)
-    path = tmp_path / "read.db"
-    db = Database.connect(f"sqlite+aiosqlite:///{path}")
-    wal = tmp_path / "read.db-wal"
+    path, wal, db = _every_fourth_write(tmp_path / "read.db", monkeypatch, restart_at=1)
     reader = sqlite3.connect(path, isolation_level=None)
 
     async def writes(n: int) -> None:
