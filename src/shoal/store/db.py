@@ -37,7 +37,7 @@ CHECKPOINT_SECONDS = 0.25  # seconds between two, at most, while writes go on (A
 # A WAL of this many frames (pages) or more is restarted by the checkpoint that finds it so:
 # the writer then writes it again from its start (ADR 0050).
 WAL_RESTART_FRAMES = 4096
-RESTART_TRIES = 5  # a write or a read of the WAL in progress: the restart is tried again
+RESTART_TRIES = 5  # another process writing, or a read of the WAL: the restart is tried again
 RESTART_PAUSE = 0.001  # seconds between two tries
 # PostgreSQL: how the connection `fetch_row_autocommit` keeps plans its statements (ADR 0049).
 # They are the runtime's batches, whose updates find each row by its primary key: looked up in
