@@ -126,6 +126,13 @@ class Settings(BaseSettings):
         0.02, ge=0, le=1, description="Seconds the acknowledgement of a stored result waits to "
                                       "travel with the next ones to the same worker (0: at "
                                       "once; ADR 0020, 0022).")
+    sse_linger: float = Field(
+        0.01, ge=0, le=1, description="Seconds at least between two writes of live events to "
+                                      "one SSE client: an event that comes sooner waits, and "
+                                      "goes with what came meanwhile (a task that publishes "
+                                      "every millisecond costs its client a write each "
+                                      "`sse_linger`, not one a step); one after a quiet spell "
+                                      "goes at once (0: every delivery at once; ADR 0051).")
 
     review_without_peer: Literal["skip", "same_worker", "checkpoint"] = Field(
         "skip", description="Quality loop, when no other worker can review a subtask: skip the "

@@ -37,12 +37,18 @@ async def current_seq(services: Services) -> int:
 async def replay_then_live_batches(
     services: Services, *, user_id: uuid.UUID, task_id: uuid.UUID | None, since: int,
     kind: StreamKind, also: frozenset[str] = frozenset(), announce: bool = False,
-    limit: int = PAGE, follow: Follow | None = None,
+    limit: int = PAGE, follow: Follow | None = None, linger: float = 0.0,
 ) -> AsyncGenerator[list[dict[str, Any]], None]:
     """Every event after `since` visible to the user (for one task, if given), then live ones,
     in lists: the replay in pages of at most `limit`, then what the bus queued for this
     subscriber while the last list was being sent (at most `limit` at a time), so a burst
     goes out in few frames and a lone event at once.
+
+    `linger`: the least time between two live lists (ADR 0051). A live event that comes
+    sooner than that after the last live list waits out the rest of it, and goes with
+    whatever came meanwhile (up to `limit`); one after a quiet spell goes at once. A task that
+    publishes every millisecond or two then costs its client a write every `linger`, not one
+    a step.
 
     `also`: event types wanted live from every task of the user's, beside the one task's (not
     replayed: a client reads what it missed of those from the API). `announce`: a `caught_up`
@@ -74,10 +80,17 @@ async def replay_then_live_batches(
                     follow.ready = True
                 if items or follow is not None:  # (an empty list: the consumer may hand over)
                     yield items
+                clock, last = asyncio.get_running_loop().time, float("-inf")
                 while events := await sub.take(limit):
+                    if linger and len(events) < limit and (
+                            wait := last + linger - clock()) > 0:
+                        await asyncio.sleep(wait)
+                        if not sub.empty():  # (`take` returns at once: something is queued)
+                            events = [*events, *await sub.take(limit - len(events))]
                     items = await live.wanted(events, None if routed is None else sub)
                     if items:
                         yield items
+                        last = clock()
                 return
         except Lagged:
             continue  # fell behind the bus: resubscribe and catch up from the store

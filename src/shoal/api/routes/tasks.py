@@ -462,7 +462,8 @@ async def task_events(
     async with services.db.connection() as conn:
         row = await _owned(conn, task_id, user.user_id)
     stream = streams.replay_then_live_batches(services, user_id=user.user_id, task_id=row.id,
-                                              since=start, kind=StreamKind.SSE)
+                                              since=start, kind=StreamKind.SSE,
+                                              linger=services.settings.sse_linger)
     document = task_from_row(row).meta.workflow if names == "workflow" else None
     if document is not None:
         rename = renamer(WorkflowDocument.model_validate(document).events,
