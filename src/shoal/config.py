@@ -132,7 +132,8 @@ class Settings(BaseSettings):
                                       "goes with what came meanwhile (a task that publishes "
                                       "every millisecond costs its client a write each "
                                       "`sse_linger`, not one a step); one after a quiet spell "
-                                      "goes at once (0: every delivery at once; ADR 0051).")
+                                      "goes at once, as does a task's end or a question for a "
+                                      "person (0: every delivery at once; ADR 0051).")
 
     review_without_peer: Literal["skip", "same_worker", "checkpoint"] = Field(
         "skip", description="Quality loop, when no other worker can review a subtask: skip the "

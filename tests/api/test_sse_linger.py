@@ -1,6 +1,6 @@
 """A busy task's SSE stream writes its events in batches: at most one write each `sse_linger`,
-holding every event since the last, in order; an event after a quiet spell goes at once
-(ADR 0051)."""
+holding every event since the last, in order; an event after a quiet spell goes at once, and
+so does one after which the task goes quiet (ADR 0051)."""
 
 from __future__ import annotations
 
@@ -47,11 +47,11 @@ async def _held_task(server: RunningServer, client: httpx.AsyncClient
 
 
 async def _publish(server: RunningServer, task_id: uuid.UUID, user_id: uuid.UUID,
-                   n: int) -> Event:
-    """A notice of the task's, stored and published as a commit's would be."""
+                   n: int, type_: EventType = EventType.NOTICE) -> Event:
+    """An event of the task's (a notice), stored and published as a commit's would be."""
     async with server.services.db.begin() as conn:
         (event,) = await append_events(conn, [NewEvent(
-            EventType.NOTICE, {"task_id": str(task_id), "n": n}, task_id=task_id,
+            type_, {"task_id": str(task_id), "n": n}, task_id=task_id,
             user_id=user_id)], utcnow())
     await server.services.bus.publish([event])
     return event
@@ -81,6 +81,22 @@ async def test_an_event_after_a_quiet_spell_goes_at_once(
     await stream.aclose()
 
 
+@pytest.mark.parametrize("type_", sorted(streams.QUIETING))
+async def test_an_event_after_which_the_task_goes_quiet_is_not_held_back(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker, type_: EventType,
+) -> None:
+    """Within a minute's linger of the last write, the task's end (or a question for a
+    person) still goes at once: nothing follows it soon, and it is what a client waits for."""
+    task_id, user_id = await _held_task(server, client)
+    stream = await _live(server, task_id, user_id, linger=60.0)
+    async with asyncio.timeout(DEADLINE):
+        first = await _publish(server, task_id, user_id, 1)
+        assert [item["seq"] for item in await anext(stream)] == [first.seq]
+        last = await _publish(server, task_id, user_id, 2, type_)
+        assert [item["seq"] for item in await anext(stream)] == [last.seq]
+    await stream.aclose()
+
+
 async def test_what_comes_within_the_linger_goes_in_one_write(
     server: RunningServer, client: httpx.AsyncClient, worker: Worker,
 ) -> None:
@@ -100,6 +116,29 @@ async def test_what_comes_within_the_linger_goes_in_one_write(
         later = [await _publish(server, task_id, user_id, n) for n in (3, 4)]
         assert [item["seq"] for item in await following] == [
             second.seq, *(e.seq for e in later)]
+    await stream.aclose()
+
+
+async def test_the_tasks_end_cuts_the_linger_short(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker,
+) -> None:
+    """A list waiting out a minute's linger goes as soon as the task's end comes, with what
+    came before it, in order."""
+    task_id, user_id = await _held_task(server, client)
+    follow = streams.Follow()
+    stream = await _live(server, task_id, user_id, linger=60.0, follow=follow)
+    sub = follow.sub
+    assert sub is not None
+    async with asyncio.timeout(DEADLINE):
+        first = await _publish(server, task_id, user_id, 1)
+        assert [item["seq"] for item in await anext(stream)] == [first.seq]
+        second = await _publish(server, task_id, user_id, 2)
+        following = asyncio.create_task(anext(stream))
+        await wait_until(sub.empty, what="the stream to take the second event")
+        third = await _publish(server, task_id, user_id, 3)
+        await wait_until(sub.empty, what="the stream to take the third event")
+        end = await _publish(server, task_id, user_id, 4, EventType.TASK_COMPLETE)
+        assert [item["seq"] for item in await following] == [second.seq, third.seq, end.seq]
     await stream.aclose()
 
 

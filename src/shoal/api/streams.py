@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shoal.bus.base import Lagged, Subscription
-from shoal.events import Event
+from shoal.events import Event, EventType
 from shoal.mailbox import Mailbox
 from shoal.metrics import StreamKind
 from shoal.store.events import events_since, last_seq
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from shoal.api.deps import Services
 
 PAGE = 1000
+QUIETING = frozenset({EventType.TASK_COMPLETE, EventType.TASK_FAILED, EventType.TASK_CANCELLED,
+                      EventType.CHECKPOINT_READY})
+"""Events after which a task goes quiet (it ended, or waits for a person): a lingering stream
+sends them at once."""
 
 
 async def current_seq(services: Services) -> int:
@@ -46,9 +50,10 @@ async def replay_then_live_batches(
 
     `linger`: the least time between two live lists (ADR 0051). A live event that comes
     sooner than that after the last live list waits out the rest of it, and goes with
-    whatever came meanwhile (up to `limit`); one after a quiet spell goes at once. A task that
-    publishes every millisecond or two then costs its client a write every `linger`, not one
-    a step.
+    whatever came meanwhile (up to `limit`); one after a quiet spell goes at once, and so does
+    a list that ends a task or asks a person (`QUIETING`: nothing follows it soon, and it is
+    what a client waits for). A task that publishes every millisecond or two then costs its
+    client a write every `linger`, not one a step.
 
     `also`: event types wanted live from every task of the user's, beside the one task's (not
     replayed: a client reads what it missed of those from the API). `announce`: a `caught_up`
@@ -82,11 +87,9 @@ async def replay_then_live_batches(
                     yield items
                 clock, last = asyncio.get_running_loop().time, float("-inf")
                 while events := await sub.take(limit):
-                    if linger and len(events) < limit and (
-                            wait := last + linger - clock()) > 0:
-                        await asyncio.sleep(wait)
-                        if not sub.empty():  # (`take` returns at once: something is queued)
-                            events = [*events, *await sub.take(limit - len(events))]
+                    if linger and len(events) < limit and last + linger > clock() and (
+                            not _quieting(events)):
+                        events = await _gathered(sub, events, limit, last + linger, clock)
                     items = await live.wanted(events, None if routed is None else sub)
                     if items:
                         yield items
@@ -179,6 +182,30 @@ class Live:
             return found
         step.close()
         raise RuntimeError("Live.wanted suspended with no gap to fill")
+
+
+async def _gathered(sub: Subscription, events: list[Event], limit: int, until: float,
+                    clock: Callable[[], float]) -> list[Event]:
+    """`events` and what else the bus hands `sub` until `until` (by `clock`), in order, up to
+    `limit` in all; sooner once an event after which its task goes quiet comes (`QUIETING`), or
+    the subscription ends. A wait cut short loses nothing (`Mailbox.get`)."""
+    while len(events) < limit and (left := until - clock()) > 0:
+        try:
+            async with asyncio.timeout(left):
+                more = await sub.take(limit - len(events))
+        except TimeoutError:
+            break
+        if not more:  # the bus closed: what was taken still goes
+            break
+        events = [*events, *more]
+        if _quieting(more):
+            break
+    return events
+
+
+def _quieting(events: Sequence[Event]) -> bool:
+    """Whether `events` hold one after which their task goes quiet (`QUIETING`)."""
+    return any(event.type in QUIETING for event in events)
 
 
 def _wanted(
