@@ -58,13 +58,13 @@ async def _publish(server: RunningServer, task_id: uuid.UUID, user_id: uuid.UUID
 
 
 async def _live(server: RunningServer, task_id: uuid.UUID, user_id: uuid.UUID, *,
-                linger: float, follow: streams.Follow | None = None
+                linger: float, follow: streams.Follow | None = None, limit: int = streams.PAGE,
                 ) -> AsyncGenerator[list[dict[str, Any]], None]:
     """The task's SSE stream as the route makes it, past its replay."""
     since = await streams.current_seq(server.services)
     stream = streams.replay_then_live_batches(
         server.services, user_id=user_id, task_id=task_id, since=since, kind=StreamKind.SSE,
-        follow=follow if follow is not None else streams.Follow(), linger=linger)
+        follow=follow if follow is not None else streams.Follow(), linger=linger, limit=limit)
     assert await anext(stream) == []  # subscribed, nothing to replay
     return stream
 
@@ -139,6 +139,28 @@ async def test_the_tasks_end_cuts_the_linger_short(
         await wait_until(sub.empty, what="the stream to take the third event")
         end = await _publish(server, task_id, user_id, 4, EventType.TASK_COMPLETE)
         assert [item["seq"] for item in await following] == [second.seq, third.seq, end.seq]
+    await stream.aclose()
+
+
+async def test_a_full_list_goes_without_waiting_out_the_linger(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker,
+) -> None:
+    """A list waiting out a minute's linger goes once it holds a page (here three events);
+    what comes after goes in the next."""
+    task_id, user_id = await _held_task(server, client)
+    follow = streams.Follow()
+    stream = await _live(server, task_id, user_id, linger=60.0, follow=follow, limit=3)
+    sub = follow.sub
+    assert sub is not None
+    async with asyncio.timeout(DEADLINE):
+        first = await _publish(server, task_id, user_id, 1)
+        assert [item["seq"] for item in await anext(stream)] == [first.seq]
+        second = await _publish(server, task_id, user_id, 2)
+        following = asyncio.create_task(anext(stream))
+        await wait_until(sub.empty, what="the stream to take the second event")
+        later = [await _publish(server, task_id, user_id, n) for n in (3, 4)]
+        assert [item["seq"] for item in await following] == [
+            second.seq, *(e.seq for e in later)]
     await stream.aclose()
 
 

@@ -187,19 +187,34 @@ class Live:
 async def _gathered(sub: Subscription, events: list[Event], limit: int, until: float,
                     clock: Callable[[], float]) -> list[Event]:
     """`events` and what else the bus hands `sub` until `until` (by `clock`), in order, up to
-    `limit` in all; sooner once an event after which its task goes quiet comes (`QUIETING`), or
-    the subscription ends. A wait cut short loses nothing (`Mailbox.get`)."""
-    while len(events) < limit and (left := until - clock()) > 0:
-        try:
-            async with asyncio.timeout(left):
-                more = await sub.take(limit - len(events))
-        except TimeoutError:
-            break
-        if not more:  # the bus closed: what was taken still goes
-            break
-        events = [*events, *more]
-        if _quieting(more):
-            break
+    `limit` in all; sooner once an event after which its task goes quiet comes (`QUIETING`).
+
+    Meanwhile the publisher hands its events over in its own turn (`Subscription.inline`: the
+    queue is empty, `events` took all of it), so a publish wakes nobody; one that holds a
+    `QUIETING` event, or fills the list (or would overfill it: then it is queued), ends the
+    wait. The caller took fewer than `limit`, so nothing is queued when the wait begins."""
+    woken = asyncio.get_running_loop().create_future()
+    held: list[Event] = []
+    room = limit - len(events)
+
+    def hand(more: Sequence[Event]) -> bool:  # (the publisher's turn: `QueueSubscription`)
+        taken = len(held) + len(more) <= room  # else queued, and taken below or next
+        if taken:
+            held.extend(more)
+        if not woken.done() and (not taken or len(held) == room or _quieting(more)):
+            woken.set_result(None)
+        return taken
+
+    sub.inline = hand
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(until - clock()):
+                await woken
+    finally:
+        sub.inline = None
+    events = [*events, *held]
+    if len(events) < limit and not sub.empty():  # (`take` returns at once: something is)
+        events = [*events, *await sub.take(limit - len(events))]
     return events
 
 
