@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -97,23 +97,42 @@ async def test_an_event_after_which_the_task_goes_quiet_is_not_held_back(
     await stream.aclose()
 
 
-async def test_what_comes_within_the_linger_goes_in_one_write(
-    server: RunningServer, client: httpx.AsyncClient, worker: Worker,
-) -> None:
-    """An event that comes less than `linger` after the last write waits out the rest of it;
-    the events published meanwhile go with it, in order."""
+async def _lingering(server: RunningServer, client: httpx.AsyncClient, *, linger: float,
+                     limit: int = streams.PAGE) -> tuple[
+                         AsyncGenerator[list[dict[str, Any]], None],
+                         Callable[..., Awaitable[Event]], asyncio.Task[Any], Event]:
+    """A held task's stream that wrote its first live event at once and now waits out
+    `linger` with the second: the stream, a publisher of more of the task's events (`n`,
+    `type_`), the task that gets the stream's next list, and the second event."""
     task_id, user_id = await _held_task(server, client)
     follow = streams.Follow()
-    stream = await _live(server, task_id, user_id, linger=2.0, follow=follow)
+    stream = await _live(server, task_id, user_id, linger=linger, follow=follow, limit=limit)
     sub = follow.sub
     assert sub is not None
+
+    async def publish(n: int, type_: EventType = EventType.NOTICE) -> Event:
+        return await _publish(server, task_id, user_id, n, type_)
+
+    first = await publish(1)
+    assert [item["seq"] for item in await anext(stream)] == [first.seq]  # a write now
+    second = await publish(2)
+    following = asyncio.create_task(anext(stream))
+    await wait_until(sub.empty, what="the stream to take the second event")
+    return stream, publish, following, second
+
+
+@pytest.mark.parametrize(("linger", "limit"), [(2.0, streams.PAGE), (60.0, 3)])
+async def test_what_comes_within_the_linger_goes_in_one_write(
+    server: RunningServer, client: httpx.AsyncClient, worker: Worker, linger: float,
+    limit: int,
+) -> None:
+    """An event that comes less than `linger` after the last write waits out the rest of it;
+    the events published meanwhile go with it, in order. A list that holds a page (three
+    events, with a page of three) goes then, without waiting out a minute's linger."""
     async with asyncio.timeout(DEADLINE):
-        first = await _publish(server, task_id, user_id, 1)
-        assert [item["seq"] for item in await anext(stream)] == [first.seq]  # a write now
-        second = await _publish(server, task_id, user_id, 2)
-        following = asyncio.create_task(anext(stream))
-        await wait_until(sub.empty, what="the stream to take the second event")
-        later = [await _publish(server, task_id, user_id, n) for n in (3, 4)]
+        stream, publish, following, second = await _lingering(server, client, linger=linger,
+                                                               limit=limit)
+        later = [await publish(n) for n in (3, 4)]
         assert [item["seq"] for item in await following] == [
             second.seq, *(e.seq for e in later)]
     await stream.aclose()
@@ -124,43 +143,11 @@ async def test_the_tasks_end_cuts_the_linger_short(
 ) -> None:
     """A list waiting out a minute's linger goes as soon as the task's end comes, with what
     came before it, in order."""
-    task_id, user_id = await _held_task(server, client)
-    follow = streams.Follow()
-    stream = await _live(server, task_id, user_id, linger=60.0, follow=follow)
-    sub = follow.sub
-    assert sub is not None
     async with asyncio.timeout(DEADLINE):
-        first = await _publish(server, task_id, user_id, 1)
-        assert [item["seq"] for item in await anext(stream)] == [first.seq]
-        second = await _publish(server, task_id, user_id, 2)
-        following = asyncio.create_task(anext(stream))
-        await wait_until(sub.empty, what="the stream to take the second event")
-        third = await _publish(server, task_id, user_id, 3)
-        await wait_until(sub.empty, what="the stream to take the third event")
-        end = await _publish(server, task_id, user_id, 4, EventType.TASK_COMPLETE)
+        stream, publish, following, second = await _lingering(server, client, linger=60.0)
+        third = await publish(3)
+        end = await publish(4, EventType.TASK_COMPLETE)
         assert [item["seq"] for item in await following] == [second.seq, third.seq, end.seq]
-    await stream.aclose()
-
-
-async def test_a_full_list_goes_without_waiting_out_the_linger(
-    server: RunningServer, client: httpx.AsyncClient, worker: Worker,
-) -> None:
-    """A list waiting out a minute's linger goes once it holds a page (here three events);
-    what comes after goes in the next."""
-    task_id, user_id = await _held_task(server, client)
-    follow = streams.Follow()
-    stream = await _live(server, task_id, user_id, linger=60.0, follow=follow, limit=3)
-    sub = follow.sub
-    assert sub is not None
-    async with asyncio.timeout(DEADLINE):
-        first = await _publish(server, task_id, user_id, 1)
-        assert [item["seq"] for item in await anext(stream)] == [first.seq]
-        second = await _publish(server, task_id, user_id, 2)
-        following = asyncio.create_task(anext(stream))
-        await wait_until(sub.empty, what="the stream to take the second event")
-        later = [await _publish(server, task_id, user_id, n) for n in (3, 4)]
-        assert [item["seq"] for item in await following] == [
-            second.seq, *(e.seq for e in later)]
     await stream.aclose()
 
 
