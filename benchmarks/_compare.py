@@ -1,5 +1,6 @@
 """The comparison table of `bench_peers.py`: Shoal through its API, Shoal in-process, the
-durable floor and the peers, per workload and database, each with its ratios.
+durable floor, the same writes with no Shoal logic and the peers, per workload and database,
+each with its ratios.
 
 Pure: it takes makespans and prints nothing itself, so `tests/benchmarks` checks it without
 running anything.
@@ -17,11 +18,12 @@ from rich.table import Table
 
 
 class Role(enum.Enum):
-    """What a row is, for the ratios: the API row and the floor row are the references."""
+    """What a row is, for the ratios: the API, floor and same-writes rows are references."""
 
     API = "Shoal through the API"
     IN_PROCESS = "Shoal in-process"
     FLOOR = "durable floor"
+    SAME_WRITES = "same writes, no Shoal logic"
     PEER = "peer"
 
 
@@ -52,6 +54,7 @@ class Figures:
     headline: float  # ms per subtask (no-op workloads) or x the critical path (W3)
     over_floor: float  # makespan ÷ the floor's
     api_lead: float  # this row's makespan ÷ Shoal-through-the-API's: > 1, Shoal is ahead
+    over_same: float  # makespan ÷ the same writes' (Shoal's own transactions replayed)
 
 
 def headline(work: Workload, makespan: float) -> float:
@@ -66,7 +69,8 @@ def figures(work: Workload, row: Row, rows: list[Row]) -> Figures:
     mine = row.makespan(work.key)
     floor = _reference(rows, Role.FLOOR).makespan(work.key)
     api = _reference(rows, Role.API).makespan(work.key)
-    return Figures(mine, headline(work, mine), mine / floor, mine / api)
+    same = _reference(rows, Role.SAME_WRITES).makespan(work.key)
+    return Figures(mine, headline(work, mine), mine / floor, mine / api, mine / same)
 
 
 def _reference(rows: list[Row], role: Role) -> Row:
@@ -77,11 +81,12 @@ def _reference(rows: list[Row], role: Role) -> Row:
 def table(kind: str, works: list[Workload], rows: list[Row], repeat: int) -> Table:
     """One table for database `kind`: a section per workload, a line per row."""
     title = (f"Shoal beside the durable floor and its peers — {kind} (median of {repeat} "
-             f"run{'s' * (repeat > 1)}; ÷ floor = makespan over the floor's; Shoal API ahead = "
+             f"run{'s' * (repeat > 1)}; ÷ floor = makespan over the floor's; ÷ same writes = "
+             "over Shoal's own transactions replayed with no Shoal logic; Shoal API ahead = "
              "the row's makespan over Shoal-through-the-API's, > 1 means Shoal is faster)")
     out = Table(title=title, title_justify="left")
     for col in ("workload", "system", "makespan", "per subtask / x path", "÷ floor",
-                "Shoal API ahead", "note"):
+                "÷ same writes", "Shoal API ahead", "note"):
         out.add_column(col, justify="left" if col in ("workload", "system", "note") else "right")
     for i, work in enumerate(works):
         if i:
@@ -93,19 +98,20 @@ def table(kind: str, works: list[Workload], rows: list[Row], repeat: int) -> Tab
 
 
 def cells(work: Workload, row: Row, rows: list[Row]) -> list[str]:
-    """The makespan, headline, ÷ floor, API-lead and note cells of `row` for `work`."""
+    """The makespan, headline, ÷ floor, ÷ same writes, API-lead and note cells of `row` for
+    `work`."""
     if row.failed:
-        return ["—", "—", "—", "—", f"did not run: {row.failed}"]
+        return ["—", "—", "—", "—", "—", f"did not run: {row.failed}"]
     f = figures(work, row, rows)
     if math.isnan(f.makespan):
-        return ["—", "—", "—", "—", row.note or "not measured"]
+        return ["—", "—", "—", "—", "—", row.note or "not measured"]
     unit = "x" if work.critical_path else " ms"
     lead = "" if row.role is Role.API else _ratio(f.api_lead)
     cpu = cpu_of(work, row)
     note = "; ".join(part for part in (row.note, cpu and "CPU a subtask: " + ", ".join(
         f"{name} {us:,.0f} µs" for name, us in cpu.items())) if part)
     return [f"{f.makespan * 1000:,.0f} ms", f"{f.headline:.3g}{unit}", _ratio(f.over_floor),
-            lead, note]
+            _ratio(f.over_same), lead, note]
 
 
 def cpu_of(work: Workload, row: Row) -> dict[str, float]:
@@ -129,7 +135,7 @@ def summary(works: list[Workload], rows: list[Row]) -> dict[str, object]:
             f = figures(work, row, rows)
             per[work.key] = {"runs_s": row.seconds[work.key], "makespan_s": f.makespan,
                              "headline": f.headline, "over_floor": f.over_floor,
-                             "row_over_api": f.api_lead,
+                             "over_same_writes": f.over_same, "row_over_api": f.api_lead,
                              "cpu_us_per_subtask": cpu_of(work, row)}
         out[row.label] = {"role": row.role.name, "note": row.note, "failed": row.failed,
                           "workloads": per}

@@ -13,14 +13,17 @@ Per database, one after the other so none competes with another for the 2 cores:
    measured runs, the same workload once by LangGraph (the peer the targets name), so that the
    two take turns and share the machine's drift over the minutes of the run (each measured run
    of either follows an unmeasured one of the same workload in the same process);
-3. each other peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh
+3. the same writes with no Shoal logic (`same_writes.py`): Shoal's transactions for one run
+   of each workload, recorded, then replayed on a copy of its database by an orchestrator
+   that does nothing else, with the durable floor's worker process;
+4. each other peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh
    database of the same kind: the same DAGs, durable per step as its users would write them
    (each module's docstring says exactly what it measures).
 
 Then one table per database: per workload, each row's makespan, ms per subtask (W1, W2; no-op
-subtasks) or makespan ÷ critical path (W3; 50 ms subtasks), makespan ÷ the durable floor's and
-the row's makespan ÷ Shoal-through-the-API's (> 1: Shoal is ahead). Results also go to
-`benchmarks/results/peers.json`.
+subtasks) or makespan ÷ critical path (W3; 50 ms subtasks), makespan ÷ the durable floor's,
+÷ the same writes' and the row's makespan ÷ Shoal-through-the-API's (> 1: Shoal is ahead).
+Results also go to `benchmarks/results/peers.json`.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from _api import api_row
 from _compare import Role, Row, summary, table
 from _peers import Paired, peer_rows
 from _report import Outcome, render
-from _workloads import workloads
+from _workloads import Workload, workloads
 from bench_dag import (
     POSTGRES_URL,
     bench_database,
@@ -49,6 +52,7 @@ from bench_dag import (
 )
 from bench_dag import parse_args as bench_dag_args
 from rich.console import Console
+from same_writes import same_writes_seconds
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "peers.json"
@@ -64,12 +68,26 @@ def shoal_rows(outcomes: list[Outcome]) -> list[Row]:
     return [inside, floor]
 
 
+async def same_writes_row(kind: str, works: list[Workload], repeat: int, *,
+                          uvloop: bool) -> Row:
+    """The same writes with no Shoal logic (`same_writes.py`), or why they did not run."""
+    try:
+        seconds = await same_writes_seconds(kind, works, repeat, uvloop=uvloop)
+    except Exception as exc:  # the row says so; the rest still runs
+        return Row(Role.SAME_WRITES.value, Role.SAME_WRITES,
+                   failed=f"{type(exc).__name__}: {exc}"[:300])
+    return Row(Role.SAME_WRITES.value, Role.SAME_WRITES, seconds,
+               note="same_writes.py: Shoal's own transactions for the workload, replayed with "
+                    "the floor's worker process and nothing else")
+
+
 async def one_database(kind: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
     """Every row on `kind`; print bench_dag's tables and the comparison; the JSON."""
     started = time.monotonic()
     works = workloads(quick=args.quick, only=args.only)
     outcomes, commits = await bench_database(kind, args)
     render(kind, outcomes, console, args.repeat, commits)
+    same = await same_writes_row(kind, works, args.repeat, uvloop=args.uvloop)
     paired = None if args.no_peers else Paired(kind, args.quick)
     try:
         api = await api_row(kind, works, args.repeat,
@@ -80,7 +98,7 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
         *(paired.rows.values() if api.seconds else await peer_rows(
             kind, args.quick, args.repeat, args.only, paired=True)),
         *await peer_rows(kind, args.quick, args.repeat, args.only, paired=False)]
-    rows = [api, *shoal_rows(outcomes), *peers]
+    rows = [api, *shoal_rows(outcomes), same, *peers]
     console.print(table(kind, works, rows, args.repeat))
     return {"seconds": time.monotonic() - started, "rows": summary(works, rows)}
 

@@ -30,27 +30,32 @@ def rows() -> list[Row]:
         Row("floor", Role.FLOOR, {"W1": [0.003], "W3": [0.1]}),
         Row("peer", Role.PEER, {"W1": [0.036], "W3": [0.4]}, note="peer 1.0"),
         Row("broken", Role.PEER, failed="ImportError: no module named peer"),
+        Row("same", Role.SAME_WRITES, {"W1": [0.004]}),  # not measured on W3
     ]
 
 
 def test_figures_are_ratios_to_the_floor_and_to_shoal_through_the_api() -> None:
     every = rows()
-    api, _, floor, peer, _ = every
+    api, inside, floor, peer, _, _ = every
     assert figures(W1, api, every).makespan == pytest.approx(0.018)  # the median of three
     assert figures(W1, api, every).headline == pytest.approx(3.0)  # 18 ms / 6 subtasks
     assert figures(W1, peer, every).over_floor == pytest.approx(12.0)
     assert figures(W1, peer, every).api_lead == pytest.approx(2.0)  # Shoal twice as fast
     assert figures(W3, peer, every).headline == pytest.approx(4.0)  # 0.4 s / 0.1 s path
     assert figures(W3, floor, every).api_lead == pytest.approx(0.5)
+    assert figures(W1, inside, every).over_same == pytest.approx(1.5)  # 6 ms ÷ 4 ms
+    assert math.isnan(figures(W3, inside, every).over_same)
 
 
 def test_a_row_that_did_not_run_says_why_and_the_others_are_unaffected() -> None:
     every = rows()
     assert cells(W1, every[4], every)[-1] == "did not run: ImportError: no module named peer"
-    assert cells(W1, every[3], every) == ["36 ms", "6 ms", "12.00x", "2.00x", "peer 1.0"]
+    assert cells(W1, every[3], every) == ["36 ms", "6 ms", "12.00x", "9.00x", "2.00x",
+                                          "peer 1.0"]
+    assert cells(W3, every[1], every)[3] == "—"  # no same-writes figure for W3
     without_api = every[1:]
     assert math.isnan(figures(W1, every[3], without_api).api_lead)
-    assert cells(W1, every[3], without_api)[3] == "—"
+    assert cells(W1, every[3], without_api)[4] == "—"
     doc = summary([W1, W3], every)
     assert doc["broken"] == {"role": "PEER", "note": "", "failed": every[4].failed,
                              "workloads": {}}
