@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from shoal.engine.model import SubtaskRecord, TaskRecord, TaskState
-from shoal.metrics import Metrics, StreamKind
+from shoal.metrics import Metrics, StreamKind, WalCheckpoint, WalStatus
 from shoal.states import TaskStatus
 from tests.engine.test_waves import T0, TASK, at, sub
 
@@ -73,3 +73,18 @@ def test_a_burst_with_one_stamp_counts_each_event_as_its_own_would() -> None:
             alone.delivered(StreamKind.WEBSOCKET, stamp, now)
     assert together.fanout_lag.series == alone.fanout_lag.series
     assert together.fanout_lag.series[("websocket",)][-1] == 4 * (3 + 3 + 0.5 + 0.5 + 0 + 3)
+
+
+def test_the_wal_is_served_where_the_store_has_one() -> None:
+    """On SQLite `/metrics` serves the WAL's size and the checkpoints by kind (every kind, 0
+    until one happens); on PostgreSQL (no WAL status) the families are there, empty."""
+    metrics = Metrics()
+    assert not [key for key in samples(metrics) if key[0].startswith("shoal_sqlite")]
+    metrics.watch(dict, list, lambda: WalStatus(8192, {WalCheckpoint.PASSIVE: 3,
+                                                       WalCheckpoint.DEFERRED: 2}))
+    found = {key: v for key, v in samples(metrics).items() if key[0].startswith("shoal_sqlite")}
+    assert found == {
+        ("shoal_sqlite_wal_bytes", frozenset()): 8192,
+        **{("shoal_sqlite_checkpoints_total", frozenset({("kind", kind.value)})): n
+           for kind, n in ((WalCheckpoint.PASSIVE, 3), (WalCheckpoint.RESTARTED, 0),
+                           (WalCheckpoint.DEFERRED, 2), (WalCheckpoint.FAILED, 0))}}

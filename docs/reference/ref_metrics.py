@@ -9,7 +9,7 @@ from typing import Any
 from ref_text import GENERATED, code, member_notes, table
 
 from shoal import metrics
-from shoal.metrics import Metrics, Outcome, StreamKind
+from shoal.metrics import Metrics, Outcome, StreamKind, WalCheckpoint
 from shoal.states import TERMINAL_TASK
 
 SUFFIX = {"counter": "_total"}
@@ -31,7 +31,9 @@ def label_values() -> str:
              "; ".join(f"{code(v)}: {n}" for v, n in outcomes.items())],
             [code("status") + " (tasks)", ", ".join(sorted(code(s.value) for s in TERMINAL_TASK)),
              "the task's final status"],
-            [code("stream"), ", ".join(code(k.value) for k in StreamKind), "a live client stream"]]
+            [code("stream"), ", ".join(code(k.value) for k in StreamKind), "a live client stream"],
+            [code("kind") + " (checkpoints)", ", ".join(code(k.value) for k in WalCheckpoint),
+             "; ".join(f"{code(v)}: {n}" for v, n in member_notes(WalCheckpoint).items())]]
     return table(["Label", "Values", "Meaning"], rows)
 
 

@@ -22,7 +22,8 @@ import bisect
 import contextlib
 import math
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,24 @@ class StreamKind(StrEnum):
 
     WEBSOCKET = "websocket"
     SSE = "sse"
+
+
+class WalCheckpoint(StrEnum):
+    """What one of SQLite's WAL checkpoints did, as `shoal_sqlite_checkpoints_total` counts it
+    (ADR 0050)."""
+
+    PASSIVE = "passive"  # copied the frames the WAL held when it began, beside the writes
+    RESTARTED = "restarted"  # the WAL had grown past its mark: copied the rest, started it again
+    DEFERRED = "deferred"  # a restart gave way to a reader of the WAL or another process's write
+    FAILED = "failed"  # an error (logged); the next checkpoint opens a fresh connection
+
+
+@dataclass(frozen=True, slots=True)
+class WalStatus:
+    """SQLite's write-ahead log as scraped: its file's size now and its checkpoints so far."""
+
+    size: int
+    checkpoints: Mapping[WalCheckpoint, int]
 
 
 class Bounded:
@@ -214,13 +233,17 @@ class Metrics:
         self._ready_at: dict[uuid.UUID, datetime] = {}  # queued subtask → when it became ready
         self._counts: Callable[[], dict[str, int]] = dict
         self._workers: Callable[[], Iterable[tuple[str, int]]] = list
+        self._wal: Callable[[], WalStatus | None] = _no_wal
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
     def watch(self, counts: Callable[[], dict[str, int]],
-              workers: Callable[[], Iterable[tuple[str, int]]]) -> None:
-        """Gauges read at scrape time: the runtime's counts and its workers by state."""
+              workers: Callable[[], Iterable[tuple[str, int]]],
+              wal: Callable[[], WalStatus | None] | None = None) -> None:
+        """Read at scrape time: the runtime's counts, its workers by state and the store's
+        write-ahead log (SQLite's; None elsewhere)."""
         self._counts, self._workers = counts, workers
+        self._wal = wal or _no_wal
 
     # ---- the runtime ------------------------------------------------------------------------
 
@@ -395,3 +418,21 @@ class _Collector(Collector):
         for state, count in m._workers():
             by_state.add_metric([state], count)
         yield by_state
+        wal = m._wal()
+        size = GaugeMetricFamily(
+            "shoal_sqlite_wal_bytes", "SQLite: the size of the database's write-ahead log (its "
+            "-wal file) now. It settles while the checkpoints keep up and grows while they "
+            "cannot (a long read holding the WAL, say); none on PostgreSQL")
+        checkpoints = CounterMetricFamily(
+            "shoal_sqlite_checkpoints", "SQLite: the WAL checkpoints this control plane ran, by "
+            "what they did; none on PostgreSQL", labels=["kind"])
+        if wal is not None:
+            size.add_metric([], wal.size)
+            for kind in WalCheckpoint:
+                checkpoints.add_metric([kind.value], wal.checkpoints.get(kind, 0))
+        yield size
+        yield checkpoints
+
+
+def _no_wal() -> WalStatus | None:
+    return None

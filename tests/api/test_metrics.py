@@ -7,6 +7,7 @@ fence (refused), one failure (retried), two successes with the tokens and model 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -229,6 +230,29 @@ async def test_every_series_the_grafana_dashboard_graphs_is_served(
                for name in re.findall(r"\bshoal_[a-z_]+", target["expr"])}
     assert len(queried) >= 10
     assert queried <= served, queried - served
+
+
+async def test_the_sqlite_wal_and_its_checkpoints_are_served(
+    server: RunningServer, client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """A control plane on SQLite serves its WAL's size and its checkpoints; writes go on, a
+    checkpoint follows within CHECKPOINT_SECONDS (ADR 0050), and the count moves."""
+    wal = Path(settings.resolved_database_url.split(":///", 1)[1] + "-wal")
+    before = await scrape(server)
+    size = (await asyncio.to_thread(wal.stat)).st_size
+    assert 0 <= value(before, "shoal_sqlite_wal_bytes") <= size * 2
+    for kind in ("passive", "restarted", "deferred", "failed"):
+        assert ("shoal_sqlite_checkpoints_total", frozenset({("kind", kind)})) in before
+
+    async def checkpointed() -> Samples | None:
+        await client.post("/api/v1/tasks", json={"description": "A write", "quality": "off"})
+        now = await scrape(server)
+        return now if moved(before, now, "shoal_sqlite_checkpoints_total",
+                            kind="passive") >= 1 else None
+
+    after = await wait_until(checkpointed, what="a checkpoint to be counted")
+    assert value(after, "shoal_sqlite_checkpoints_total", kind="failed") == 0
+    assert value(after, "shoal_sqlite_wal_bytes") > 0
 
 
 async def _finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any] | None:

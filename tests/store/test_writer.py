@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from shoal.metrics import WalCheckpoint
 from shoal.store import db as db_module
 from shoal.store.db import Database
 
@@ -216,6 +217,16 @@ async def test_the_wal_starts_again_while_writes_go_on(
         # A batch during a restart waits on the store's lock, not in SQLite's busy sleeps.
         assert checkpointer.restarts_locked
         assert all(checkpointer.restarts_locked)
+        # `/metrics` sees the same: the WAL's size, and every checkpoint by what it did.
+        status = db.wal_status()
+        assert status is not None
+        assert status.size == sizes[-1]
+        counted = status.checkpoints
+        assert counted[WalCheckpoint.PASSIVE] == 30
+        assert counted[WalCheckpoint.RESTARTED] >= 1
+        assert counted[WalCheckpoint.RESTARTED] + counted[WalCheckpoint.DEFERRED] == len(
+            checkpointer.restarts_locked)
+        assert counted[WalCheckpoint.FAILED] == 0
         async with db.connection() as conn:
             assert (await conn.exec_driver_sql("SELECT count(*) FROM b")).scalar() == 120
     finally:
@@ -243,14 +254,28 @@ async def test_a_reader_of_the_wal_does_not_hold_the_restart_up(
         await writes(3)
         reader.execute("BEGIN")
         assert reader.execute("SELECT count(*) FROM b").fetchone() == (3,)  # reads the WAL
+        began = db.wal_status()
         await writes(12)
         held = wal.stat().st_size
         assert held > 12 * 8192  # none of it written again while the read went on
+        status = db.wal_status()
+        assert began is not None
+        assert status is not None
+        assert status.size == held
+        # Three checkpoints, each of whose restarts gave way every time it was tried.
+        assert status.checkpoints[WalCheckpoint.DEFERRED] - began.checkpoints[
+            WalCheckpoint.DEFERRED] == 3 * db_module.RESTART_TRIES
+        assert status.checkpoints[WalCheckpoint.RESTARTED] == began.checkpoints[
+            WalCheckpoint.RESTARTED]
         reader.execute("COMMIT")
         await writes(4)  # the checkpoint among them restarts the WAL
         settled = wal.stat().st_size
         await writes(12)
         assert wal.stat().st_size == settled  # written again from its start: no longer
+        status = db.wal_status()
+        assert status is not None
+        restarted = WalCheckpoint.RESTARTED
+        assert status.checkpoints[restarted] > began.checkpoints[restarted]
     finally:
         reader.close()
         await db.dispose()
@@ -283,3 +308,51 @@ async def test_a_checkpoint_is_due_in_time_however_few_the_commits(
     assert await checkpoints_in_three_writes("due.db") == 3  # one after every write
     monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 3600.0)
     assert await checkpoints_in_three_writes("later.db") == 0
+
+
+class _Broken:
+    """A checkpointer connection whose every statement fails, as a disk error would."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_failed_checkpoint_is_counted_and_the_next_one_starts_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, wal, db = _every_fourth_write(tmp_path / "broken.db", monkeypatch, restart_at=10**9)
+    broken = _Broken()
+    try:
+        await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
+        db._checkpoint_conn = broken  # type: ignore[assignment]
+        for _ in range(4):  # the fourth write starts a checkpoint, on the broken connection
+            await db.run_write(lambda conn: conn.exec_driver_sql(
+                "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+        await asyncio.wait_for(db.checkpointed(), DEADLINE)
+        status = db.wal_status()
+        assert status is not None
+        assert status.checkpoints[WalCheckpoint.FAILED] == 1
+        assert status.checkpoints[WalCheckpoint.PASSIVE] == 0
+        assert broken.closed
+        assert db._checkpoint_conn is None
+        assert status.size == wal.stat().st_size > 4 * 8192  # nothing copied: the WAL grew
+        for _ in range(4):  # the next checkpoint opens a connection of its own, and works
+            await db.run_write(lambda conn: conn.exec_driver_sql(
+                "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+        await asyncio.wait_for(db.checkpointed(), DEADLINE)
+        status = db.wal_status()
+        assert status is not None
+        assert status.checkpoints[WalCheckpoint.PASSIVE] == 1
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_postgresql_reports_no_wal_of_sqlites(pg_db: Database) -> None:
+    assert pg_db.wal_status() is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -23,6 +24,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from shoal.metrics import WalCheckpoint, WalStatus
 from shoal.store import fast
 from shoal.store.inline_reads import InlineReads
 
@@ -97,6 +99,7 @@ class Database:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on the checkpointer only
         self._checkpoint_future: Any = None  # the checkpoint in flight, if any
+        self._checkpoints = dict.fromkeys(WalCheckpoint, 0)  # counted on the checkpointer
         # PostgreSQL: the writer connection `fetch_row_autocommit` keeps, with its asyncpg one.
         self._autocommit: tuple[Any, Any] | None = None
         self._autocommit_lock = asyncio.Lock()
@@ -249,18 +252,34 @@ class Database:
                 conn = self._checkpoint_conn = sqlite3.connect(
                     path, check_same_thread=False, timeout=0)
             _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._checkpoints[WalCheckpoint.PASSIVE] += 1
             for _ in range(RESTART_TRIES if frames >= WAL_RESTART_FRAMES else 0):
                 with self._write_lock:  # a batch meanwhile waits here, not in SQLite's sleeps
                     restarted = not conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
                 if restarted:
+                    self._checkpoints[WalCheckpoint.RESTARTED] += 1
                     break  # the next write starts the WAL again
+                self._checkpoints[WalCheckpoint.DEFERRED] += 1
                 time.sleep(RESTART_PAUSE)
         except sqlite3.Error as exc:
+            self._checkpoints[WalCheckpoint.FAILED] += 1
             log.warning("db.checkpoint_failed", error=str(exc))
             conn, self._checkpoint_conn = self._checkpoint_conn, None
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
+
+    def wal_status(self) -> WalStatus | None:
+        """SQLite's write-ahead log, for `/metrics`: its file's size now and the checkpoints
+        so far (None on PostgreSQL and for an in-memory database)."""
+        path = self._sync_engine.url.database if self._sync_engine is not None else None
+        if not path or path == ":memory:":
+            return None
+        try:
+            size = os.stat(f"{path}-wal").st_size
+        except FileNotFoundError:  # no write since the last connection closed
+            size = 0
+        return WalStatus(size, dict(self._checkpoints))
 
     async def checkpointed(self) -> None:
         """Wait for the WAL checkpoint in flight, if any (tests, shutdown)."""
