@@ -6,12 +6,13 @@ here until someone decides what it should be.
 
 Another user's id must answer exactly as an unknown one, whatever state its thing is in (an
 upload a task reads, a task running, queued, awaiting input, shared, deleted): the second
-test puts the owner's things in each of those states and compares every answer, on SQLite
-and PostgreSQL, whose in-use and deletion checks differ."""
+test puts the owner's things in each of those states and compares every answer. Both run on
+SQLite and PostgreSQL, whose in-use and deletion checks differ."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import uuid
@@ -31,7 +32,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from shoal import admin
 from shoal.api.server import RunningServer, running_server
 from shoal.auth.tokens import issue_token_pair
-from shoal.worker.agent import Worker
 from tests.conftest import make_settings
 from tests.runtime.harness import (
     DEADLINE,
@@ -143,23 +143,28 @@ async def _send(client: httpx.AsyncClient, method: str, url: str, body: Any,
 
 
 @pytest.mark.timeout(180)
-async def test_every_route_keeps_each_user_to_their_own(
-    server: RunningServer, client: httpx.AsyncClient, worker: Worker,
-) -> None:
+async def test_every_route_keeps_each_user_to_their_own(plane: RunningServer) -> None:
     """Anonymous, a worker's token, Alice's own access token once expired, and a revoked
     worker token: 401 (public routes aside). Another user, and an admin, on Alice's things:
     404. Anyone but an admin on an admin route: 403. A list shows another user nothing of
-    Alice's. Alice on her own things: never 401, 403 or 404."""
-    settings = server.services.settings
+    Alice's. Alice on her own things: never 401, 403 or 404. On SQLite and PostgreSQL."""
+    server, settings = plane, plane.services.settings
     await admin.create_user(server.services.db, settings, username="root",
                             password="password123", admin=True)
+    client = await login(server, settings)
     root, bob = await login_as(server, "root"), await login(server, settings, "bob")
     anonymous = httpx.AsyncClient(base_url=server.url, timeout=30)
     strangers = {"anonymous": anonymous}
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        for c in (client, root, bob, anonymous):
+            stack.push_async_callback(c.aclose)
+        await stack.enter_async_context(echo_worker(server, settings))
         owned = await _things_of(server, client, root)
         alices = set(owned.ids.values()) - {"note", "report.md", owned.ids["worker_id"]}
         strangers |= await _unsigned(server, root, owned.ids["user_id"])
+        for c in strangers.values():
+            if c is not anonymous:
+                stack.push_async_callback(c.aclose)
         spec = (await client.get("/openapi.json")).json()
         ops = _operations(spec)
         assert len(ops) > 40
@@ -188,9 +193,6 @@ async def test_every_route_keeps_each_user_to_their_own(
             resp = await _send(client, method, owned.url(path), body, query)
             assert resp.status_code not in (401, 403, 404), \
                 f"{method} {path} as the owner: {resp.status_code} {resp.text[:200]}"
-    finally:
-        for c in (root, bob, *strangers.values()):
-            await c.aclose()
 
 
 async def _unsigned(server: RunningServer, root: httpx.AsyncClient,

@@ -1,5 +1,6 @@
 """Schemathesis against a real `shoal serve` with a worker and a signed-in user: every operation
-in the published OpenAPI document, fuzzed and chained through its links, for a bounded time."""
+in the published OpenAPI document, fuzzed and chained through its links, for a bounded time, on
+SQLite and on PostgreSQL (whose types, limits and errors differ)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ UNLIMITED = {"SHOAL_RATE_LIMIT_PER_MINUTE": "1000000",
              "SHOAL_LOGIN_ACCOUNT_RATE_LIMIT_PER_MINUTE": "1000000"}
 
 
-async def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
+async def test_schemathesis_finds_nothing(database_url: str, tmp_path: Path) -> None:
     """No 5xx, every response matches its documented schema, authentication is never ignored,
     and a deleted resource stays gone."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    async with cluster(tmp_path) as stack:
+    async with cluster(tmp_path, database_url) as stack:
         await stack.create_user("alice", admin=True)
         server = stack.start("server", ["serve", "--port", str(port)],
                              {**stack.server_env(), **UNLIMITED}, tmp_path / "server")
