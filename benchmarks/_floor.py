@@ -179,30 +179,46 @@ class Store:
             [t for _, t, _ in events], [p for _, _, p in events])
 
 
-class Floor:
+class Workers:
+    """The server's side of the floor's worker connections: each result frame is handed to
+    `received`; `joined` is set once all the workers are connected."""
+
+    def __init__(self) -> None:
+        self.workers: list[Any] = []
+        self.joined = asyncio.Event()
+
+    async def serve(self, ws: Any) -> None:
+        """One worker's connection, until it closes."""
+        self.workers.append(ws)
+        if len(self.workers) >= WORKERS:
+            self.joined.set()
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for frame in ws:
+                self.received(json.loads(frame)["results"])
+
+    def received(self, results: list[str]) -> None:
+        """The attempt ids of one result frame."""
+        raise NotImplementedError
+
+
+class Floor(Workers):
     """The minimal orchestrator's server side: accepts workers, runs one DAG at a time."""
 
     def __init__(self, store: Store) -> None:
+        super().__init__()
         self.store = store
-        self.workers: list[Any] = []
-        self._joined = asyncio.Event()
         self._results: list[str] = []
         self._arrived = asyncio.Event()
         self._ids = itertools.count()
 
-    async def serve(self, ws: Any) -> None:
-        """One worker's connection: its result frames go to the running DAG."""
-        self.workers.append(ws)
-        if len(self.workers) >= WORKERS:
-            self._joined.set()
-        with contextlib.suppress(websockets.ConnectionClosed):
-            async for frame in ws:
-                self._results.extend(json.loads(frame)["results"])
-                self._arrived.set()
+    def received(self, results: list[str]) -> None:
+        """Results for the running DAG."""
+        self._results.extend(results)
+        self._arrived.set()
 
     async def run(self, dag: Dag, delay: float) -> float:
         """Store and run `dag`; seconds from submission to its stored completion."""
-        await self._joined.wait()
+        await self.joined.wait()
         started = time.monotonic()
         task = f"t{next(self._ids)}"
         ids = {name: f"{task}.{name}" for name in dag}
@@ -260,21 +276,29 @@ async def floor(kind: str, target: str) -> AsyncIterator[Floor]:
     await store.open()
     server = Floor(store)
     try:
-        async with websockets.serve(server.serve, "127.0.0.1", 0, compression=None) as ws:
-            port = next(iter(ws.sockets)).getsockname()[1]
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, str(HERE), "--worker",
-                f"ws://127.0.0.1:{port}", stdin=asyncio.subprocess.PIPE)
-            try:
-                async with asyncio.timeout(30):
-                    await server._joined.wait()
-                yield server
-            finally:
-                assert proc.stdin is not None
-                proc.stdin.close()
-                await proc.wait()
+        async with workers_of(server):
+            yield server
     finally:
         await store.close()
+
+
+@contextlib.asynccontextmanager
+async def workers_of(server: Workers) -> AsyncIterator[None]:
+    """A WebSocket server for `server`, with the floor's worker process connected to it; the
+    process stops on the way out."""
+    async with websockets.serve(server.serve, "127.0.0.1", 0, compression=None) as ws:
+        port = next(iter(ws.sockets)).getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(HERE), "--worker",
+            f"ws://127.0.0.1:{port}", stdin=asyncio.subprocess.PIPE)
+        try:
+            async with asyncio.timeout(30):
+                await server.joined.wait()
+            yield
+        finally:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            await proc.wait()
 
 
 # ---- the worker process ----------------------------------------------------------------------

@@ -37,7 +37,6 @@ import contextlib
 import json
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -45,9 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import websockets
-from _floor import HERE as FLOOR_SCRIPT
-from _floor import WORKERS
+from _floor import WORKERS, Workers, workers_of
 
 _CHANGES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
@@ -330,30 +327,24 @@ class PostgresTarget:
         await self.others.close()
 
 
-class Replay:
+class Replay(Workers):
     """The minimal orchestrator: accepts `_floor.py`'s workers and replays recordings."""
 
     def __init__(self) -> None:
-        self.workers: list[Any] = []
-        self._joined = asyncio.Event()
+        super().__init__()
         self._arrived: set[str] = set()
         self._wake = asyncio.Event()
 
-    async def serve(self, ws: Any) -> None:
-        """One worker's connection: its results are noted as they come."""
-        self.workers.append(ws)
-        if len(self.workers) >= WORKERS:
-            self._joined.set()
-        with contextlib.suppress(websockets.ConnectionClosed):
-            async for frame in ws:
-                self._arrived.update(json.loads(frame)["results"])
-                self._wake.set()
+    def received(self, results: list[str]) -> None:
+        """Results are noted as they come."""
+        self._arrived.update(results)
+        self._wake.set()
 
     async def run(self, txs: list[Tx], target: SqliteTarget | PostgresTarget,
                   delay: float) -> float:
         """Replay `txs` on `target`; seconds from the first transaction's start to the last
         one's commit."""
-        await self._joined.wait()
+        await self.joined.wait()
         self._arrived.clear()
         started = time.monotonic()
         for tx in txs:
@@ -373,16 +364,5 @@ class Replay:
 async def replay_server() -> AsyncIterator[Replay]:
     """The replaying orchestrator with `_floor.py`'s worker process connected."""
     server = Replay()
-    async with websockets.serve(server.serve, "127.0.0.1", 0, compression=None) as ws:
-        port = next(iter(ws.sockets)).getsockname()[1]
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(FLOOR_SCRIPT), "--worker",
-            f"ws://127.0.0.1:{port}", stdin=asyncio.subprocess.PIPE)
-        try:
-            async with asyncio.timeout(30):
-                await server._joined.wait()
-            yield server
-        finally:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            await proc.wait()
+    async with workers_of(server):
+        yield server

@@ -323,6 +323,14 @@ class _Broken:
         self.closed = True
 
 
+async def _four_writes(db: Database) -> None:
+    """Four writes of 8 kB, then the checkpoint the fourth started, done."""
+    for _ in range(4):
+        await db.run_write(lambda conn: conn.exec_driver_sql(
+            "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
+    await asyncio.wait_for(db.checkpointed(), DEADLINE)
+
+
 async def test_a_failed_checkpoint_is_counted_and_the_next_one_starts_afresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,10 +339,7 @@ async def test_a_failed_checkpoint_is_counted_and_the_next_one_starts_afresh(
     try:
         await db.run_write(lambda conn: conn.exec_driver_sql("CREATE TABLE b (x BLOB)"))
         db._checkpoint_conn = broken  # type: ignore[assignment]
-        for _ in range(4):  # the fourth write starts a checkpoint, on the broken connection
-            await db.run_write(lambda conn: conn.exec_driver_sql(
-                "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
-        await asyncio.wait_for(db.checkpointed(), DEADLINE)
+        await _four_writes(db)  # the fourth starts a checkpoint, on the broken connection
         status = db.wal_status()
         assert status is not None
         assert status.checkpoints[WalCheckpoint.FAILED] == 1
@@ -342,10 +347,7 @@ async def test_a_failed_checkpoint_is_counted_and_the_next_one_starts_afresh(
         assert broken.closed
         assert db._checkpoint_conn is None
         assert status.size == wal.stat().st_size > 4 * 8192  # nothing copied: the WAL grew
-        for _ in range(4):  # the next checkpoint opens a connection of its own, and works
-            await db.run_write(lambda conn: conn.exec_driver_sql(
-                "INSERT INTO b (x) VALUES (?)", (b"x" * 8192,)), inline=True)
-        await asyncio.wait_for(db.checkpointed(), DEADLINE)
+        await _four_writes(db)  # the next checkpoint opens a connection of its own, and works
         status = db.wal_status()
         assert status is not None
         assert status.checkpoints[WalCheckpoint.PASSIVE] == 1
