@@ -140,7 +140,8 @@ class Runtime:
         self._acks = PendingAcks(settings.ack_linger)
         self._tokens = TokenRelay(bus)
         self.metrics = metrics or Metrics()
-        self.metrics.watch(self.snapshot_counts, self.fleet.by_state, db.wal_status)
+        self.metrics.watch(self.snapshot_counts, self.fleet.by_state,
+                           lambda: self.db.wal_status())  # (read when scraped)
         # workers connected to other copies, and other copies' attempts on ours (ADR 0039)
         self._peers = None if relay is None else Peers(
             settings, db, self.memory, self.fleet, relay, post=self._post,
