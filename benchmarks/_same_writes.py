@@ -13,7 +13,8 @@ it is its logic alone (the engine, the runtime, the API, the worker protocol), n
   events see it. Statements are grouped by transaction at each commit, in commit order across
   connections. A commit made by the runtime's batch (`Runtime._process`) also notes the
   results that batch stored (its triggers) and, from `Executes.send` after it, the attempts
-  it dispatched and to which worker. The database is copied just before the recorded run
+  it dispatched and to which worker. (The first commit while a batch is under way is taken
+  for the batch's: nothing else writes while a benchmark's workload runs.) The database is copied just before the recorded run
   (SQLite's backup API; `pg_dump`), so the replay starts from the state Shoal's run did.
 - **Replaying**: on a fresh copy of that database (a file copy; `pg_restore` into a new
   database), each recorded transaction runs in order once the results it stored have come
