@@ -14,8 +14,9 @@ it is its logic alone (the engine, the runtime, the API, the worker protocol), n
   connections. A commit made by the runtime's batch (`Runtime._process`) also notes the
   results that batch stored (its triggers) and, from `Executes.send` after it, the attempts
   it dispatched and to which worker. (The first commit while a batch is under way is taken
-  for the batch's: nothing else writes while a benchmark's workload runs.) The database is copied just before the recorded run
-  (SQLite's backup API; `pg_dump`), so the replay starts from the state Shoal's run did.
+  for the batch's: nothing else writes while a benchmark's workload runs.) The database is
+  copied just before the recorded run (SQLite's backup API; `pg_dump`), so the replay starts
+  from the state Shoal's run did.
 - **Replaying**: on a fresh copy of that database (a file copy; `pg_restore` into a new
   database), each recorded transaction runs in order once the results it stored have come
   back from the workers; then its dispatches go out, one frame per worker, to `_floor.py`'s
@@ -289,25 +290,17 @@ class PostgresTarget:
         self.batches, self.others = batches, others
 
     @classmethod
-    async def restored(cls, dump: Path, admin: str, name: str) -> PostgresTarget:
-        """The database `name`, made afresh from `dump` through `admin` (a URL of the same
-        server)."""
+    async def restored(cls, dump: Path, url: str) -> PostgresTarget:
+        """The empty database at `url`, filled from `dump`."""
         import asyncpg
 
         from shoal.store.db import KEYED_PLANNING
-        base = _libpq(admin).rsplit("/", 1)[0]
-        server = await asyncpg.connect(_libpq(admin))
-        try:
-            await server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await server.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await server.close()
         await asyncio.to_thread(subprocess.run, [
-            "pg_restore", "--no-owner", "--dbname", f"{base}/{name}", str(dump)],
+            "pg_restore", "--no-owner", "--dbname", _libpq(url), str(dump)],
             check=True, capture_output=True)
-        batches = await asyncpg.connect(f"{base}/{name}")
+        batches = await asyncpg.connect(_libpq(url))
         await batches.execute(KEYED_PLANNING)
-        return cls(batches, await asyncpg.connect(f"{base}/{name}"))
+        return cls(batches, await asyncpg.connect(_libpq(url)))
 
     async def apply(self, tx: Tx) -> None:
         """`tx`: its one self-committing statement, or its statements in a transaction."""

@@ -38,8 +38,8 @@ from _same_writes import (
 from _workloads import Workload, workloads
 from bench_dag import (
     POSTGRES_URL,
-    _postgres_admin,
     cluster,
+    database,
     floor_on,
     postgres_reachable,
     quiet_logs,
@@ -49,11 +49,13 @@ from rich.table import Table
 
 
 async def recorded_runs(kind: str, works: list[Workload], repeat: int, scratch: Path, *,
-                        uvloop: bool = True) -> tuple[dict[str, list[float]], dict[str, list[Tx]],
-                                                      dict[str, uuid.UUID]]:
+                        uvloop: bool = True, after: bool = False,
+                        ) -> tuple[dict[str, list[float]], dict[str, list[Tx]],
+                                   dict[str, uuid.UUID]]:
     """Shoal's makespans of each workload (`repeat` runs after the warm-up), then one more
     run of each recorded, on a database of `kind`, copied to `scratch/<key>.db` just before
-    it and to `scratch/<key>.after.db` just after (`snapshot`); and each recorded run's task."""
+    it (`snapshot`; with `after`, to `scratch/<key>.after.db` just after too); and each
+    recorded run's task."""
     makespans: dict[str, list[float]] = {w.key: [] for w in works}
     recorded: dict[str, list[Tx]] = {}
     tasks: dict[str, uuid.UUID] = {}
@@ -70,7 +72,8 @@ async def recorded_runs(kind: str, works: list[Workload], repeat: int, scratch: 
                 with RECORDING.recording() as txs:
                     tasks[work.key] = uuid.UUID((await bench.run(work)).task_id)
                 recorded[work.key] = txs
-                await asyncio.to_thread(snapshot, url, scratch / f"{work.key}.after.db")
+                if after:
+                    await asyncio.to_thread(snapshot, url, scratch / f"{work.key}.after.db")
     return makespans, recorded, tasks
 
 
@@ -87,15 +90,12 @@ async def target(kind: str, dump: Path) -> AsyncIterator[SqliteTarget | Postgres
             await on.close()
             copy.unlink()
         return
-    name = f"shoal_same_{uuid.uuid4().hex[:10]}"
-    try:
-        on = await PostgresTarget.restored(dump, POSTGRES_URL, name)
+    async with database(kind, dump.parent) as url:  # a fresh one, dropped afterwards
+        on = await PostgresTarget.restored(dump, url)
         try:
             yield on
         finally:
             await on.close()
-    finally:
-        await _postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def replayed(kind: str, works: list[Workload], recorded: dict[str, list[Tx]],

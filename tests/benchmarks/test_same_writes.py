@@ -60,7 +60,7 @@ async def test_a_replayed_chain_writes_what_shoal_wrote(kind: str, tmp_path: Pat
     originals = (sqlite3.connect, sqlite3.dbapi2.connect, core.Runtime._process,
                  executes.Executes.send, Database.fetch_row_autocommit)
     work = workloads(quick=True, only="W2")[0]  # a chain of 50
-    makespans, recorded, task_ids = await recorded_runs(kind, [work], 1, tmp_path)
+    makespans, recorded, task_ids = await recorded_runs(kind, [work], 1, tmp_path, after=True)
     assert (sqlite3.connect, sqlite3.dbapi2.connect, core.Runtime._process,
             executes.Executes.send, Database.fetch_row_autocommit) == originals
     assert len(makespans["W2"]) == 1
