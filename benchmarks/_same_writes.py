@@ -8,15 +8,17 @@ it is its logic alone (the engine, the runtime, the API, the worker protocol), n
 
 - **Recording**: on SQLite every `sqlite3` connection the process opens is made a
   `Recorder`, which notes each statement that changes the database, with its parameters as
-  the driver received them; on PostgreSQL the runtime's self-committing batch statement
-  (`Database.fetch_row_autocommit`) is noted whole, and every other statement as SQLAlchemy's
-  events see it. Statements are grouped by transaction at each commit, in commit order across
-  connections. A commit made by the runtime's batch (`Runtime._process`) also notes the
-  results that batch stored (its triggers) and, from `Executes.send` after it, the attempts
-  it dispatched and to which worker. (The first commit while a batch is under way is taken
-  for the batch's: nothing else writes while a benchmark's workload runs.) The database is
-  copied just before the recorded run (SQLite's backup API; `pg_dump`), so the replay starts
-  from the state Shoal's run did.
+  the driver received them, and times each of them and each commit (`statement_cost.py`
+  sets the times beside the same statements replayed alone); on PostgreSQL the runtime's
+  self-committing batch statement (`Database.fetch_row_autocommit`) is noted whole, and
+  every other statement as SQLAlchemy's events see it. Statements are grouped by
+  transaction at each commit, in commit order across connections. A commit made by the
+  runtime's batch (`Runtime._process`) also notes the results that batch stored (its
+  triggers) and, from `Executes.send` after it, the attempts it dispatched and to which
+  worker. (The first commit while a batch is under way is taken for the batch's: nothing
+  else writes while a benchmark's workload runs.) The database is copied just before the
+  recorded run (SQLite's backup API; `pg_dump`), so the replay starts from the state
+  Shoal's run did.
 - **Replaying**: on a fresh copy of that database (a file copy; `pg_restore` into a new
   database), each recorded transaction runs in order once the results it stored have come
   back from the workers; then its dispatches go out, one frame per worker, to `_floor.py`'s
@@ -54,12 +56,15 @@ _CHANGES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 @dataclass
 class Tx:
     """One committed transaction: its statements (SQL, parameters, executemany or not), the
-    attempts whose results it stored and those it dispatched (attempt id, worker index)."""
+    attempts whose results it stored and those it dispatched (attempt id, worker index); on
+    SQLite, the seconds each statement and the commit took inside Shoal's run."""
 
     statements: list[tuple[str, Any, bool]]
     triggers: list[str] = field(default_factory=list)
     dispatches: list[tuple[str, int]] = field(default_factory=list)
     autocommit: bool = False  # PostgreSQL: one statement that commits by itself (ADR 0023)
+    seconds: list[float] = field(default_factory=list)  # SQLite: one per statement
+    commit_seconds: float | None = None  # SQLite: the commit's
 
 
 class Recording:
@@ -69,24 +74,43 @@ class Recording:
         self.on = False
         self.txs: list[Tx] = []
         self.pending: dict[int, list[tuple[str, Any, bool]]] = {}  # by connection
+        self.seconds: dict[int, list[float]] = {}  # SQLite: the pending statements' times
+        self.committing: dict[int, Tx | None] = {}  # SQLite: a commit whose time comes next
         self.lock = threading.Lock()
         self.triggers: list[str] | None = None  # the runtime batch under way: its results
         self.last_batch: Tx | None = None  # the runtime's last committed batch
         self.workers: dict[Any, int] = {}  # worker id → index in the replay
 
-    def note(self, conn: Any, sql: str, params: Any, many: bool) -> None:
-        """A statement `conn` ran: a change is kept for its transaction, a commit ends it."""
+    def note(self, conn: Any, sql: str, params: Any, many: bool) -> bool:
+        """A statement `conn` ran: a change is kept for its transaction, a commit ends it.
+        Whether the statement is one whose time `took` should be told."""
         if not self.on:
-            return
+            return False
         word = sql.lstrip()[:8].upper()
         if word.startswith(_CHANGES) or (word.startswith("WITH") and any(
                 change in sql.upper() for change in _CHANGES)):
             with self.lock:
                 self.pending.setdefault(id(conn), []).append((sql, params, many))
-        elif word.startswith(("COMMIT", "END")):
+            return True
+        if word.startswith(("COMMIT", "END")):
             self.commit(conn)
-        elif word.startswith("ROLLBACK"):
+            return True
+        if word.startswith("ROLLBACK"):
             self.rollback(conn)
+        return False
+
+    def took(self, conn: Any, seconds: float) -> None:
+        """The statement `note` kept last on `conn`, or the commit `commit` ended last, took
+        `seconds` (SQLite's recorders time what they run)."""
+        if not self.on:
+            return
+        with self.lock:
+            if id(conn) in self.committing:  # a commit (of a transaction that wrote, or not)
+                tx = self.committing.pop(id(conn))
+                if tx is not None:
+                    tx.commit_seconds = seconds
+            else:
+                self.seconds.setdefault(id(conn), []).append(seconds)
 
     def commit(self, conn: Any) -> None:
         """`conn` committed: its pending changes are one transaction."""
@@ -94,8 +118,11 @@ class Recording:
             return
         with self.lock:
             statements = self.pending.pop(id(conn), [])
-            if statements:
-                self._add(Tx(statements))
+            seconds = self.seconds.pop(id(conn), [])
+            tx = Tx(statements, seconds=seconds) if statements else None
+            if tx is not None:
+                self._add(tx)
+            self.committing[id(conn)] = tx  # its time comes next (`took`) on SQLite
 
     def whole(self, sql: str, params: Any) -> None:
         """A statement that committed by itself (PostgreSQL's batch): a transaction."""
@@ -113,6 +140,7 @@ class Recording:
         """`conn` rolled back: nothing of its transaction happened."""
         with self.lock:
             self.pending.pop(id(conn), None)
+            self.seconds.pop(id(conn), None)
 
     def dispatched(self, attempts: list[tuple[Any, str]]) -> None:
         """The runtime sent these (worker id, attempt id) after its last batch's commit."""
@@ -126,6 +154,7 @@ class Recording:
     def recording(self) -> Iterator[list[Tx]]:
         """Record while inside; yields the list the transactions go to."""
         self.txs, self.pending, self.last_batch, self.triggers = [], {}, None, None
+        self.seconds, self.committing = {}, {}
         self.on = True
         try:
             yield self.txs
@@ -136,35 +165,43 @@ class Recording:
 RECORDING = Recording()
 
 
+def _timed(conn: Any, run: Any, sql: str, params: Any, many: bool) -> Any:
+    """`run(sql, params)` on `conn`, noted, and timed when `RECORDING` keeps it."""
+    if not RECORDING.note(conn, sql, params, many):
+        return run(sql, params)
+    began = time.perf_counter()
+    try:
+        return run(sql, params)
+    finally:
+        RECORDING.took(conn, time.perf_counter() - began)
+
+
 class _Cursor(sqlite3.Cursor):
     def execute(self, sql: str, params: Any = (), /) -> Any:  # type: ignore[override]
-        RECORDING.note(self.connection, sql, params, False)
-        return super().execute(sql, params)
+        return _timed(self.connection, super().execute, sql, params, False)
 
     def executemany(self, sql: str, params: Any, /) -> Any:  # type: ignore[override]
-        params = list(params)
-        RECORDING.note(self.connection, sql, params, True)
-        return super().executemany(sql, params)
+        return _timed(self.connection, super().executemany, sql, list(params), True)
 
 
 class Recorder(sqlite3.Connection):
-    """A `sqlite3` connection that tells `RECORDING` what it changes."""
+    """A `sqlite3` connection that tells `RECORDING` what it changes, and how long each change
+    and each commit took."""
 
     def cursor(self, factory: Any = None) -> Any:  # type: ignore[override]
         return super().cursor(factory or _Cursor)
 
     def execute(self, sql: str, params: Any = (), /) -> Any:  # type: ignore[override]
-        RECORDING.note(self, sql, params, False)
-        return super().execute(sql, params)
+        return _timed(self, super().execute, sql, params, False)
 
     def executemany(self, sql: str, params: Any, /) -> Any:  # type: ignore[override]
-        params = list(params)
-        RECORDING.note(self, sql, params, True)
-        return super().executemany(sql, params)
+        return _timed(self, super().executemany, sql, list(params), True)
 
     def commit(self) -> None:
         RECORDING.commit(self)
+        began = time.perf_counter()
         super().commit()
+        RECORDING.took(self, time.perf_counter() - began)
 
     def rollback(self) -> None:
         RECORDING.rollback(self)
