@@ -551,10 +551,7 @@ class Runtime:
         for tid, st in states.items():
             work = b.works[tid]
             self.memory.remember(st, work)
-            m = work.merged
-            self.metrics.committed(work.old, st, m.changed_attempts.values(),
-                                   (*m.new_subtasks, *m.changed_subtasks), b.now)
-            for record in m.records:
+            for record in work.merged.records:
                 if record.table == "guidance":
                     self._executes.forget_guidance(st.task.user_id)
         for job in batch:
@@ -566,6 +563,11 @@ class Runtime:
         for wc, text in b.messages:
             await send_to(wc, text)
         await self._executes.send(b.dispatches)
+        for tid, st in states.items():  # counted once the next work is on its way
+            work = b.works[tid]
+            m = work.merged
+            self.metrics.committed(work.old, st, m.changed_attempts.values(),
+                                   (*m.new_subtasks, *m.changed_subtasks), b.now)
         if b.dispatches:
             self.metrics.dispatched((att.subtask_id for _, att in b.dispatches), b.now,
                                     self._clock())
