@@ -124,6 +124,15 @@ class Recording:
                 self._add(tx)
             self.committing[id(conn)] = tx  # its time comes next (`took`) on SQLite
 
+    def failed(self, conn: Any) -> None:
+        """The commit `commit` just noted for `conn` failed: its transaction did not happen."""
+        with self.lock:
+            tx = self.committing.get(id(conn))
+            if tx is not None and tx in self.txs:
+                self.txs.remove(tx)
+                if self.last_batch is tx:
+                    self.last_batch = None
+
     def whole(self, sql: str, params: Any) -> None:
         """A statement that committed by itself (PostgreSQL's batch): a transaction."""
         if self.on:
@@ -200,8 +209,13 @@ class Recorder(sqlite3.Connection):
     def commit(self) -> None:
         RECORDING.commit(self)
         began = time.perf_counter()
-        super().commit()
-        RECORDING.took(self, time.perf_counter() - began)
+        try:
+            super().commit()
+        except BaseException:
+            RECORDING.failed(self)
+            raise
+        finally:  # its time is told even when it fails: the next statement's is its own
+            RECORDING.took(self, time.perf_counter() - began)
 
     def rollback(self) -> None:
         RECORDING.rollback(self)

@@ -89,3 +89,25 @@ def test_a_recording_without_times_is_refused() -> None:
     tx = Tx([("INSERT INTO t (v) VALUES (?)", ["x"], False)])  # as PostgreSQL's are kept
     with pytest.raises(RuntimeError, match="no times"):
         inside_shoal([tx])
+
+
+def test_a_failed_commit_is_no_transaction_and_the_times_stay_in_line(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "f.db", factory=Recorder)
+    db.execute("PRAGMA foreign_keys=ON")
+    db.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    db.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, p INTEGER REFERENCES p(id) "
+               "DEFERRABLE INITIALLY DEFERRED)")
+    db.commit()
+    with RECORDING.recording() as txs:
+        db.execute("INSERT INTO c (p) VALUES (?)", (7,))  # no such parent: the commit fails
+        with pytest.raises(sqlite3.IntegrityError):
+            db.commit()
+        db.rollback()
+        db.execute("INSERT INTO p (id) VALUES (?)", (1,))
+        db.execute("INSERT INTO c (p) VALUES (?)", (1,))
+        db.commit()
+    db.close()
+    [last] = txs  # the transaction whose commit failed did not happen
+    assert len(last.statements) == 2
+    assert len(last.seconds) == 2
+    assert last.commit_seconds is not None
