@@ -142,6 +142,9 @@ TERMINAL_SUBTASK = frozenset({SubtaskStatus.COMPLETED, SubtaskStatus.FAILED,
                               SubtaskStatus.CANCELLED})
 TERMINAL_ATTEMPT = frozenset(s for s, nxt in _ATTEMPT.items() if not nxt)
 LIVE_ATTEMPT = frozenset({AttemptStatus.DISPATCHED, AttemptStatus.RUNNING})
+LIVE_ATTEMPT_VALUES = (AttemptStatus.DISPATCHED.value, AttemptStatus.RUNNING.value)
+"""The live statuses as stored, in the order the index of live attempts names them: a query
+that is to use that index (a partial one) names them as literals in this order."""
 
 
 def can_transition(current: S, target: S) -> bool:

@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from shoal.states import LIVE_ATTEMPT_VALUES
+from shoal.store import queries
 from shoal.store.db import Database
 from shoal.store.models import Base
 
@@ -74,3 +76,39 @@ async def test_every_lookup_has_an_index(db: Database) -> None:
             plan = " ".join(str(part) for row in rows for part in row)
             assert "Index" in plan or "INDEX" in plan, (sql, plan)
             assert column in plan.split("INDEX", 1)[-1].split("Index", 1)[-1], (sql, plan)
+
+
+def _plan(conn: sa.Connection, query: sa.Select[Any]) -> str:
+    """The database's plan for `query`, its parameters written in as literals."""
+    sql = str(query.compile(dialect=conn.dialect,
+                            compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+    explain = "EXPLAIN " if conn.dialect.name == "postgresql" else "EXPLAIN QUERY PLAN "
+    return " ".join(str(part) for row in conn.exec_driver_sql(explain + sql) for part in row)
+
+
+async def test_live_attempts_have_an_index_of_their_own(db: Database) -> None:
+    """Migration 0012: `ix_attempts_live` holds the live attempts alone (a partial index), and
+    the query for them (`queries.LIVE`: the statuses as literals, in the index's order) finds
+    them through it, where the same statuses as parameters cannot."""
+    attempts = Base.metadata.tables["attempts"]
+    async with db.connection() as conn:
+        if db.is_postgres:
+            await conn.exec_driver_sql("SET enable_seqscan = off")  # tiny tables: force the issue
+            found = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_attempts_live'"
+        else:
+            found = "SELECT sql FROM sqlite_master WHERE name = 'ix_attempts_live'"
+        definition = (await conn.exec_driver_sql(found)).scalar_one()
+        assert "WHERE" in definition.upper()
+        assert "dispatched" in definition
+        assert "running" in definition
+        live = await conn.run_sync(_plan, sa.select(attempts.c.id).where(queries.LIVE))
+        assert "ix_attempts_live" in live, live
+        if not db.is_postgres:  # (SQLite never matches a parameter against the condition)
+            as_parameters = sa.select(attempts.c.id).where(
+                attempts.c.status.in_(sa.bindparam("s", list(LIVE_ATTEMPT_VALUES),
+                                                   expanding=True)))
+            sql = str(as_parameters.compile(dialect=conn.dialect,
+                                            compile_kwargs={"render_postcompile": True}))
+            plan = (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql,
+                                               tuple(LIVE_ATTEMPT_VALUES))).all()
+            assert "ix_attempts_live" not in str(plan), plan

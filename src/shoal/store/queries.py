@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from shoal.states import LIVE_ATTEMPT_VALUES
 from shoal.store.models import (
     Attempt,
     AuditEntry,
@@ -25,6 +26,10 @@ tasks = table_of(Task)
 subtasks = table_of(Subtask)
 attempts = table_of(Attempt)
 workers = table_of(Worker)
+# The live attempts, named as literals in the order of their partial index's condition (a
+# query with the statuses as parameters cannot use it: migration 0012).
+LIVE = attempts.c.status.in_(sa.bindparam("live_statuses", list(LIVE_ATTEMPT_VALUES),
+                                          expanding=True, literal_execute=True))
 
 
 async def list_tasks(
@@ -106,7 +111,7 @@ async def current_attempts(
     q = (sa.select(attempts.c.worker_id, attempts.c.task_id, attempts.c.subtask_id,
                    attempts.c.started_at, attempts.c.dispatched_at, subtasks.c.name)
          .join(subtasks, subtasks.c.id == attempts.c.subtask_id)
-         .where(attempts.c.status.in_(["dispatched", "running"])))
+         .where(LIVE))
     if owner is not None:
         q = q.join(tasks, tasks.c.id == attempts.c.task_id).where(tasks.c.user_id == owner)
     return {r.worker_id: r for r in (await conn.execute(q)).all()}
