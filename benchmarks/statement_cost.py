@@ -199,6 +199,8 @@ def main() -> None:
                         help="read N small objects before each replayed statement")
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     args = parser.parse_args()
+    if args.repeat < 1 or args.between < 0:
+        parser.error("--repeat must be at least 1 and --between not below 0")
     quiet_logs()
     console = Console(width=None if sys.stdout.isatty() else 160)
     works = workloads(quick=args.quick, only=args.only)
