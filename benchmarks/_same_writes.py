@@ -307,13 +307,17 @@ def _libpq(url: str) -> str:
     return url.replace("+asyncpg", "", 1)
 
 
+SHOAL_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+"""The pragmas Shoal's SQLite connections set (`store.db`), for a replay's connection."""
+
+
 class SqliteTarget:
     """A copy of a snapshot on SQLite, written inline as Shoal's batches are, with the pragmas
     Shoal's connections set (SQLite's own automatic checkpoints, as the durable floor's)."""
 
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(path, isolation_level=None)
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+        for pragma in SHOAL_PRAGMAS:
             self.db.execute(f"PRAGMA {pragma}")
 
     async def apply(self, tx: Tx) -> None:

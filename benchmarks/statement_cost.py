@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _same_writes import Tx
+from _same_writes import SHOAL_PRAGMAS, Tx
 from _workloads import Workload, workloads
 from bench_dag import quiet_logs
 from rich.console import Console
@@ -105,8 +105,7 @@ def replay_alone(copy: Path, txs: list[Tx], between: int) -> tuple[dict[str, flo
     Shoal's writer's do: the driver's own `BEGIN` before the first change, in its time."""
     db = sqlite3.connect(copy)
     try:
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
-                       "wal_autocheckpoint=0"):
+        for pragma in (*SHOAL_PRAGMAS, "wal_autocheckpoint=0"):
             db.execute(f"PRAGMA {pragma}")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # an empty WAL: its growth is the frames
         page = int(db.execute("PRAGMA page_size").fetchone()[0]) + FRAME_HEADER

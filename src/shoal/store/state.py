@@ -26,7 +26,7 @@ from shoal.engine.model import (
 )
 from shoal.engine.step import Decision
 from shoal.errors import Conflict
-from shoal.states import LIVE_ATTEMPT, TERMINAL_TASK
+from shoal.states import LIVE_ATTEMPT_VALUES, TERMINAL_TASK
 from shoal.store import fast
 from shoal.store.convert import (
     RECORD_TABLES,
@@ -46,7 +46,7 @@ from shoal.store.convert import (
     tasks,
 )
 
-_LIVE = [s.value for s in LIVE_ATTEMPT]
+_LIVE = list(LIVE_ATTEMPT_VALUES)
 
 
 def insert_task_sync(
