@@ -19,6 +19,7 @@ from shoal.api import worker_ws
 from shoal.api.direct import Direct
 from shoal.api.server import RunningServer, running_server
 from shoal.config import Settings
+from shoal.runtime import executes
 from shoal.runtime.jobs import Result
 from tests.api.test_fanout import Tap
 from tests.conftest import make_settings
@@ -35,14 +36,15 @@ async def server(settings: Settings) -> AsyncIterator[RunningServer]:
 
 
 async def _register(srv: RunningServer, features: list[str],
-                    compression: str | None = "deflate") -> tuple[ClientConnection, Any]:
+                    compression: str | None = "deflate",
+                    slots: int = 4) -> tuple[ClientConnection, Any]:
     token = await admin.create_worker_token(srv.services.db, name=f"raw-{uuid.uuid4().hex[:6]}")
     ws = await connect(srv.url.replace("http://", "ws://") + "/ws/worker",
                        additional_headers={"Authorization": f"Bearer {token}"},
                        compression=compression)
     await ws.send(json.dumps({
         "v": 1, "type": "worker_register", "machine_id": f"raw-{uuid.uuid4()}",
-        "machine_name": "raw", "slots": 4, "tools": [{"name": "echo", "local": True}],
+        "machine_name": "raw", "slots": slots, "tools": [{"name": "echo", "local": True}],
         "features": features,
     }))
     registered = await receive_until(ws, lambda m: m["type"] == "registered")
@@ -88,6 +90,32 @@ async def test_a_batching_worker_gets_and_gives_one_frame_per_moment(
         outputs = sorted([(await subtask_detail(client, s["subtask_id"]))["output"]["text"]
                           for s in detail["subtasks"]])
         assert outputs == ["did a", "did b", "did c"]
+    await client.aclose()
+
+
+async def test_a_large_dispatch_goes_out_in_growing_parts(
+    server: RunningServer, settings: Settings
+) -> None:
+    """ADR 0054: the attempts of one commit past FIRST_SEND go out while the rest are made,
+    the first FIRST_SEND, then parts each twice the one before; each once, in the commit's
+    order."""
+    first = executes.FIRST_SEND
+    count = 3 * first + 5  # parts of `first`, `2 * first` and the 5 left
+    plan = [{"name": f"n{i:03d}", "description": f"step {i}", "tool": "echo"}
+            for i in range(count)]
+    client = await login(server, settings)
+    ws, _ = await _register(server, ["acks", "batches"], slots=count)
+    async with ws:
+        await submit(client, plan)
+        parts: list[list[str]] = []
+        while sum(map(len, parts)) < count:
+            frame = await receive_until(ws, lambda m: m["type"].startswith("execute_task"))
+            runs = frame["tasks"] if frame["type"] == "execute_tasks" else [frame]
+            parts.append([run["name"] for run in runs])
+        assert [len(part) for part in parts] == [first, 2 * first, 5]
+        names = [name for part in parts for name in part]
+        assert sorted(names) == [item["name"] for item in plan]  # each once
+        assert names == sorted(names)  # in the order they were dispatched
     await client.aclose()
 
 

@@ -21,6 +21,11 @@ from shoal.store import queries
 from shoal.store.db import Database
 
 log = structlog.get_logger(__name__)
+# Messages of one commit's dispatch made before the first of them go out (ADR 0054): a dispatch
+# no larger waits for none of its messages to be sent; a larger one goes out in growing parts.
+FIRST_SEND = 32
+
+
 class Executes:
     """The `execute_task` frames of freshly dispatched attempts, built and sent after the
     commit that dispatched them."""
@@ -38,11 +43,26 @@ class Executes:
         self._guidance.pop(user_id, None)
 
     async def send(self, dispatches: list[tuple[Connection, AttemptRecord]]) -> None:
-        """Send each dispatched attempt to its worker (grouped per worker)."""
-        texts = [(wc, await self._text(wc, att)) for wc, att in dispatches]
-        await send_grouped([(wc, text) for wc, text in texts if text is not None],
-                           "execute_tasks", "tasks",
-                           min(BATCH_BYTES, self._settings.max_result_bytes))
+        """Send each dispatched attempt to its worker (grouped per worker, in order).
+
+        A large dispatch goes out while its messages are made: the first FIRST_SEND of them,
+        then parts each twice the one before (ADR 0054). The workers start on the
+        first attempts while the control plane makes the rest, instead of waiting for all of
+        them, at the cost of a few more frames (about log2 of the attempts ÷ FIRST_SEND).
+        """
+        limit = min(BATCH_BYTES, self._settings.max_result_bytes)
+        ready: list[tuple[Connection, str]] = []
+        due = FIRST_SEND
+        for wc, att in dispatches:
+            text = await self._text(wc, att)
+            if text is None:
+                continue
+            ready.append((wc, text))
+            if len(ready) == due:
+                await send_grouped(ready, "execute_tasks", "tasks", limit)
+                ready, due = [], due * 2
+        if ready:
+            await send_grouped(ready, "execute_tasks", "tasks", limit)
 
     async def _text(self, wc: Connection, att: AttemptRecord) -> str | None:
         state = self._memory.states.get(att.task_id)
