@@ -22,7 +22,7 @@ from shoal.store.db import Database
 
 log = structlog.get_logger(__name__)
 # Messages of one commit's dispatch made before the first of them go out (ADR 0054): a dispatch
-# no larger waits for none of its messages to be sent; a larger one goes out in growing parts.
+# of at most this many goes out in one go once all are made; a larger one in growing parts.
 FIRST_SEND = 32
 
 
