@@ -7,12 +7,20 @@ subtask shows without the disk's noise.
         --once W2                                          # instructions: repeatable anywhere
 
 Under valgrind, subtract a `--once none` run (the imports) from a `--once W1` or `W2` run.
+
+    .venv/bin/python benchmarks/engine_cost.py --after-idle 0,0.2,1,5
+
+times the same decisions after the process has slept that many milliseconds before each
+subtask (the pauses alternated task by task): on a virtual machine whose idle vCPU halts, the
+code a step runs after waiting on a worker is slower than the same code back to back, and this
+says by how much (medians of each subtask's thread CPU, W2's chain).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import time
 import uuid
 from datetime import UTC, datetime
@@ -41,26 +49,69 @@ def shape(name: str) -> list[dict[str, Any]]:
 
 def run(items: list[dict[str, Any]]) -> float:
     """Decide one task to its end; the seconds spent in `decide` per subtask."""
+    return sum(decisions(items)) / len(items)
+
+
+def decisions(items: list[dict[str, Any]], *, idle: float = 0.0,
+              clock: Any = time.perf_counter) -> list[float]:
+    """Decide one task to its end: the start, then each subtask's dispatch and success, after
+    sleeping `idle` seconds before each subtask (none when 0); the `clock` seconds of each
+    (the start's first)."""
     plan = planning.user_plan(items, max_subtasks=len(items))
     task = TaskRecord(id=uuid.uuid4(), user_id=uuid.uuid4(), description="Bench",
                       status=TaskStatus.PENDING, created_at=NOW, updated_at=NOW,
                       meta=TaskMeta(quality=False))
     ctx = Context(now=NOW)
-    spent = 0.0
-    began = time.perf_counter()
+    began = clock()
     state = decide(TaskState(task=task, subtasks={}, attempts={}), Start(plan=plan), ctx).state
-    spent += time.perf_counter() - began
+    spent = [clock() - began]
     while queued := [s for s in state.subtasks.values() if s.status is SubtaskStatus.QUEUED]:
         for sub in queued:
             att = AttemptRecord(id=uuid.uuid4(), subtask_id=sub.id, task_id=task.id,
                                 worker_id=task.user_id, fence=1, tool="noop",
                                 status=AttemptStatus.DISPATCHED, dispatched_at=NOW)
-            began = time.perf_counter()
+            if idle:
+                time.sleep(idle)
+            began = clock()
             state = decide(state, Dispatched(att), ctx).state
             state = decide(state, Finished(att.id, "succeeded", "ok"), ctx).state
-            spent += time.perf_counter() - began
+            spent.append(clock() - began)
     assert state.task.status is TaskStatus.COMPLETED, state.task.status
-    return spent / len(items)
+    return spent
+
+
+def after_idle(pauses_ms: list[float], repeat: int) -> dict[float, float]:
+    """µs of thread CPU per W2 subtask (the median over `repeat` tasks of each task's median)
+    after each pause, the pauses alternated task by task so the machine's drift falls on all."""
+    items = shape("W2")
+    decisions(items)  # compile, fill caches
+    medians: dict[float, list[float]] = {p: [] for p in pauses_ms}
+    for _ in range(repeat):
+        for pause in pauses_ms:
+            spent = decisions(items, idle=pause / 1000, clock=time.thread_time)[1:]
+            medians[pause].append(statistics.median(spent) * 1e6)
+    return {p: statistics.median(m) for p, m in medians.items()}
+
+
+def halt_polling() -> str:
+    """The guest's halt polling, where the kernel says (`haltpoll`): how long an idle vCPU
+    polls before it halts."""
+    try:
+        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as f:
+            return f"{int(f.read())} ns"
+    except (OSError, ValueError):
+        return "not known (no haltpoll module)"
+
+
+def pauses(text: str) -> list[float]:
+    """`--after-idle`'s milliseconds: numbers ≥ 0, one of them 0 (the back-to-back figure)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not numbers of milliseconds: {text!r}") from None
+    if any(v < 0 for v in values) or 0 not in values:
+        raise argparse.ArgumentTypeError("milliseconds ≥ 0, one of them 0 (no pause)")
+    return values
 
 
 def main() -> None:
@@ -68,7 +119,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--once", choices=["W1", "W2", "none"],
                         help="decide one task of this shape and print nothing (for valgrind)")
+    parser.add_argument("--after-idle", type=pauses, metavar="MS,MS,…",
+                        help="W2's decisions after each of these pauses (ms), one of them 0")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if args.after_idle:
+        gc.disable()
+        found = after_idle(args.after_idle, args.repeat)
+        print(f"guest halt polling: {halt_polling()}")
+        for pause, micro in found.items():
+            print(f"W2 after {pause:g} ms idle: {micro:.1f} µs per subtask in the engine "
+                  f"({micro / found[0]:.2f} times back to back)")
+        return
     if args.once:
         if args.once != "none":
             run(shape(args.once))
