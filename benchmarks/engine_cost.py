@@ -23,6 +23,7 @@ import gc
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,7 +54,7 @@ def run(items: list[dict[str, Any]]) -> float:
 
 
 def decisions(items: list[dict[str, Any]], *, idle: float = 0.0,
-              clock: Any = time.perf_counter) -> list[float]:
+              clock: Callable[[], float] = time.perf_counter) -> list[float]:
     """Decide one task to its end: the start, then each subtask's dispatch and success, after
     sleeping `idle` seconds before each subtask (none when 0); the `clock` seconds of each
     (the start's first)."""
@@ -104,13 +105,14 @@ def halt_polling() -> str:
 
 
 def pauses(text: str) -> list[float]:
-    """`--after-idle`'s milliseconds: numbers ≥ 0, one of them 0 (the back-to-back figure)."""
+    """`--after-idle`'s milliseconds: numbers ≥ 0, each once, one of them 0 (the back-to-back
+    figure)."""
     try:
         values = [float(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not numbers of milliseconds: {text!r}") from None
-    if any(v < 0 for v in values) or 0 not in values:
-        raise argparse.ArgumentTypeError("milliseconds ≥ 0, one of them 0 (no pause)")
+    if any(v < 0 for v in values) or 0 not in values or len(set(values)) < len(values):
+        raise argparse.ArgumentTypeError("milliseconds ≥ 0, each once, one of them 0 (no pause)")
     return values
 
 

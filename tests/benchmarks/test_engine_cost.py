@@ -28,7 +28,8 @@ def test_each_pause_gets_its_figure_and_back_to_back_is_one_of_them() -> None:
     assert list(found) == [0.0, 0.05]
     assert all(micro > 0 for micro in found.values())
     assert pauses("0, 0.2,1") == [0.0, 0.2, 1.0]
-    for text, says in (("1,2", "one of them 0"), ("0,-1", "≥ 0"), ("0,x", "numbers")):
+    for text, says in (("1,2", "one of them 0"), ("0,-1", "≥ 0"), ("0,1,1", "each once"),
+                        ("0,x", "numbers")):
         with pytest.raises(argparse.ArgumentTypeError, match=says):
             pauses(text)
 
