@@ -85,6 +85,7 @@ from shoal.runtime.jobs import (
     Submit,
     Tick,
     Wake,
+    sweep,
 )
 from shoal.runtime.memory import TaskMemory
 from shoal.runtime.ownership import Ownership
@@ -170,7 +171,7 @@ class Runtime:
             self._forwarder.serve(self._ownership.owner, self._commands.answer)
         sharing = contextlib.nullcontext() if self._peers is None else self._peers.running()
         async with serving, sharing, asyncio.TaskGroup() as tg:
-            sweeper = tg.create_task(self._sweep())
+            sweeper = tg.create_task(sweep(self._post, self.settings.sweep_interval))
             claims = tg.create_task(self._ownership.keep(self._call, self._post))
             files = tg.create_task(self.files.run())
             await self._loop()
@@ -351,11 +352,6 @@ class Runtime:
             except TimeoutError:
                 return
             self._drain(batch)
-
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.sweep_interval)
-            self._post(Tick())
 
     async def _process(self, batch: list[Job], *, retry_alone: bool, races: int) -> None:
         b = Batch(now=self._clock())

@@ -201,3 +201,10 @@ class Admit(Job):
 @dataclass(slots=True)
 class Tick(Job):
     """The sweeper's turn: expire leases and checkpoint deadlines that have passed."""
+
+
+async def sweep(post: Callable[[Job], None], every: float) -> None:
+    """The sweeper: a `Tick` posted every `every` seconds, until cancelled."""
+    while True:
+        await asyncio.sleep(every)
+        post(Tick())
