@@ -171,7 +171,8 @@ class Runtime:
             self._forwarder.serve(self._ownership.owner, self._commands.answer)
         sharing = contextlib.nullcontext() if self._peers is None else self._peers.running()
         async with serving, sharing, asyncio.TaskGroup() as tg:
-            sweeper = tg.create_task(sweep(self._post, self.settings.sweep_interval))
+            sweeper = tg.create_task(sweep(self._post, self.settings.sweep_interval,
+                                           self._clock))
             claims = tg.create_task(self._ownership.keep(self._call, self._post))
             files = tg.create_task(self.files.run())
             await self._loop()
@@ -499,9 +500,10 @@ class Runtime:
         self._ownership.drop(b, job.task_ids)
 
     async def _on_tick(self, rd: Reader, b: Batch, job: Tick, ctx: Context) -> None:
+        seen = job.at or b.now  # silence as heard: what came before `at` is decided (ADR 0055)
         for aid, expires in list(self.memory.leases.items()):
             tid = self.memory.attempt_task.get(aid)
-            if expires > b.now or tid is None:
+            if expires > seen or tid is None:
                 continue
             if (state := self.memory.states.get(tid)) and (att := state.attempts.get(aid)):
                 self.fleet.silence(att.worker_id)

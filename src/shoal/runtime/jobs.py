@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shoal.engine.inputs import CheckpointDecision
@@ -200,11 +201,28 @@ class Admit(Job):
 
 @dataclass(slots=True)
 class Tick(Job):
-    """The sweeper's turn: expire leases and checkpoint deadlines that have passed."""
+    """The sweeper's turn: expire leases and checkpoint deadlines that have passed.
+
+    A lease is judged as of `at`, when the sweeper was due to look (ADR 0055), not when the
+    runtime gets to the tick: what the workers sent before then (heartbeats, results) is ahead
+    of it in the inbox, and what came after is judged by a later tick. None (a tick posted by
+    hand): as of the batch."""
+
+    at: datetime | None = None
 
 
-async def sweep(post: Callable[[Job], None], every: float) -> None:
-    """The sweeper: a `Tick` posted every `every` seconds, until cancelled."""
+def sweep_at(now: datetime, *, due: float, woke: float) -> datetime:
+    """When a sweeper that woke at `woke` was due (`due`, on the same monotonic clock), as a
+    time of `now`'s clock: a loop stalled past `due` has not read what came meanwhile."""
+    return now - timedelta(seconds=woke - due) if woke > due else now
+
+
+async def sweep(post: Callable[[Job], None], every: float,
+                clock: Callable[[], datetime]) -> None:
+    """The sweeper: a `Tick` every `every` seconds, each as of when it was due, until
+    cancelled."""
+    loop = asyncio.get_running_loop()
     while True:
+        due = loop.time() + every
         await asyncio.sleep(every)
-        post(Tick())
+        post(Tick(at=sweep_at(clock(), due=due, woke=loop.time())))
