@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from shoal.engine import planning
@@ -94,14 +95,21 @@ def after_idle(pauses_ms: list[float], repeat: int) -> dict[float, float]:
     return {p: statistics.median(m) for p, m in medians.items()}
 
 
-def halt_polling() -> str:
-    """The guest's halt polling, where the kernel says (`haltpoll`): how long an idle vCPU
-    polls before it halts."""
+def halt_polling(sys_root: Path = Path("/sys")) -> str:
+    """The guest's halt polling, where the kernel says: how long an idle vCPU polls before it
+    halts (`haltpoll`'s parameter), and whether that is in effect at all: it is only while
+    `haltpoll` is the cpuidle driver; under another (or none) an idle vCPU halts at once."""
     try:
-        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as f:
-            return f"{int(f.read())} ns"
+        polls = int((sys_root / "module/haltpoll/parameters/guest_halt_poll_ns").read_text())
     except (OSError, ValueError):
         return "not known (no haltpoll module)"
+    try:
+        driver = (sys_root / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
+    except OSError:
+        driver = "not known"
+    if driver == "haltpoll":
+        return f"{polls} ns"
+    return f"{polls} ns set, not in effect: the cpuidle driver is {driver}, not haltpoll"
 
 
 def pauses(text: str) -> list[float]:

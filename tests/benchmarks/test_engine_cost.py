@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from engine_cost import after_idle, decisions, main, pauses, run, shape
+from engine_cost import after_idle, decisions, halt_polling, main, pauses, run, shape
 
 
 def test_a_task_is_decided_subtask_by_subtask_after_its_start() -> None:
@@ -43,3 +43,16 @@ def test_bad_arguments_stop_with_a_message(monkeypatch: pytest.MonkeyPatch,
             main()
         assert stopped.value.code == 2
         assert says in capsys.readouterr().err
+
+
+def test_halt_polling_says_whether_it_is_in_effect(tmp_path: Path) -> None:
+    assert halt_polling(tmp_path) == "not known (no haltpoll module)"
+    (tmp_path / "module/haltpoll/parameters").mkdir(parents=True)
+    (tmp_path / "module/haltpoll/parameters/guest_halt_poll_ns").write_text("200000\n")
+    cpuidle = tmp_path / "devices/system/cpu/cpuidle"
+    cpuidle.mkdir(parents=True)
+    (cpuidle / "current_driver").write_text("none\n")
+    assert halt_polling(tmp_path) == (
+        "200000 ns set, not in effect: the cpuidle driver is none, not haltpoll")
+    (cpuidle / "current_driver").write_text("haltpoll\n")
+    assert halt_polling(tmp_path) == "200000 ns"
