@@ -43,6 +43,9 @@ class Outcome:
     # A layered workload's critical path, one value per layer after the first, per run (ms):
     layer_worker_ms: list[float] = field(default_factory=list)  # its last result: over the tool
     layer_plane_ms: list[float] = field(default_factory=list)  # last result sent → last started
+    # The host's share of the machine's CPU time over each run (`_steal.py`), where Linux says:
+    steal: list[float] = field(default_factory=list)  # Shoal's runs
+    floor_steal: list[float] = field(default_factory=list)  # the durable floor's
 
     @property
     def n(self) -> int:
@@ -370,6 +373,7 @@ def _workload_summary(o: Outcome) -> dict[str, Any]:
         "runs": [asdict(r) for r in o.runs],
         "baseline_runs_s": o.baseline,
         "floor_runs_s": o.floor,
+        "steal": {"shoal": o.steal, "floor": o.floor_steal},
         "dispatch_ms": _spread(o.dispatch_ms),
         "worker_ms": _spread(o.worker_ms),
         "first_start_ms": _spread(o.first_start_ms),

@@ -27,6 +27,8 @@ subtask k+1) - sent(result of subtask k)`, both stamped inside the worker proces
 is the control plane's whole reaction to a result (read it, commit the decision, schedule the
 next subtask, send `execute_task`) plus two loopback hops; the worker's own time per attempt
 (execute received → result sent) and each process's CPU per subtask are shown beside it.
+The host's share of the machine's CPU time over each measured run (steal, `_steal.py`) is
+printed for Shoal's runs and the floor's: on a virtual machine it moves both figures.
 Results also go to `benchmarks/results/latest.json`.
 """
 
@@ -57,6 +59,7 @@ import structlog
 from _floor import Floor, floor
 from _phases import PhaseClock, phase_clock, phase_table
 from _report import Outcome, Run, attach_timings, render, summary
+from _steal import counted, describe
 from _workloads import Workload, plan_for, run_baseline, workloads
 from rich.console import Console
 
@@ -341,14 +344,16 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
             await bench.run(warm)
         for _ in range(args.repeat):
             for outcome in outcomes:
-                outcome.runs.append(await bench.run(outcome.work))
+                with counted(outcome.steal):
+                    outcome.runs.append(await bench.run(outcome.work))
         commits = await commit_floor(bench.srv.services.db)  # the workers idle meanwhile
     async with floor_on(kind) as low:  # Shoal has stopped: the floor has the machine to itself
         for warm in workloads(quick=True, only="W1,W2"):
             await low.run(warm.dag, warm.delay)
         for _ in range(args.repeat):
             for outcome in outcomes:
-                outcome.floor.append(await low.run(outcome.work.dag, outcome.work.delay))
+                with counted(outcome.floor_steal):
+                    outcome.floor.append(await low.run(outcome.work.dag, outcome.work.delay))
     if args.records:
         await asyncio.to_thread(
             save_records, Path(f"{args.records}.{kind}.json"), outcomes, records
@@ -418,6 +423,10 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
         started = time.monotonic()
         outcomes, commits = await bench_database(kind, args)
         render(kind, outcomes, console, args.repeat, commits)
+        stolen = describe([s for o in outcomes for s in o.steal],
+                          [s for o in outcomes for s in o.floor_steal])
+        if stolen:
+            console.print(stolen)
         if args.phases:
             console.print(phase_table(kind, outcomes))
         doc["databases"][kind] = {"seconds": time.monotonic() - started,

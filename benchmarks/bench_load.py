@@ -38,6 +38,7 @@ from _fanout import measure_busy_copies, measure_clients, measure_clients_on_cop
 from _fanout_replay import measure_floor_replay, measure_replay
 from _report import percentile
 from _sims import SIM, rss_kb, warm_up
+from _steal import counted
 from bench_dag import (
     bench_settings,
     commit_floor,
@@ -136,11 +137,20 @@ async def fresh(args: argparse.Namespace, n: int) -> dict[str, Any]:
                 "--loop", args.loop, *(["--floor"] if args.floor else []),
                 *(["--busy", str(args.busy)] if args.busy is not None else []),
                 *(["--profile", args.profile] if args.profile else [])]
-        proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
-        if await proc.wait() != 0:
-            raise RuntimeError(f"the run with {n} failed (exit {proc.returncode})")
+        stolen: list[float] = []
+        with counted(stolen):
+            proc = await asyncio.create_subprocess_exec(sys.executable, __file__, *argv)
+            exit_code = await proc.wait()
+        if exit_code != 0:
+            raise RuntimeError(f"the run with {n} failed (exit {exit_code})")
         figures: dict[str, Any] = json.loads(await asyncio.to_thread(out.read_text))
+        figures["steal"] = stolen[0] if stolen else None
         return figures
+
+
+def steal_cell(r: dict[str, Any]) -> str:
+    """The host's share of the machine's CPU time over the run (`_steal.py`), or "-"."""
+    return "-" if r.get("steal") is None else f"{100 * r['steal']:.1f} %"
 
 
 async def main_async(args: argparse.Namespace, console: Console) -> None:
@@ -153,7 +163,8 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
         return
     table = Table(title=f"Workers heartbeating every {args.interval:g} s on one copy ({args.db})")
     for col in ("workers", "heartbeats", "per s", "p50", "p99", "max", "commit floor p50",
-                "commit floor p99", "CPU / heartbeat", "memory / worker", "all connected in"):
+                "commit floor p99", "CPU / heartbeat", "memory / worker", "all connected in",
+                "steal"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.workers.split(",")):
         r = await fresh(args, n)
@@ -161,7 +172,7 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
                       f"{r['p50']:.2f} ms", f"{r['p99']:.2f} ms", f"{r['max']:.1f} ms",
                       f"{r['floor_p50']:.2f} ms", f"{r['floor_p99']:.2f} ms",
                       f"{r['cpu_ms']:.2f} ms",
-                      f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s")
+                      f"{r['kb']:.1f} kB", f"{r['connect_s']:.1f} s", steal_cell(r))
     console.print(table)
 
 
@@ -184,7 +195,8 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                         "commit to the last watcher")
     for col in ("watchers", "events", "deliveries missing", "p50", "p99", "max",
                 "control plane CPU / delivery", "of which in the kernel", "memory / watcher",
-                "all subscribed in", "CPU / watcher leaving", "CPU / delivery, chains too"):
+                "all subscribed in", "CPU / watcher leaving", "CPU / delivery, chains too",
+                "steal"):
         table.add_column(col, justify="right")
     for n in (int(x) for x in args.clients.split(",")):
         r = await fresh(args, n)
@@ -196,7 +208,7 @@ async def clients_table(args: argparse.Namespace, console: Console) -> None:
                       f"{r['connect_s']:.1f} s",
                       f"{r['closing_us']:.0f} µs" if r.get("closing_us", 0) == r.get(
                           "closing_us", 1) else "-",
-                      f"{r['gross_us']:.1f} µs" if "gross_us" in r else "-")
+                      f"{r['gross_us']:.1f} µs" if "gross_us" in r else "-", steal_cell(r))
     console.print(table)
 
 
