@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import psutil
 from _compare import Role, Row
+from _steal import counted
 from _workloads import Workload, plan_for, workloads
 from bench_dag import database
 from bench_throughput import production_env, quiet
@@ -159,7 +160,8 @@ async def api_row(kind: str, works: list[Workload], repeat: int,
             for work in works:
                 if between is not None:
                     await shoal.run(work)
-                seconds, cpu = await shoal.run_counted(work)
+                with counted(row.steal):
+                    seconds, cpu = await shoal.run_counted(work)
                 row.seconds.setdefault(work.key, []).append(seconds)
                 for name, us in cpu.items():
                     row.cpu.setdefault(work.key, {}).setdefault(name, []).append(us)

@@ -39,6 +39,7 @@ class Row:
     # µs of CPU a subtask per run, by workload key and process (Shoal through the API: its
     # server, its worker process and the client following the stream)
     cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    steal: list[float] = field(default_factory=list)  # the host's share over each run (`_steal`)
 
     def makespan(self, key: str) -> float:
         """Median makespan of workload `key`, seconds (NaN if it did not run)."""
@@ -138,5 +139,5 @@ def summary(works: list[Workload], rows: list[Row]) -> dict[str, object]:
                              "over_same_writes": f.over_same, "row_over_api": f.api_lead,
                              "cpu_us_per_subtask": cpu_of(work, row)}
         out[row.label] = {"role": row.role.name, "note": row.note, "failed": row.failed,
-                          "workloads": per}
+                          "steal": row.steal, "workloads": per}
     return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _compare import Role, Row
+from _steal import counted
 from _workloads import Workload
 from bench_dag import database
 
@@ -178,7 +179,8 @@ class Paired:
                 row.failed = self.broken
             if row.failed:
                 continue
-            one = await peer_row(peer, self.kind, self.quick, 1, work.key, warm_runs=1)
+            with counted(row.steal):  # its process's whole life: the warm-up runs too
+                one = await peer_row(peer, self.kind, self.quick, 1, work.key, warm_runs=1)
             row.note, row.failed = one.note, one.failed
             for key, seconds in one.seconds.items():
                 row.seconds.setdefault(key, []).extend(seconds)

@@ -63,19 +63,17 @@ def counted(shares: list[float], stat: Path = STAT) -> Iterator[None]:
         shares.append(after.stolen_since(before))
 
 
-def describe(shoal: list[float], floor: list[float]) -> str | None:
-    """One line for a reader: the steal over Shoal's measured runs and over the floor's
-    (median and highest, per cent), and a warning when either is high enough to move the
-    ratio between them; None where the machine did not say."""
-    if not shoal or not floor:
+def describe(runs: dict[str, list[float]]) -> str | None:
+    """One line for a reader: the steal over each group of measured runs (say "Shoal's" and
+    "the floor's": median and highest, per cent), and a warning where any passed `NOTED`,
+    enough to move a ratio between them; None where the machine did not say."""
+    said = {who: shares for who, shares in runs.items() if shares}
+    if not said:
         return None
-
-    def spread(values: list[float]) -> str:
-        return f"{100 * statistics.median(values):.1f} % (at most {100 * max(values):.1f} %)"
-
-    line = (f"Steal (the host's share of this machine's CPU time, /proc/stat) over Shoal's "
-            f"measured runs {spread(shoal)}, over the floor's {spread(floor)}")
-    if max(max(shoal), max(floor)) > NOTED:
+    parts = ", ".join(f"over {who} measured runs {100 * statistics.median(shares):.1f} % "
+                      f"(at most {100 * max(shares):.1f} %)" for who, shares in said.items())
+    line = f"Steal (the host's share of this machine's CPU time, /proc/stat) {parts}"
+    if max(max(shares) for shares in said.values()) > NOTED:
         line += (f": above {100 * NOTED:.0f} %, wall-clock and CPU figures alike grow with it, "
                  "so a ratio between runs made under different steal may be the host's; run "
                  "again when it is quieter")

@@ -365,6 +365,14 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
     return outcomes, commits
 
 
+def print_steal(outcomes: list[Outcome], console: Console) -> None:
+    """The line on the host's steal over Shoal's measured runs and the floor's (`_steal.py`)."""
+    line = describe({"Shoal's": [s for o in outcomes for s in o.steal],
+                     "the floor's": [s for o in outcomes for s in o.floor_steal]})
+    if line:
+        console.print(line)
+
+
 def save_records(path: Path, outcomes: list[Outcome], records: Records) -> None:
     """The runs and the worker's raw timestamps, for a closer look (`--records`)."""
     runs = {o.work.key: [asdict(r) for r in o.runs] for o in outcomes}
@@ -423,10 +431,7 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
         started = time.monotonic()
         outcomes, commits = await bench_database(kind, args)
         render(kind, outcomes, console, args.repeat, commits)
-        stolen = describe([s for o in outcomes for s in o.steal],
-                          [s for o in outcomes for s in o.floor_steal])
-        if stolen:
-            console.print(stolen)
+        print_steal(outcomes, console)
         if args.phases:
             console.print(phase_table(kind, outcomes))
         doc["databases"][kind] = {"seconds": time.monotonic() - started,

@@ -42,11 +42,13 @@ from _api import api_row
 from _compare import Role, Row, summary, table
 from _peers import Paired, peer_rows
 from _report import Outcome, render
+from _steal import describe
 from _workloads import Workload, workloads
 from bench_dag import (
     POSTGRES_URL,
     bench_database,
     postgres_reachable,
+    print_steal,
     quiet_logs,
     workload_options,
 )
@@ -87,6 +89,7 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
     works = workloads(quick=args.quick, only=args.only)
     outcomes, commits = await bench_database(kind, args)
     render(kind, outcomes, console, args.repeat, commits)
+    print_steal(outcomes, console)
     same = await same_writes_row(kind, works, args.repeat, uvloop=args.uvloop)
     paired = None if args.no_peers else Paired(kind, args.quick)
     try:
@@ -100,6 +103,9 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
         *await peer_rows(kind, args.quick, args.repeat, args.only, paired=False)]
     rows = [api, *shoal_rows(outcomes), same, *peers]
     console.print(table(kind, works, rows, args.repeat))
+    paired_steal = describe({f"{row.label}'s": row.steal for row in (api, *peers)})
+    if paired_steal:
+        console.print(paired_steal)
     return {"seconds": time.monotonic() - started, "rows": summary(works, rows)}
 
 

@@ -58,7 +58,7 @@ def test_a_row_that_did_not_run_says_why_and_the_others_are_unaffected() -> None
     assert cells(W1, every[3], without_api)[4] == "—"
     doc = summary([W1, W3], every)
     assert doc["broken"] == {"role": "PEER", "note": "", "failed": every[4].failed,
-                             "workloads": {}}
+                             "steal": [], "workloads": {}}
     console = Console(width=200, record=True)
     console.print(table("sqlite", [W1, W3], every, 3))
     text = console.export_text()

@@ -49,12 +49,15 @@ def test_a_block_adds_its_share_and_nothing_where_the_machine_is_silent(
 
 
 def test_the_reader_is_told_and_warned_only_when_the_host_took_much() -> None:
-    assert describe([], [0.01]) is None
-    quiet = describe([0.001, 0.004, 0.002], [0.0, 0.01])
+    assert describe({"Shoal's": [], "the floor's": []}) is None
+    quiet = describe({"Shoal's": [0.001, 0.004, 0.002], "the floor's": [0.0, 0.01],
+                      "a peer's": []})
     assert quiet is not None
-    assert "0.2 % (at most 0.4 %)" in quiet
+    assert "over Shoal's measured runs 0.2 % (at most 0.4 %)" in quiet
+    assert "the floor's measured runs 0.5 % (at most 1.0 %)" in quiet
+    assert "peer" not in quiet  # nothing said of runs the machine gave no figure for
     assert "run again" not in quiet
-    busy = describe([0.001, 0.2], [0.0])
+    busy = describe({"Shoal's": [0.001, 0.2], "the floor's": [0.0]})
     assert busy is not None
     assert "at most 20.0 %" in busy
     assert "run again" in busy
