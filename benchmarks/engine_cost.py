@@ -97,8 +97,9 @@ def after_idle(pauses_ms: list[float], repeat: int) -> dict[float, float]:
 
 def halt_polling(sys_root: Path = Path("/sys")) -> str:
     """The guest's halt polling, where the kernel says: how long an idle vCPU polls before it
-    halts (`haltpoll`'s parameter), and whether that is in effect at all: it is only while
-    `haltpoll` is the cpuidle driver; under another (or none) an idle vCPU halts at once."""
+    halts (`haltpoll`'s parameter, its longest poll: 0 polls never), and whether that is in
+    effect at all: it is only while `haltpoll` is the cpuidle driver; under another (or none)
+    an idle vCPU halts at once."""
     try:
         polls = int((sys_root / "module/haltpoll/parameters/guest_halt_poll_ns").read_text())
     except (OSError, ValueError):
@@ -108,7 +109,7 @@ def halt_polling(sys_root: Path = Path("/sys")) -> str:
     except OSError:
         driver = "not known"
     if driver == "haltpoll":
-        return f"{polls} ns"
+        return f"{polls} ns" if polls else "0 ns: an idle vCPU halts at once"
     return f"{polls} ns set, not in effect: the cpuidle driver is {driver}, not haltpoll"
 
 

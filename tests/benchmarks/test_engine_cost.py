@@ -56,3 +56,5 @@ def test_halt_polling_says_whether_it_is_in_effect(tmp_path: Path) -> None:
         "200000 ns set, not in effect: the cpuidle driver is none, not haltpoll")
     (cpuidle / "current_driver").write_text("haltpoll\n")
     assert halt_polling(tmp_path) == "200000 ns"
+    (tmp_path / "module/haltpoll/parameters/guest_halt_poll_ns").write_text("0\n")
+    assert halt_polling(tmp_path) == "0 ns: an idle vCPU halts at once"
