@@ -419,7 +419,8 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     console.print(
         f"Load average {load} on {os.cpu_count()} CPUs: wall-clock figures are noisy "
-        "when other work shares the machine; the CPU columns much less so."
+        "when other work shares the machine, the CPU columns much less so; the host's steal, "
+        "under the tables, moves both."
     )
     for kind in ["sqlite", "postgres"] if args.db == "both" else [args.db]:
         if kind == "postgres" and not postgres_reachable():
