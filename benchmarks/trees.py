@@ -13,10 +13,10 @@ falls on both alike.
 Per workload it prints each tree's median of Shoal's time a subtask, the durable floor's,
 their ratio, and the control plane's and the worker process's CPU a subtask. Beside them, B
 over A: the median of the pairs' own ratios, and in how many pairs B was lower. The same
-ratio is then given over the quiet pairs alone, those where the host's steal (`_steal.py`)
-stayed at or under 2 % in both runs, Shoal's and the floor's runs alike: a pair made under
-steal can be the host's. Every figure is lower-is-better. Each run's figures go to
-`benchmarks/results/trees.json`.
+ratio is then given over the quiet pairs alone: those where the host's steal (`_steal.py`),
+the median over each run's measured runs, Shoal's and the floor's alike, was at most 2 % in
+both runs. A pair made under steal can be the host's. Every figure is lower-is-better.
+Each run's figures go to `benchmarks/results/trees.json`.
 """
 
 from __future__ import annotations
