@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trees import tree_of
+
 HERE = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("SHOAL_BENCH_CYTHON_VENV", HERE / ".cython-venv"))
 PINS = ("Cython==3.1.4", "setuptools==80.9.0")
@@ -171,9 +173,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the folder holding the shoal package to copy (default: src)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    src, out = Path(args.src).resolve(), Path(args.out).resolve()
-    if not (src / "shoal" / "__init__.py").is_file():
-        parser.error(f"{args.src}: no shoal package there")
+    src, out = tree_of(args.src), Path(args.out).resolve()
     if out == src:
         parser.error("OUT must not be the source folder: its shoal/ would be replaced")
     out.mkdir(parents=True, exist_ok=True)
