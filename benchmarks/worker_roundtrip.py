@@ -30,10 +30,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,29 +43,15 @@ import psutil
 import uvloop
 import websockets
 from _api import cpu_seconds
+from _shoal_worker import acks_frame, execute_frame, register, results_of
+from _shoal_worker import worker_process as shoal_worker
 from _steal import counted
 from rich.console import Console
 from rich.table import Table
 
-from shoal.protocol import SERVER_FEATURES, Registered
-
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "worker_roundtrip.json"
 WORKERS = ("shoal", "floor")
-
-# A W2 step's `execute_task` as the control plane sends it (captured from a chain of
-# `bench_dag.py`), its ids made anew at each step.
-STEP: dict[str, Any] = {
-    "v": 1, "type": "execute_task", "attempt_id": "", "fence": 1, "task_id": "",
-    "subtask_id": "", "role": "coder", "tool": "echo", "name": "c3",
-    "instructions": "Overall task: benchmark W2: chain 200\n\nYour subtask: c3\nbenchmark "
-                    "subtask c3\n\nWork in the current directory. Files produced by the "
-                    "subtasks you depend on are already there. Write every file you create "
-                    "inside this directory, using relative paths. When you are done, reply "
-                    "with a short summary of what you did.",
-    "upstream": [{"subtask_id": "", "name": "c2", "output": "ok", "files": []}],
-    "timeout": 900.0, "options": {"privacy_level": "normal", "delay": 0.0, "seq": 1},
-}
 
 
 @dataclass
@@ -91,26 +75,7 @@ class Round:
 def shoal_frame(task_id: str) -> tuple[str, str]:
     """One attempt's `execute_tasks` frame for Shoal's worker, and the attempt's id."""
     attempt = str(uuid.uuid4())
-    step = {**STEP, "attempt_id": attempt, "task_id": task_id, "subtask_id": str(uuid.uuid4()),
-            "upstream": [{**STEP["upstream"][0], "subtask_id": str(uuid.uuid4())}]}
-    return json.dumps({"v": 1, "type": "execute_tasks", "tasks": [step]}), attempt
-
-
-def acks_frame(attempts: list[str]) -> str:
-    """The `acks` of `attempts`' results, as the control plane sends them."""
-    return json.dumps({"v": 1, "type": "acks", "acks": [
-        {"v": 1, "type": "ack", "attempt_id": a, "accepted": True} for a in attempts]})
-
-
-def results_of(raw: str | bytes) -> list[str] | None:
-    """The attempts a frame from Shoal's worker brings results of; None for any other frame
-    (a heartbeat, say)."""
-    msg = json.loads(raw)
-    if msg.get("type") == "task_result":
-        return [msg["attempt_id"]]
-    if msg.get("type") == "task_results":
-        return [r["attempt_id"] for r in msg["results"]]
-    return None
+    return execute_frame([(attempt, 0.0)], task_id), attempt
 
 
 async def shoal_steps(ws: Any, steps: int, trips: list[float] | None) -> None:
@@ -152,10 +117,7 @@ class Plane:
 
     async def serve(self, ws: Any) -> None:
         if self.shoal:
-            await ws.recv()  # its `worker_register`
-            await ws.send(Registered(worker_id=uuid.uuid4(), heartbeat_interval=3600,
-                                     lease_seconds=3600,
-                                     features=list(SERVER_FEATURES)).model_dump_json())
+            await register(ws)
         await self.joined.put(ws)
         await self.done.wait()
 
@@ -163,32 +125,31 @@ class Plane:
 @contextlib.asynccontextmanager
 async def worker_process(worker: str, plane: Plane) -> AsyncIterator[tuple[Any, int]]:
     """A worker process of kind `worker` connected to `plane`: its first connection and its
-    pid. It stops on the way out (its standard input closes)."""
+    pid. It stops on the way out."""
     async with websockets.serve(plane.serve, "127.0.0.1", 0, compression=None) as server:
         port = next(iter(server.sockets)).getsockname()[1]
-        with tempfile.TemporaryDirectory(prefix="shoal-roundtrip-") as name:
-            if worker == "shoal":
-                args = [str(HERE / "_worker.py"), "--url", f"http://127.0.0.1:{port}",
-                        "--slots", "100", "--data-dir", str(Path(name) / "worker"),
-                        "--records", str(Path(name) / "records.json"), "--uvloop"]
-                env = {**os.environ, "SHOAL_BENCH_TOKENS": "roundtrip"}
-            else:
-                args, env = [str(HERE / "_floor.py"), "--worker", f"ws://127.0.0.1:{port}"], None
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, *args, stdin=asyncio.subprocess.PIPE, env=env)
+        spawned = (shoal_worker(f"http://127.0.0.1:{port}", 1) if worker == "shoal"
+                   else floor_worker(f"ws://127.0.0.1:{port}"))
+        async with spawned as pid:
             try:
                 async with asyncio.timeout(60):
                     ws = await plane.joined.get()
-                yield ws, proc.pid
+                yield ws, pid
             finally:
                 plane.done.set()
-                assert proc.stdin is not None
-                proc.stdin.close()
-                try:
-                    await asyncio.wait_for(proc.wait(), 30)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def floor_worker(url: str) -> AsyncIterator[int]:
+    """`_floor.py`'s worker process dialling `url`; its pid. It stops on the way out."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(HERE / "_floor.py"), "--worker", url, stdin=asyncio.subprocess.PIPE)
+    try:
+        yield proc.pid
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        await proc.wait()
 
 
 Steps = Callable[[Any, int, list[float] | None], Awaitable[None]]

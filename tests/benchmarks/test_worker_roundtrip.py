@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from worker_roundtrip import Round, acks_frame, measure, results_of, shoal_frame, summary
+from _shoal_worker import acks_frame, results_of
+from worker_roundtrip import Round, measure, shoal_frame, summary
 
 from shoal.protocol import Acks, ExecuteTasks, parse_server_message
 
