@@ -43,12 +43,15 @@ import sqlite3
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import websockets
 from _floor import WORKERS, Workers, workers_of
+from _shoal_worker import acks_frame, execute_frame, register, results_of, worker_process
 
 _CHANGES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
@@ -405,13 +408,69 @@ class Replay(Workers):
             for attempt, worker in tx.dispatches:
                 frames.setdefault(worker, []).append((attempt, delay))
             for worker, tasks in frames.items():
-                await self.workers[worker].send(json.dumps({"tasks": tasks}))
+                await self.workers[worker].send(self.frame(tasks))
+            await self.stored(tx)
         return time.monotonic() - started
+
+    def frame(self, tasks: list[tuple[str, float]]) -> str:
+        """The frame that sends `tasks` (attempt id, delay) to a worker."""
+        return json.dumps({"tasks": tasks})
+
+    async def stored(self, tx: Tx) -> None:
+        """`tx` has committed and its dispatches are on their way (the floor's worker needs
+        nothing more)."""
+
+
+class ShoalReplay(Replay):
+    """The same replay with Shoal's worker process (`_shoal_worker.py`): the worker protocol's
+    frames, and each result acknowledged once the transaction that stored it has committed,
+    after that transaction's dispatches (the runtime's order). Between this and Shoal lies the
+    control plane's logic alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task_id = str(uuid.uuid4())  # the attempts' task, as the worker sees it
+        self._came_on: dict[str, Any] = {}  # the connection each result came on
+
+    async def serve(self, ws: Any) -> None:
+        """One worker's connection: registered, then each result noted until it closes."""
+        await register(ws)
+        self.workers.append(ws)
+        if len(self.workers) >= WORKERS:
+            self.joined.set()
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in ws:
+                if (done := results_of(raw)) is not None:
+                    for attempt in done:
+                        self._came_on[attempt] = ws
+                    self.received(done)
+
+    def frame(self, tasks: list[tuple[str, float]]) -> str:
+        return execute_frame(tasks, self.task_id)
+
+    async def stored(self, tx: Tx) -> None:
+        """Acknowledge the results `tx` stored, each to the worker that sent it."""
+        acks: dict[Any, list[str]] = {}
+        for attempt in tx.triggers:
+            if (ws := self._came_on.pop(attempt, None)) is not None:
+                acks.setdefault(ws, []).append(attempt)
+        for ws, attempts in acks.items():
+            await ws.send(acks_frame(attempts))
 
 
 @contextlib.asynccontextmanager
-async def replay_server() -> AsyncIterator[Replay]:
-    """The replaying orchestrator with `_floor.py`'s worker process connected."""
-    server = Replay()
-    async with workers_of(server):
-        yield server
+async def replay_server(worker: str = "floor") -> AsyncIterator[Replay]:
+    """The replaying orchestrator with a worker process connected: `_floor.py`'s (`floor`,
+    the durable floor's) or Shoal's own (`shoal`, `_worker.py` as `bench_dag.py` runs it)."""
+    if worker == "floor":
+        server = Replay()
+        async with workers_of(server):
+            yield server
+        return
+    shoal = ShoalReplay()
+    async with websockets.serve(shoal.serve, "127.0.0.1", 0, compression=None) as sockets:
+        port = next(iter(sockets.sockets)).getsockname()[1]
+        async with worker_process(f"http://127.0.0.1:{port}", WORKERS):
+            async with asyncio.timeout(60):
+                await shoal.joined.wait()
+            yield shoal

@@ -8,9 +8,13 @@ warm-up), then once more while its transactions are recorded, from a copy of its
 taken just before (`_same_writes.py`). Shoal stops; the durable floor (`_floor.py`) runs the
 same workloads on its own small tables; then the recordings are replayed, each `--repeat`
 times on a fresh copy of its database, by an orchestrator with no Shoal logic and the
-floor's worker process. Each figure is the median; "÷ same writes" is what Shoal's logic
-costs beside its own writes, "same writes ÷ floor" what those writes cost beside the
-floor's. The statements and pages columns describe one recorded run.
+floor's worker process, and again with Shoal's own worker process (`_shoal_worker.py`: the
+worker protocol's frames, each result acknowledged after the transaction that stored it).
+Each figure is the median; "÷ same writes + worker" is what the control plane's logic costs
+beside its own writes and its own worker, "same writes ÷ floor" what those writes cost beside
+the floor's, and "same writes + worker ÷ floor" the two together: the least a step of Shoal's
+could take with no control-plane logic at all. The transactions and statements columns
+describe one recorded run.
 """
 
 from __future__ import annotations
@@ -99,11 +103,12 @@ async def target(kind: str, dump: Path) -> AsyncIterator[SqliteTarget | Postgres
 
 
 async def replayed(kind: str, works: list[Workload], recorded: dict[str, list[Tx]],
-                   scratch: Path, repeat: int) -> dict[str, list[float]]:
+                   scratch: Path, repeat: int, worker: str = "floor") -> dict[str, list[float]]:
     """Each recording replayed `repeat` times (after one unmeasured turn), each time on a
-    fresh copy of the database it was recorded on."""
+    fresh copy of the database it was recorded on, with `worker`'s worker process (the
+    floor's, or Shoal's)."""
     times: dict[str, list[float]] = {w.key: [] for w in works}
-    async with replay_server() as replay:
+    async with replay_server(worker) as replay:
         for turn in range(repeat + 1):
             for work in works:
                 async with target(kind, scratch / f"{work.key}.db") as on:
@@ -138,25 +143,29 @@ async def measure(kind: str, args: argparse.Namespace) -> list[
                 for work in works:
                     floor[work.key].append(await low.run(work.dag, work.delay))
         same = await replayed(kind, works, recorded, scratch, args.repeat)
-    return [(w, {"shoal": shoal[w.key], "floor": floor[w.key], "same": same[w.key]},
-             recorded[w.key]) for w in works]
+        worker = await replayed(kind, works, recorded, scratch, args.repeat, worker="shoal")
+    return [(w, {"shoal": shoal[w.key], "floor": floor[w.key], "same": same[w.key],
+                 "worker": worker[w.key]}, recorded[w.key]) for w in works]
 
 
 def table(kind: str, results: list[tuple[Workload, dict[str, list[float]], list[Tx]]],
           repeat: int) -> Table:
     """The comparison on `kind`, one row per workload."""
     out = Table(title=f"Shoal beside its own writes with no Shoal logic — {kind} (median of "
-                      f"{repeat})", title_justify="left")
-    for col in ("workload", "Shoal", "same writes", "durable floor", "÷ same writes",
-                "÷ floor", "same writes ÷ floor", "transactions", "statements"):
+                      f"{repeat}; + worker: the same writes with Shoal's worker process)",
+                title_justify="left")
+    for col in ("workload", "Shoal", "same writes + worker", "same writes", "durable floor",
+                "÷ floor", "÷ same writes + worker", "same writes + worker ÷ floor",
+                "same writes ÷ floor", "transactions", "statements"):
         out.add_column(col, justify="left" if col == "workload" else "right")
     for work, times, txs in results:
-        shoal, same, low = (statistics.median(times[k]) for k in ("shoal", "same", "floor"))
+        shoal, worker, same, low = (statistics.median(times[k])
+                                    for k in ("shoal", "worker", "same", "floor"))
         rows = sum(len(p) if many else 1 for tx in txs for _, p, many in tx.statements)
-        out.add_row(work.key, f"{shoal * 1000:.0f} ms", f"{same * 1000:.0f} ms",
-                    f"{low * 1000:.0f} ms", f"{shoal / same:.2f}x", f"{shoal / low:.2f}x",
-                    f"{same / low:.2f}x", str(len(txs)),
-                    f"{sum(len(tx.statements) for tx in txs)} ({rows} rows)")
+        out.add_row(work.key, f"{shoal * 1000:.0f} ms", f"{worker * 1000:.0f} ms",
+                    f"{same * 1000:.0f} ms", f"{low * 1000:.0f} ms", f"{shoal / low:.2f}x",
+                    f"{shoal / worker:.2f}x", f"{worker / low:.2f}x", f"{same / low:.2f}x",
+                    str(len(txs)), f"{sum(len(tx.statements) for tx in txs)} ({rows} rows)")
     return out
 
 

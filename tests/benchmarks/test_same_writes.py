@@ -1,7 +1,8 @@
 """`benchmarks/same_writes.py` replays what Shoal wrote for a run and nothing else: replayed
 on the database as it was before the run, a chain's transactions leave its task's rows as
 Shoal left them, each step waiting for the result that triggered it, on SQLite and on
-PostgreSQL; and the recorder leaves the process as it found it."""
+PostgreSQL, with the durable floor's worker process and with Shoal's own; and the recorder
+leaves the process as it found it."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ async def test_a_replayed_chain_writes_what_shoal_wrote(kind: str, tmp_path: Pat
         shoal = await task_rows(after, task_id)
     assert len(shoal["subtasks"]) == len(work.dag)
     assert len(shoal["attempts"]) == len(work.dag)
-    async with target(kind, tmp_path / "W2.db") as on:
-        assert (await task_rows(on, task_id))["tasks"] == []  # the copy is from before the run
-        async with replay_server() as replay:
-            assert await replay.run(txs, on, work.delay) > 0
-        assert await task_rows(on, task_id) == shoal
+    for worker in ("floor", "shoal"):  # the durable floor's worker process, then Shoal's own
+        async with target(kind, tmp_path / "W2.db") as on:
+            assert (await task_rows(on, task_id))["tasks"] == []  # a copy from before the run
+            async with replay_server(worker) as replay:
+                assert await replay.run(txs, on, work.delay) > 0
+            assert await task_rows(on, task_id) == shoal, worker
