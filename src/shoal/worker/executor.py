@@ -318,7 +318,10 @@ class Executor:
             return
         used, self._used = self._used, []
         self._refilling = self._refilling or refill > 0
-        protect = {str(a.message.task_id) for a in running} if prune else None
+        # The running attempts' tasks, each named once: by the ids' numbers first (a UUID's
+        # hash and text are Python calls, and a burst runs hundreds of attempts of one task).
+        protect = ({str(uuid.UUID(int=n)) for n in {a.message.task_id.int for a in running}}
+                   if prune else None)
         try:
             made = await asyncio.to_thread(self._tidy, used, refill, protect)
         except OSError:
