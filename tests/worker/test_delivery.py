@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from shoal.protocol import (
     Ack,
@@ -58,6 +60,33 @@ async def test_one_acks_message_forgets_every_result_it_names(
         await asyncio.wait_for(acked.wait(), DEADLINE)
         assert worker.delivery.unacked == {}
     assert on_disk(worker) == []
+
+
+async def test_only_a_refused_result_is_a_line_of_the_log_at_info(
+    plane: FakeControlPlane, gate: GateTool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An accepted result, the usual case, is a debug line (at info a line a result would cost
+    the worker more than a short attempt's own work); a refused one says why at info."""
+    worker = make_worker(plane, tmp_path, gate)
+    acked = noting_acks(worker, count=2)
+    with capture_logs() as logs:
+        monkeypatch.setattr(delivery_module, "log", structlog.get_logger("test"))  # (uncached)
+        async with running(worker):
+            await plane.expect(WorkerRegister)
+            kept, lost = execute(), execute()
+            await plane.send(kept)
+            await plane.send(lost)
+            gate.gate.set()
+            for _ in range(2):
+                await plane.expect(TaskResult)
+            await plane.send(Acks(acks=[Ack(attempt_id=kept.attempt_id, accepted=True),
+                                        Ack(attempt_id=lost.attempt_id, accepted=False,
+                                            reason="the attempt lost its lease")]))
+            await asyncio.wait_for(acked.wait(), DEADLINE)
+    lines = [e for e in logs if e["event"] == "worker.result_acknowledged"]
+    assert [(e["attempt_id"], e["reason"]) for e in lines if e["log_level"] == "info"] == [
+        (str(lost.attempt_id), "the attempt lost its lease")]
+    assert all(e["log_level"] == "debug" for e in lines if e["attempt_id"] == str(kept.attempt_id))
 
 
 @pytest.mark.parametrize("saved", [False, True], ids=["in memory", "on disk"])
