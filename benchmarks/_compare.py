@@ -24,6 +24,7 @@ class Role(enum.Enum):
     IN_PROCESS = "Shoal in-process"
     FLOOR = "durable floor"
     SAME_WRITES = "same writes, no Shoal logic"
+    SAME_WRITES_WORKER = "same writes and Shoal's worker, no control-plane logic"
     PEER = "peer"
 
 

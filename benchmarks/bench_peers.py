@@ -15,7 +15,8 @@ Per database, one after the other so none competes with another for the 2 cores:
    of either follows an unmeasured one of the same workload in the same process);
 3. the same writes with no Shoal logic (`same_writes.py`): Shoal's transactions for one run
    of each workload, recorded, then replayed on a copy of its database by an orchestrator
-   that does nothing else, with the durable floor's worker process;
+   that does nothing else, with the durable floor's worker process, then with Shoal's own
+   (the least a run of Shoal's takes with no control-plane logic);
 4. each other peer (`_peers.py`, `peers/*_peer.py`), in its own virtualenv, on a fresh
    database of the same kind: the same DAGs, durable per step as its users would write them
    (each module's docstring says exactly what it measures).
@@ -70,17 +71,23 @@ def shoal_rows(outcomes: list[Outcome]) -> list[Row]:
     return [inside, floor]
 
 
-async def same_writes_row(kind: str, works: list[Workload], repeat: int, *,
-                          uvloop: bool) -> Row:
-    """The same writes with no Shoal logic (`same_writes.py`), or why they did not run."""
+async def same_writes_rows(kind: str, works: list[Workload], repeat: int, *,
+                           uvloop: bool) -> list[Row]:
+    """The same writes with no Shoal logic (`same_writes.py`), with the floor's worker process
+    and with Shoal's own, or why they did not run."""
+    roles = {"floor": Role.SAME_WRITES, "shoal": Role.SAME_WRITES_WORKER}
     try:
-        seconds = await same_writes_seconds(kind, works, repeat, uvloop=uvloop)
-    except Exception as exc:  # the row says so; the rest still runs
-        return Row(Role.SAME_WRITES.value, Role.SAME_WRITES,
-                   failed=f"{type(exc).__name__}: {exc}"[:300])
-    return Row(Role.SAME_WRITES.value, Role.SAME_WRITES, seconds,
-               note="same_writes.py: Shoal's own transactions for the workload, replayed with "
-                    "the floor's worker process and nothing else")
+        seconds = await same_writes_seconds(kind, works, repeat, uvloop=uvloop,
+                                            workers=tuple(roles))
+    except Exception as exc:  # the rows say so; the rest still runs
+        return [Row(role.value, role, failed=f"{type(exc).__name__}: {exc}"[:300])
+                for role in roles.values()]
+    return [Row(Role.SAME_WRITES.value, Role.SAME_WRITES, seconds["floor"],
+                note="same_writes.py: Shoal's own transactions for the workload, replayed with "
+                     "the floor's worker process and nothing else"),
+            Row(Role.SAME_WRITES_WORKER.value, Role.SAME_WRITES_WORKER, seconds["shoal"],
+                note="the same, with Shoal's own worker process: the least a run of Shoal's "
+                     "takes with no control-plane logic")]
 
 
 async def one_database(kind: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
@@ -90,7 +97,7 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
     outcomes, commits = await bench_database(kind, args)
     render(kind, outcomes, console, args.repeat, commits)
     print_steal(outcomes, console)
-    same = await same_writes_row(kind, works, args.repeat, uvloop=args.uvloop)
+    same = await same_writes_rows(kind, works, args.repeat, uvloop=args.uvloop)
     paired = None if args.no_peers else Paired(kind, args.quick)
     try:
         api = await api_row(kind, works, args.repeat,
@@ -101,7 +108,7 @@ async def one_database(kind: str, args: argparse.Namespace, console: Console) ->
         *(paired.rows.values() if api.seconds else await peer_rows(
             kind, args.quick, args.repeat, args.only, paired=True)),
         *await peer_rows(kind, args.quick, args.repeat, args.only, paired=False)]
-    rows = [api, *shoal_rows(outcomes), same, *peers]
+    rows = [api, *shoal_rows(outcomes), *same, *peers]
     console.print(table(kind, works, rows, args.repeat))
     paired_steal = describe({f"{row.label}'s": row.steal for row in (api, *peers)})
     if paired_steal:

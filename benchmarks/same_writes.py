@@ -119,12 +119,15 @@ async def replayed(kind: str, works: list[Workload], recorded: dict[str, list[Tx
 
 
 async def same_writes_seconds(kind: str, works: list[Workload], repeat: int, *,
-                              uvloop: bool = True) -> dict[str, list[float]]:
-    """The same writes' makespans of each workload on `kind`: one run of each by Shoal
-    recorded (after its warm-up), then replayed `repeat` times."""
+                              uvloop: bool = True, workers: tuple[str, ...] = ("floor",),
+                              ) -> dict[str, dict[str, list[float]]]:
+    """The same writes' makespans of each workload on `kind`, with each of `workers`' worker
+    process (by worker, then workload): one run of each by Shoal recorded (after its
+    warm-up), then replayed `repeat` times with each."""
     with tempfile.TemporaryDirectory(prefix="shoal-same-") as name:
         _, recorded, _ = await recorded_runs(kind, works, 0, Path(name), uvloop=uvloop)
-        return await replayed(kind, works, recorded, Path(name), repeat)
+        return {worker: await replayed(kind, works, recorded, Path(name), repeat, worker)
+                for worker in workers}
 
 
 async def measure(kind: str, args: argparse.Namespace) -> list[

@@ -31,12 +31,13 @@ def rows() -> list[Row]:
         Row("peer", Role.PEER, {"W1": [0.036], "W3": [0.4]}, note="peer 1.0"),
         Row("broken", Role.PEER, failed="ImportError: no module named peer"),
         Row("same", Role.SAME_WRITES, {"W1": [0.004]}),  # not measured on W3
+        Row("same + worker", Role.SAME_WRITES_WORKER, {"W1": [0.005]}),
     ]
 
 
 def test_figures_are_ratios_to_the_floor_and_to_shoal_through_the_api() -> None:
     every = rows()
-    api, inside, floor, peer, _, _ = every
+    api, inside, floor, peer, _, _, worker = every
     assert figures(W1, api, every).makespan == pytest.approx(0.018)  # the median of three
     assert figures(W1, api, every).headline == pytest.approx(3.0)  # 18 ms / 6 subtasks
     assert figures(W1, peer, every).over_floor == pytest.approx(12.0)
@@ -45,6 +46,10 @@ def test_figures_are_ratios_to_the_floor_and_to_shoal_through_the_api() -> None:
     assert figures(W3, floor, every).api_lead == pytest.approx(0.5)
     assert figures(W1, inside, every).over_same == pytest.approx(1.5)  # 6 ms ÷ 4 ms
     assert math.isnan(figures(W3, inside, every).over_same)
+    # The same writes with Shoal's worker: a row beside the others, over the floor and the
+    # same writes with the floor's worker; the same writes' reference stays that row.
+    assert figures(W1, worker, every).over_floor == pytest.approx(5 / 3)
+    assert figures(W1, worker, every).over_same == pytest.approx(1.25)
 
 
 def test_a_row_that_did_not_run_says_why_and_the_others_are_unaffected() -> None:
