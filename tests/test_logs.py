@@ -7,8 +7,10 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from shoal.logs import MASK, redact
+from shoal.logs import _SECRET_SHAPES, MASK, redact
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsInR5cGUiOiJhY2Nlc3MifQ."
        "c2lnbmF0dXJlLWJ5dGVzLWhlcmU")
@@ -38,6 +40,30 @@ def test_redact_leaves_ordinary_fields_alone() -> None:
     """Token counts, subtask keys and plain URLs are not secrets."""
     line = "subtask.done key=planner input_tokens=512 url=http://127.0.0.1:8000/api/v1/tasks"
     assert redact(line) == line
+
+
+def _every_shape(text: str) -> str:
+    """`redact` without its shortcut: every shape's pattern run on the line, in order."""
+    for pattern, replacement, _ in _SECRET_SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# Pieces of lines: the secrets' own shapes, the pieces `redact` looks for before a pattern, and
+# the text around them, so that generated lines hold secrets, near-secrets and neither.
+_PIECES = [JWT, "eyJ", "eyJabcd.eyJefgh.", "shw_", "shl_", "shs_", "sh", "Q2hlY2tTZWNyZXQ",
+           "sk-", "sk-proj-abcdefghijklmnop", "AIza", "AIzaSyA-1234567890abcdefghijklmnopq",
+           "://", "postgresql://shoal:hunter2@db", "@", ":", "=", "?", "&", "token", "TOKEN",
+           "password", "api_key", "Bearer ", "basic ", "BASIC  ", "abcdefgh12345678", " ", "-",
+           "_", "/", "worker.attempt_finished", "attempt_id=", "[info     ] "]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+def test_a_shape_skipped_for_want_of_its_pieces_could_not_have_matched(line: str) -> None:
+    """`redact` runs a shape's pattern only where the line holds a piece the pattern needs:
+    the line comes out as if every pattern had run."""
+    assert redact(line) == _every_shape(line)
 
 
 def _run(code: str) -> str:

@@ -21,20 +21,26 @@ from typing import Any
 import structlog
 
 MASK = "[redacted]"
-_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
+# Each shape of secret, its replacement, and the pieces of text it cannot match without one of
+# (none: it always runs). `redact` skips a shape whose pieces are all absent from the line as
+# it stands by then, which changes nothing: such a pattern finds no match. Running all seven
+# on an ordinary line took half of its redaction, some 12 µs of a line's 55 (a worker writes
+# one an attempt at the default level).
+_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     # A JWT: three base64url parts, the first two JSON objects (`{"` encodes as `eyJ`).
-    (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),
+    (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK, ("eyJ",)),
     # Shoal's opaque tokens (worker tokens, one-time login links, share links).
-    (re.compile(r"\bsh[wls]_[A-Za-z0-9_-]{8,}"), MASK),
+    (re.compile(r"\bsh[wls]_[A-Za-z0-9_-]{8,}"), MASK, ("shw_", "shl_", "shs_")),
     # Vendor API keys: OpenAI and Anthropic (`sk-…`, `sk-ant-…`), Google (`AIza…`).
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK, ("sk-",)),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK, ("AIza",)),
     # A password inside a URL: scheme://user:password@host.
-    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*):[^\s@/]+@"), rf"\1:{MASK}@"),
+    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*):[^\s@/]+@"), rf"\1:{MASK}@",
+     ("://",)),
     # Credentials in a query string or a header-like `key=value`.
     (re.compile(r"(?i)((?:^|[?&;,\s])(?:access_token|refresh_token|token|api_key|apikey|password"
-                r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}"),
+                r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}", ("=",)),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}", ()),
 )
 # Field names whose values are secrets: `password`, `worker_token`, `secret_key`, `api_key`…
 # (not `input_tokens`: a name must end in one of these words).
@@ -44,8 +50,9 @@ _SECRET_FIELD = re.compile(r"(?i)(?:^|_)(password|passwd|secret|secret_key|token
 
 def redact(text: str) -> str:
     """`text` with every known shape of secret masked."""
-    for pattern, replacement in _SECRET_SHAPES:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, needs in _SECRET_SHAPES:
+        if not needs or any(piece in text for piece in needs):
+            text = pattern.sub(replacement, text)
     return text
 
 
