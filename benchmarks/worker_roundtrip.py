@@ -2,6 +2,7 @@
 driven by the same control plane with no logic and no store, one attempt at a time.
 
     .venv/bin/python benchmarks/worker_roundtrip.py [--steps 1000] [--rounds 3] [--warm 200]
+                                                    [--burst N]
 
 A W2 step is the control plane's work (decide, store, send) and then the worker's: the
 `execute_task` read, the attempt run, its result written back. `same_writes.py` prices
@@ -17,7 +18,9 @@ Shoal's writes beside the floor's; this prices the other half. A WebSocket serve
   one result.
 
 Each round starts a worker process, runs `--warm` steps, then `--steps` measured; the two
-take turns round by round, so the machine's drift over the minutes falls on both. Per
+take turns round by round, so the machine's drift over the minutes falls on both. With
+`--burst N` a step is N attempts in one frame, its round trip running to the last result, as
+a fan-out's layer reaches a worker (W1's 200 middle subtasks). Per
 worker: the round trip (the server's write of the attempt to its read of the result), p50 and
 p90 in µs, and the worker process's CPU per attempt; then Shoal's over the floor's, which is
 what Shoal's worker adds to a W2 step beside the floor's. Results go to
@@ -63,45 +66,53 @@ class Round:
     trips: list[float] = field(default_factory=list)
     cpu: float = 0.0
     steal: list[float] = field(default_factory=list)
+    burst: int = 1  # attempts a step (one frame)
 
     def figures(self) -> dict[str, float]:
-        """p50 and p90 of the round trip in µs, and the worker's CPU per attempt in µs."""
+        """p50 and p90 of a step's round trip in µs, and the worker's CPU per attempt in µs."""
         trips = sorted(self.trips)
         return {"p50_us": statistics.median(trips) * 1e6,
                 "p90_us": trips[int(0.9 * (len(trips) - 1))] * 1e6,
-                "cpu_us": self.cpu / len(trips) * 1e6}
+                "cpu_us": self.cpu / (len(trips) * self.burst) * 1e6}
 
 
-def shoal_frame(task_id: str) -> tuple[str, str]:
-    """One attempt's `execute_tasks` frame for Shoal's worker, and the attempt's id."""
-    attempt = str(uuid.uuid4())
-    return execute_frame([(attempt, 0.0)], task_id), attempt
+def shoal_frame(task_id: str, burst: int = 1) -> tuple[str, list[str]]:
+    """An `execute_tasks` frame of `burst` attempts for Shoal's worker, and their ids."""
+    attempts = [str(uuid.uuid4()) for _ in range(burst)]
+    return execute_frame([(a, 0.0) for a in attempts], task_id), attempts
 
 
-async def shoal_steps(ws: Any, steps: int, trips: list[float] | None) -> None:
-    """`steps` steps with Shoal's worker on `ws`; each round trip appended to `trips`."""
+async def shoal_steps(ws: Any, steps: int, trips: list[float] | None, burst: int = 1) -> None:
+    """`steps` steps with Shoal's worker on `ws`, each `burst` attempts in one frame; each
+    step's round trip (until its last result) appended to `trips`."""
     task_id = str(uuid.uuid4())
     acks: str | None = None
     for _ in range(steps):
-        frame, _ = shoal_frame(task_id)
+        frame, attempts = shoal_frame(task_id, burst)
         began = time.perf_counter()
         await ws.send(frame)
-        if acks is not None:  # the last step's, after this one's attempt (the runtime's order)
+        if acks is not None:  # the last step's, after this one's attempts (the runtime's order)
             await ws.send(acks)
-        while (done := results_of(await ws.recv())) is None:
-            pass
+        left, done = set(attempts), []
+        while left:
+            if (came := results_of(await ws.recv())) is not None:  # (else a heartbeat, say)
+                left.difference_update(came)
+                done += came
         if trips is not None:
             trips.append(time.perf_counter() - began)
         acks = acks_frame(done)
 
 
-async def floor_steps(ws: Any, steps: int, trips: list[float] | None) -> None:
-    """`steps` steps with the floor's worker on `ws`."""
+async def floor_steps(ws: Any, steps: int, trips: list[float] | None, burst: int = 1) -> None:
+    """`steps` steps with the floor's worker on `ws`, each `burst` attempts in one frame."""
     for _ in range(steps):
-        frame = json.dumps({"tasks": [[str(uuid.uuid4()), 0]]})
+        attempts = [str(uuid.uuid4()) for _ in range(burst)]
+        frame = json.dumps({"tasks": [[a, 0] for a in attempts]})
         began = time.perf_counter()
         await ws.send(frame)
-        await ws.recv()  # {"results": [...]}: its one attempt
+        left = set(attempts)
+        while left:
+            left.difference_update(json.loads(await ws.recv())["results"])
         if trips is not None:
             trips.append(time.perf_counter() - began)
 
@@ -152,30 +163,31 @@ async def floor_worker(url: str) -> AsyncIterator[int]:
         await proc.wait()
 
 
-Steps = Callable[[Any, int, list[float] | None], Awaitable[None]]
+Steps = Callable[[Any, int, list[float] | None, int], Awaitable[None]]
 STEPS: dict[str, Steps] = {"shoal": shoal_steps, "floor": floor_steps}
 
 
-async def one_round(worker: str, steps: int, warm: int) -> Round:
-    """A fresh worker process of kind `worker`: `warm` steps, then `steps` measured."""
+async def one_round(worker: str, steps: int, warm: int, burst: int = 1) -> Round:
+    """A fresh worker process of kind `worker`: `warm` steps, then `steps` measured, each of
+    `burst` attempts."""
     run = STEPS[worker]
-    out = Round(worker)
+    out = Round(worker, burst=burst)
     async with worker_process(worker, Plane(shoal=worker == "shoal")) as (ws, pid):
-        await run(ws, warm, None)
+        await run(ws, warm, None, burst)
         proc = psutil.Process(pid)
         with counted(out.steal):
             before = cpu_seconds(proc)
-            await run(ws, steps, out.trips)
+            await run(ws, steps, out.trips, burst)
             out.cpu = cpu_seconds(proc) - before
     return out
 
 
-async def measure(steps: int, rounds: int, warm: int) -> list[Round]:
+async def measure(steps: int, rounds: int, warm: int, burst: int = 1) -> list[Round]:
     """`rounds` rounds of each worker, taking turns (the first worker alternates too)."""
     out = []
     for r in range(rounds):
         for worker in (WORKERS if r % 2 == 0 else WORKERS[::-1]):
-            out.append(await one_round(worker, steps, warm))
+            out.append(await one_round(worker, steps, warm, burst))
     return out
 
 
@@ -195,9 +207,11 @@ def summary(rounds: list[Round]) -> dict[str, Any]:
     return figures
 
 
-def render(figures: dict[str, Any], steps: int, console: Console) -> None:
+def render(figures: dict[str, Any], steps: int, console: Console, burst: int = 1) -> None:
     """The table: each worker's figures, and what Shoal's adds."""
-    table = Table(title=f"A worker's side of a chain's step (medians of each worker's rounds, "
+    shape = ("a chain's step" if burst == 1 else
+             f"a fan-out's layer ({burst} attempts a frame, the round trip to the last result)")
+    table = Table(title=f"A worker's side of {shape} (medians of each worker's rounds, "
                         f"{steps} steps a round)")
     for col in ("worker", "round trip p50", "p90", "worker CPU / attempt", "steal"):
         table.add_column(col, justify="left" if col == "worker" else "right")
@@ -216,17 +230,23 @@ def render(figures: dict[str, Any], steps: int, console: Console) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps a round (default 1,000, or 10,000 attempts' worth of bursts)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warm", type=int, default=200)
+    parser.add_argument("--warm", type=int, default=None,
+                        help="unmeasured steps first (default a fifth of --steps)")
+    parser.add_argument("--burst", type=int, default=1,
+                        help="attempts a step, in one frame: 1 is W2's step, 200 W1's layer")
     args = parser.parse_args()
-    if min(args.steps, args.rounds) < 1 or args.warm < 0:
-        parser.error("--steps and --rounds must be at least 1, --warm at least 0")
-    rounds = uvloop.run(measure(args.steps, args.rounds, args.warm))
+    steps = args.steps or (1000 if args.burst == 1 else max(10, 10_000 // args.burst))
+    warm = steps // 5 if args.warm is None else args.warm
+    if min(steps, args.rounds, args.burst) < 1 or warm < 0:
+        parser.error("--steps, --rounds and --burst must be at least 1, --warm at least 0")
+    rounds = uvloop.run(measure(steps, args.rounds, warm, args.burst))
     figures = summary(rounds)
-    render(figures, args.steps, Console(width=120))
+    render(figures, steps, Console(width=120), args.burst)
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"steps": args.steps, "figures": figures,
+    RESULTS.write_text(json.dumps({"steps": steps, "burst": args.burst, "figures": figures,
                                    "rounds": [{"worker": r.worker, **r.figures()}
                                               for r in rounds]}, indent=2))
     print(f"Results written to {RESULTS.relative_to(HERE.parent)}")

@@ -18,14 +18,14 @@ from shoal.protocol import Acks, ExecuteTasks, parse_server_message
 
 
 def test_the_frames_are_the_protocols_own() -> None:
-    frame, attempt = shoal_frame("7d3f9c2e-0000-4000-8000-000000000001")
+    frame, (attempt,) = shoal_frame("7d3f9c2e-0000-4000-8000-000000000001")
     message = parse_server_message(frame)  # what the worker reads, checked as it checks it
     assert isinstance(message, ExecuteTasks)
     (step,) = message.tasks
     assert str(step.attempt_id) == attempt
     assert step.tool == "echo"
     assert len(step.upstream) == 1
-    second, other = shoal_frame("7d3f9c2e-0000-4000-8000-000000000001")
+    second, (other,) = shoal_frame("7d3f9c2e-0000-4000-8000-000000000001")
     assert other != attempt  # every step its own attempt and subtask
     assert json.loads(second)["tasks"][0]["subtask_id"] != str(step.subtask_id)
     acks = parse_server_message(acks_frame([attempt, other]))
@@ -65,3 +65,11 @@ async def test_both_workers_run_a_short_chain() -> None:
         assert len(r.trips) == 20
         assert all(0 < trip < 5 for trip in r.trips)
         assert r.cpu > 0  # the worker process's, read from its threads
+
+
+async def test_both_workers_run_bursts_and_the_cpu_is_counted_an_attempt() -> None:
+    rounds = await measure(steps=3, rounds=1, warm=1, burst=25)
+    assert [(r.worker, r.burst, len(r.trips)) for r in rounds] == [("shoal", 25, 3),
+                                                                   ("floor", 25, 3)]
+    for r in rounds:  # a step waits for every result of its frame
+        assert r.figures()["cpu_us"] == pytest.approx(r.cpu / 75 * 1e6)
