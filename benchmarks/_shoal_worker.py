@@ -74,21 +74,30 @@ async def register(ws: Any) -> None:
 @contextlib.asynccontextmanager
 async def worker_process(url: str, workers: int) -> AsyncIterator[int]:
     """`_worker.py` with `workers` workers of 100 slots dialling `url` (http://host:port);
-    its pid. It stops on the way out (its standard input closes)."""
+    its pid. It stops on the way out."""
     with tempfile.TemporaryDirectory(prefix="shoal-bench-worker-") as name:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(HERE / "_worker.py"), "--url", url, "--slots", "100",
-            "--data-dir", str(Path(name) / "worker"), "--records",
-            str(Path(name) / "records.json"), "--uvloop", stdin=asyncio.subprocess.PIPE,
-            env={**os.environ,
-                 "SHOAL_BENCH_TOKENS": ",".join(f"bench-{i}" for i in range(workers))})
-        try:
+        tokens = ",".join(f"bench-{i}" for i in range(workers))
+        async with child(str(HERE / "_worker.py"), "--url", url, "--slots", "100",
+                         "--data-dir", str(Path(name) / "worker"),
+                         "--records", str(Path(name) / "records.json"), "--uvloop",
+                         env={**os.environ, "SHOAL_BENCH_TOKENS": tokens}) as proc:
             yield proc.pid
-        finally:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def child(*args: str, env: dict[str, str] | None = None,
+                ) -> AsyncIterator[asyncio.subprocess.Process]:
+    """This Python running `args`, a benchmark's worker process: stopped on the way out by
+    closing its standard input (killed if it has not ended 30 s later)."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, *args,
+                                                stdin=asyncio.subprocess.PIPE, env=env)
+    try:
+        yield proc
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()

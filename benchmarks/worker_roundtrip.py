@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import json
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,7 +45,7 @@ import psutil
 import uvloop
 import websockets
 from _api import cpu_seconds
-from _shoal_worker import acks_frame, execute_frame, register, results_of
+from _shoal_worker import acks_frame, child, execute_frame, register, results_of
 from _shoal_worker import worker_process as shoal_worker
 from _steal import counted
 from rich.console import Console
@@ -153,14 +152,8 @@ async def worker_process(worker: str, plane: Plane) -> AsyncIterator[tuple[Any, 
 @contextlib.asynccontextmanager
 async def floor_worker(url: str) -> AsyncIterator[int]:
     """`_floor.py`'s worker process dialling `url`; its pid. It stops on the way out."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "_floor.py"), "--worker", url, stdin=asyncio.subprocess.PIPE)
-    try:
+    async with child(str(HERE / "_floor.py"), "--worker", url) as proc:
         yield proc.pid
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        await proc.wait()
 
 
 Steps = Callable[[Any, int, list[float] | None, int], Awaitable[None]]
