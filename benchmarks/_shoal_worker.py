@@ -54,13 +54,18 @@ def acks_frame(attempts: Sequence[str]) -> str:
 
 def results_of(raw: str | bytes) -> list[str] | None:
     """The attempts a frame from the worker brings results of; None for any other frame (a
-    heartbeat, say)."""
+    heartbeat, say). A result that did not succeed (declined for want of a slot, say) stops the
+    benchmark: it would time what no step does."""
     msg = json.loads(raw)
-    if msg.get("type") == "task_result":
-        return [msg["attempt_id"]]
-    if msg.get("type") == "task_results":
-        return [r["attempt_id"] for r in msg["results"]]
-    return None
+    results = ([msg] if msg.get("type") == "task_result" else
+               msg["results"] if msg.get("type") == "task_results" else None)
+    if results is None:
+        return None
+    for result in results:
+        if result["status"] != "succeeded":
+            raise RuntimeError(f"the worker answered {result['status']} for attempt "
+                               f"{result['attempt_id']}: {result.get('error')}")
+    return [result["attempt_id"] for result in results]
 
 
 async def register(ws: Any) -> None:
@@ -72,14 +77,15 @@ async def register(ws: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def worker_process(url: str, workers: int) -> AsyncIterator[int]:
-    """`_worker.py` with `workers` workers of 100 slots dialling `url` (http://host:port);
-    its pid. It stops on the way out."""
+async def worker_process(url: str, workers: int, slots: int = 100) -> AsyncIterator[int]:
+    """`_worker.py` with `workers` workers of `slots` slots dialling `url` (http://host:port),
+    untimed (no stamps: this benchmark times them from outside); its pid. It stops on the way
+    out."""
     with tempfile.TemporaryDirectory(prefix="shoal-bench-worker-") as name:
         tokens = ",".join(f"bench-{i}" for i in range(workers))
-        async with child(str(HERE / "_worker.py"), "--url", url, "--slots", "100",
+        async with child(str(HERE / "_worker.py"), "--url", url, "--slots", str(slots),
                          "--data-dir", str(Path(name) / "worker"),
-                         "--records", str(Path(name) / "records.json"), "--uvloop",
+                         "--records", str(Path(name) / "records.json"), "--uvloop", "--untimed",
                          env={**os.environ, "SHOAL_BENCH_TOKENS": tokens}) as proc:
             yield proc.pid
 

@@ -15,10 +15,13 @@ parent can compare these times with its own:
   last bytes before the message reached the connection (`data_received`); `exec`, the executor
   took the attempt up; `deliver`, its result was handed to delivery.
 
-When standard input closes (or reads `stop`), the workers stop and the records are written as
-JSON to `--records`. Standard input also takes `profile PATH` (cProfile the event loop's thread
-from now on; `PATH.on` is written once it is on) and `unprofile PATH` (stop, and write the
-profile to PATH): `calls_per_subtask.py` counts the worker process's calls with them.
+With `--untimed` the workers are plain `Worker`s and the tool stamps nothing: Shoal's worker
+as a user runs it, for the scripts that only time it from outside (`worker_roundtrip.py`,
+`same_writes.py`); the records stay empty. When standard input closes (or reads `stop`), the
+workers stop and the records are written as JSON to `--records`. Standard input also takes
+`profile PATH` (cProfile the event loop's thread from now on; `PATH.on` is written once it is
+on) and `unprofile PATH` (stop, and write the profile to PATH): `calls_per_subtask.py` counts
+the worker process's calls with them.
 """
 
 from __future__ import annotations
@@ -53,17 +56,19 @@ class NoopTool:
     local = True
     version = "bench"
 
-    def __init__(self, records: Records) -> None:
-        self._records = records
+    def __init__(self, records: Records | None) -> None:
+        self._records = records  # None: no stamps (`--untimed`)
 
     async def run(self, run: ToolRun) -> ToolOutcome:
         """Succeed at once, or after `options["delay"]` seconds."""
-        entry = self._records.setdefault(run.attempt_id, {})
-        entry["tool_start"] = time.monotonic()
+        entry = None if self._records is None else self._records.setdefault(run.attempt_id, {})
+        if entry is not None:
+            entry["tool_start"] = time.monotonic()
         delay = float(run.options.get("delay", 0) or 0)
         if delay > 0:
             await asyncio.sleep(delay)
-        entry["tool_end"] = time.monotonic()
+        if entry is not None:
+            entry["tool_end"] = time.monotonic()
         # A workflow document's role that must answer in JSON (a router, a reviewer) has the
         # answer as its prompt's first line (`bench_workflows.py`); anything else gets "ok".
         first = run.instructions.split("\n", 1)[0]
@@ -148,17 +153,12 @@ async def serve(args: argparse.Namespace) -> None:
     records: Records = {}
     if os.environ.get("SHOAL_BENCH_STAMPS") == "1":
         stamp_steps(records)
-    tool = NoopTool(records)
+    tool = NoopTool(None if args.untimed else records)
     workers = [
-        TimedWorker(
-            args.url,
-            token,
-            settings,
-            tools={"echo": tool},
-            name=f"bench-{i}",
-            slots=args.slots,
-            records=records,
-        )
+        Worker(args.url, token, settings, tools={"echo": tool}, name=f"bench-{i}",
+               slots=args.slots) if args.untimed else
+        TimedWorker(args.url, token, settings, tools={"echo": tool}, name=f"bench-{i}",
+                    slots=args.slots, records=records)
         for i, token in enumerate(tokens)
     ]
     asyncio.get_running_loop().set_default_executor(io_executor(args.slots * len(workers)))
@@ -200,6 +200,8 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--records", required=True)
     parser.add_argument("--uvloop", action="store_true")
+    parser.add_argument("--untimed", action="store_true",
+                        help="plain workers, no stamps: the records stay empty")
     args = parser.parse_args()
     quiet_logs()
     if args.uvloop:

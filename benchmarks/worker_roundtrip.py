@@ -20,11 +20,13 @@ Shoal's writes beside the floor's; this prices the other half. A WebSocket serve
 Each round starts a worker process, runs `--warm` steps, then `--steps` measured; the two
 take turns round by round, so the machine's drift over the minutes falls on both. With
 `--burst N` a step is N attempts in one frame, its round trip running to the last result, as
-a fan-out's layer reaches a worker (W1's 200 middle subtasks). Per
-worker: the round trip (the server's write of the attempt to its read of the result), p50 and
-p90 in µs, and the worker process's CPU per attempt; then Shoal's over the floor's, which is
-what Shoal's worker adds to a W2 step beside the floor's. Results go to
-`benchmarks/results/worker_roundtrip.json`.
+a fan-out's layer reaches a worker (W1's 200 middle subtasks reach each of `bench_dag.py`'s
+two workers as 100). Shoal's worker has a slot for each attempt of a burst, as the control
+plane never sends more attempts than free slots, and runs untimed (no stamps of its own). A
+result that did not succeed stops the run. Per worker: the round trip (the server's write of
+the attempt to its read of the result), p50 and p90 in µs, and the worker process's CPU per
+attempt; then Shoal's over the floor's, which is what Shoal's worker adds to a W2 step beside
+the floor's. Results go to `benchmarks/results/worker_roundtrip.json`.
 """
 
 from __future__ import annotations
@@ -133,12 +135,17 @@ class Plane:
 
 
 @contextlib.asynccontextmanager
-async def worker_process(worker: str, plane: Plane) -> AsyncIterator[tuple[Any, int]]:
-    """A worker process of kind `worker` connected to `plane`: its first connection and its
-    pid. It stops on the way out."""
+async def worker_process(worker: str, plane: Plane, burst: int = 1,
+                         ) -> AsyncIterator[tuple[Any, int]]:
+    """A worker process of kind `worker` connected to `plane`, with a slot for each attempt
+    of a `burst`: its first connection and its pid. It stops on the way out."""
     async with websockets.serve(plane.serve, "127.0.0.1", 0, compression=None) as server:
         port = next(iter(server.sockets)).getsockname()[1]
-        spawned = (shoal_worker(f"http://127.0.0.1:{port}", 1) if worker == "shoal"
+        # The control plane never sends a worker more attempts than it has free slots: a
+        # burst finds as many (a frame larger would take the reader's slower path, and be
+        # declined in part).
+        slots = max(100, burst)
+        spawned = (shoal_worker(f"http://127.0.0.1:{port}", 1, slots) if worker == "shoal"
                    else floor_worker(f"ws://127.0.0.1:{port}"))
         async with spawned as pid:
             try:
@@ -165,7 +172,7 @@ async def one_round(worker: str, steps: int, warm: int, burst: int = 1) -> Round
     `burst` attempts."""
     run = STEPS[worker]
     out = Round(worker, burst=burst)
-    async with worker_process(worker, Plane(shoal=worker == "shoal")) as (ws, pid):
+    async with worker_process(worker, Plane(shoal=worker == "shoal"), burst) as (ws, pid):
         await run(ws, warm, None, burst)
         proc = psutil.Process(pid)
         with counted(out.steal):
@@ -229,12 +236,14 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=None,
                         help="unmeasured steps first (default a fifth of --steps)")
     parser.add_argument("--burst", type=int, default=1,
-                        help="attempts a step, in one frame: 1 is W2's step, 200 W1's layer")
+                        help="attempts a step, in one frame (at most 256, a worker's slots): 1 is "
+                             "W2's step, 100 what each of W1's two workers gets of its layer")
     args = parser.parse_args()
     steps = args.steps or (1000 if args.burst == 1 else max(10, 10_000 // args.burst))
     warm = steps // 5 if args.warm is None else args.warm
-    if min(steps, args.rounds, args.burst) < 1 or warm < 0:
-        parser.error("--steps, --rounds and --burst must be at least 1, --warm at least 0")
+    if min(steps, args.rounds, args.burst) < 1 or warm < 0 or args.burst > 256:
+        parser.error("--steps and --rounds must be at least 1, --burst 1 to 256, --warm at "
+                     "least 0")
     rounds = uvloop.run(measure(steps, args.rounds, warm, args.burst))
     figures = summary(rounds)
     render(figures, steps, Console(width=120), args.burst)

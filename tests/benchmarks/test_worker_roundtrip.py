@@ -35,10 +35,19 @@ def test_the_frames_are_the_protocols_own() -> None:
 
 
 def test_a_result_is_told_from_other_frames() -> None:
-    assert results_of('{"type": "task_result", "attempt_id": "a"}') == ["a"]
-    assert results_of('{"type": "task_results", "results": [{"attempt_id": "a"}, '
-                      '{"attempt_id": "b"}]}') == ["a", "b"]
+    assert results_of('{"type": "task_result", "attempt_id": "a", "status": "succeeded"}') == [
+        "a"]
+    assert results_of('{"type": "task_results", "results": ['
+                      '{"attempt_id": "a", "status": "succeeded"}, '
+                      '{"attempt_id": "b", "status": "succeeded"}]}') == ["a", "b"]
     assert results_of('{"type": "heartbeat"}') is None
+
+
+def test_a_result_that_did_not_succeed_stops_the_benchmark() -> None:
+    with pytest.raises(RuntimeError, match="declined for attempt b: worker has no free slot"):
+        results_of('{"type": "task_results", "results": ['
+                   '{"attempt_id": "a", "status": "succeeded"}, {"attempt_id": "b", '
+                   '"status": "declined", "error": "worker has no free slot"}]}')
 
 
 def test_the_summary_takes_each_workers_medians_then_compares() -> None:
@@ -73,3 +82,10 @@ async def test_both_workers_run_bursts_and_the_cpu_is_counted_an_attempt() -> No
                                                                    ("floor", 25, 3)]
     for r in rounds:  # a step waits for every result of its frame
         assert r.figures()["cpu_us"] == pytest.approx(r.cpu / 75 * 1e6)
+
+
+async def test_a_burst_past_a_hundred_finds_a_slot_for_each_attempt() -> None:
+    # A worker of 100 slots declines part of a frame of 150 (and reads the frame twice): the
+    # benchmark's worker has a slot for each, as the control plane would send it no more.
+    (shoal, floor) = await measure(steps=1, rounds=1, warm=0, burst=150)
+    assert (shoal.worker, len(shoal.trips), floor.worker) == ("shoal", 1, "floor")
