@@ -349,20 +349,41 @@ class Executor:
 
 
 async def _call_tool(tool: Tool, run: ToolRun) -> tuple[ResultStatus, ToolOutcome]:
-    """Run `tool` under the attempt's time limit; its errors become a failed outcome."""
-    scope = asyncio.timeout(run.timeout)
+    """Run `tool` under the attempt's time limit; its errors become a failed outcome.
+
+    The limit works as `asyncio.timeout` does: a timer of the loop cancels this task, and the
+    cancellation it caused (and only that one) becomes the `timed_out` result. Without the
+    scope object, its state machine and its rescheduling: some 3 µs an attempt on uvloop
+    (4 against 1), a twentieth of what the worker spends on a short attempt."""
+    task = asyncio.current_task()
+    assert task is not None  # a coroutine run by the loop
+    expired: list[bool] = []
+    cancelling = task.cancelling()
+    timer = asyncio.get_running_loop().call_later(run.timeout, _expire, task, expired)
     try:
-        async with scope:
-            outcome = await tool.run(run)
-    except TimeoutError as exc:
-        if not scope.expired():
-            return "failed", ToolOutcome(status="failed", error=describe(exc))
+        outcome = await tool.run(run)
+    except asyncio.CancelledError:
+        # Another cancellation as well (the control plane's, the worker stopping) wins.
+        if not expired or task.uncancel() > cancelling:
+            raise
         limit = f"The attempt ran past its time limit of {run.timeout:g} seconds and was stopped."
         return "timed_out", ToolOutcome(status="failed", error=limit)
     except Exception as exc:
+        if expired:  # the tool turned the cancellation into an error of its own
+            task.uncancel()
         log.warning("worker.tool_failed", attempt_id=str(run.attempt_id), exc_info=True)
         return "failed", ToolOutcome(status="failed", error=describe(exc))
+    finally:
+        timer.cancel()
+    if expired:  # the tool swallowed the cancellation and returned: its outcome stands
+        task.uncancel()
     return outcome.status, outcome
+
+
+def _expire(task: asyncio.Task[Any], expired: list[bool]) -> None:
+    """The time limit has passed: stop the attempt's task (`_call_tool`)."""
+    expired.append(True)
+    task.cancel()
 
 
 def _tool_run(msg: ExecuteTask, workspace: Path, stream: LogStream,
