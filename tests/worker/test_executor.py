@@ -188,6 +188,7 @@ async def test_pruning_keeps_the_folders_of_the_tasks_still_running(
     """Every PRUNE_EVERY attempts the oldest task folders past KEEP_WORKSPACES go, but never
     the folder of a task an attempt still running belongs to, however old."""
     monkeypatch.setattr(executor_module, "PRUNE_EVERY", 1)
+    monkeypatch.setattr(executor_module, "PRUNE_SECONDS", 0.0)
     tool = RecordingTool()
     executor = await _executor(tmp_path, tool)
     busy, done, newest = (_message(write=("out.txt",)) for _ in range(3))
@@ -203,3 +204,27 @@ async def test_pruning_keeps_the_folders_of_the_tasks_still_running(
     await executor.finished([Attempt(_message(busy.task_id))])
     kept = [await asyncio.to_thread(folder.exists) for folder in folders]
     assert kept == [True, False, True]
+
+
+async def test_a_burst_of_attempts_prunes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempts that end close together prune every PRUNE_EVERY attempts only once
+    PRUNE_SECONDS have passed since the last prune: a burst does not run a prune in a thread
+    beside every tenth attempt."""
+    monkeypatch.setattr(executor_module, "PRUNE_EVERY", 2)
+    monkeypatch.setattr(executor_module, "PRUNE_SECONDS", 3600.0)
+    pruned: list[set[str]] = []
+    monkeypatch.setattr(executor_module, "prune_workspaces",
+                        lambda root, *, keep, protect: pruned.append(set(protect)) or [])
+    executor = await _executor(tmp_path, RecordingTool())
+    running = Attempt(_message())
+    for _ in range(10):
+        await executor.outcome(Attempt(_message()))
+        await executor.finished([running])
+    assert pruned == [{str(running.message.task_id)}]  # the second attempt's, then none
+    monkeypatch.setattr(executor_module, "PRUNE_SECONDS", 0.0)
+    executor._next_prune = 0.0  # as if the hour had passed
+    for _ in range(2):
+        await executor.finished([])
+    assert len(pruned) == 2

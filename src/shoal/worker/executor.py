@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 KEEP_WORKSPACES = 20  # task folders kept on disk after their attempts end
-PRUNE_EVERY = 10  # attempts between two prunes of old workspaces
+PRUNE_EVERY = 10  # attempts between two prunes of old workspaces…
+PRUNE_SECONDS = 1.0  # … and seconds, at least (a burst of attempts prunes once, not tenfold)
 PUT_AWAY_EVERY = 16  # used ready folders gathered before one thread job puts them away
 READY_WORKSPACES = 64  # most empty attempt folders kept made ahead of need (ADR 0017)
 ACCEPT_AFTER = 0.25  # seconds an attempt runs before `task_accepted` is sent for it (ADR 0017)
@@ -109,6 +110,7 @@ class Executor:
             tuple[Path, dict[str, str], int], tuple[list[FilePayload], list[RejectedFile]]
         ] = Batcher(self._collect_all)
         self._finished = 0  # attempts finished; workspaces are pruned every PRUNE_EVERY
+        self._next_prune = 0.0  # and not before this time (`time.monotonic()`)
         self._background: set[asyncio.Task[bool]] = set()  # `task_accepted` sends
         # Empty folders made ahead of need, so an attempt that brings no files starts without
         # a folder creation in its path (ADR 0017). Each is used once.
@@ -306,14 +308,20 @@ class Executor:
     async def finished(self, running: Iterable[Attempt]) -> None:
         """After an attempt's result went out: when PUT_AWAY_EVERY used ready folders have
         gathered, put them away; make ready folders when fewer than half are left; and every
-        PRUNE_EVERY attempts prune old workspaces but those of the tasks of the attempts still
-        `running` (read only then). All of it in one thread job, and none most of the time: a
-        hop per attempt costs the worker more than the folders themselves."""
+        PRUNE_EVERY attempts, but not within PRUNE_SECONDS of the last time, prune old
+        workspaces but those of the tasks of the attempts still `running` (read only then).
+        All of it in one thread job, and none most of the time: a hop per attempt costs the
+        worker more than the folders themselves. A prune runs Python in its thread, and so
+        takes the GIL whenever the event loop's thread lets it go for a system call; ten of
+        them in a burst of a hundred short attempts made each attempt cost the worker half as
+        much again (issue 37's thirty-third round)."""
         self._finished += 1
         missing = self._ready_size - len(self._ready)
         refill = (missing if missing > self._ready_size // 2 and not self._refilling
                   and self._workspace_root is not None else 0)
-        prune = self._finished % PRUNE_EVERY == 0
+        prune = self._finished % PRUNE_EVERY == 0 and time.monotonic() >= self._next_prune
+        if prune:
+            self._next_prune = time.monotonic() + PRUNE_SECONDS
         if not (refill or prune or len(self._used) >= PUT_AWAY_EVERY):
             return
         used, self._used = self._used, []
