@@ -44,7 +44,7 @@ def test_redact_leaves_ordinary_fields_alone() -> None:
 
 def _every_shape(text: str) -> str:
     """`redact` without its shortcut: every shape's pattern run on the line, in order."""
-    for pattern, replacement, _ in _SECRET_SHAPES:
+    for pattern, replacement, _, _ in _SECRET_SHAPES:
         text = pattern.sub(replacement, text)
     return text
 
@@ -55,7 +55,13 @@ _PIECES = [JWT, "eyJ", "eyJabcd.eyJefgh.", "shw_", "shl_", "shs_", "sh", "Q2hlY2
            "sk-", "sk-proj-abcdefghijklmnop", "AIza", "AIzaSyA-1234567890abcdefghijklmnopq",
            "://", "postgresql://shoal:hunter2@db", "@", ":", "=", "?", "&", "token", "TOKEN",
            "password", "api_key", "Bearer ", "basic ", "BASIC  ", "abcdefgh12345678", " ", "-",
-           "_", "/", "worker.attempt_finished", "attempt_id=", "[info     ] "]
+           "_", "/", "worker.attempt_finished", "attempt_id=", "[info     ] ",
+           # the case-insensitive words, in other cases and spellings, and characters that
+           # match an ASCII letter under `(?i)` without lowercasing to it (the long s, U+017F;
+           # the Kelvin sign, U+212A)
+           "Token=", "ACCESS_TOKEN=", "refresh_token", "apikey", "Api_Key=", "SECRET",
+           "Secret_Key", "PassWord=", "bEaReR\t", "Basic\n", "bearer", "ba\u017fic ",
+           "api_\u212aey=", "to\u212aen=", ",", ";", "\t", "\u00e9"]
 
 
 @settings(max_examples=500, deadline=None)

@@ -21,26 +21,34 @@ from typing import Any
 import structlog
 
 MASK = "[redacted]"
-# Each shape of secret, its replacement, and the pieces of text it cannot match without one of
-# (none: it always runs). `redact` skips a shape whose pieces are all absent from the line as
-# it stands by then, which changes nothing: such a pattern finds no match. Running all seven
-# on an ordinary line took some 11 µs of a line's 57 (a worker writes one an attempt at the
-# default level).
-_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
+# Each shape of secret, its replacement, the pieces of text it cannot match without one of
+# (none: no such piece), and the same for its case-insensitive words, as they read in a line
+# lowercased. `redact` skips a shape whose pieces are all absent from the line as it stands by
+# then, which changes nothing: such a pattern finds no match. The lowercased pieces are looked
+# for only in a line of ASCII, where lowercasing is exactly the patterns' `(?i)` (elsewhere a
+# character such as U+017F, the long s, or U+212A, the Kelvin sign, matches `s` or `k` under
+# `(?i)` without lowercasing to it): then the pattern runs. Running all seven on an ordinary
+# line took some 11 µs of a line's 57, and the two whose pieces a plain `key=value` line holds
+# (`=`, and none) 12 of its 29 (a worker writes one an attempt at the default level).
+_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str, tuple[str, ...], tuple[str, ...]], ...] = (
     # A JWT: three base64url parts, the first two JSON objects (`{"` encodes as `eyJ`).
-    (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK, ("eyJ",)),
+    (re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK, ("eyJ",),
+     ()),
     # Shoal's opaque tokens (worker tokens, one-time login links, share links).
-    (re.compile(r"\bsh[wls]_[A-Za-z0-9_-]{8,}"), MASK, ("shw_", "shl_", "shs_")),
+    (re.compile(r"\bsh[wls]_[A-Za-z0-9_-]{8,}"), MASK, ("shw_", "shl_", "shs_"), ()),
     # Vendor API keys: OpenAI and Anthropic (`sk-…`, `sk-ant-…`), Google (`AIza…`).
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK, ("sk-",)),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK, ("AIza",)),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), MASK, ("sk-",), ()),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), MASK, ("AIza",), ()),
     # A password inside a URL: scheme://user:password@host.
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*):[^\s@/]+@"), rf"\1:{MASK}@",
-     ("://",)),
-    # Credentials in a query string or a header-like `key=value`.
+     ("://",), ()),
+    # Credentials in a query string or a header-like `key=value` (`access_token=` and
+    # `refresh_token=` hold `token=`; `api_key=`, `apikey=` and `secret_key=` hold `key=`).
     (re.compile(r"(?i)((?:^|[?&;,\s])(?:access_token|refresh_token|token|api_key|apikey|password"
-                r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}", ("=",)),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}", ()),
+                r"|secret|secret_key)=)[^&\s\"']+"), rf"\1{MASK}", ("=",),
+     ("token=", "key=", "password=", "secret=")),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}", (),
+     ("bearer", "basic")),
 )
 # Field names whose values are secrets: `password`, `worker_token`, `secret_key`, `api_key`…
 # (not `input_tokens`: a name must end in one of these words).
@@ -50,9 +58,25 @@ _SECRET_FIELD = re.compile(r"(?i)(?:^|_)(password|passwd|secret|secret_key|token
 
 def redact(text: str) -> str:
     """`text` with every known shape of secret masked."""
-    for pattern, replacement, needs in _SECRET_SHAPES:
-        if not needs or any(piece in text for piece in needs):
-            text = pattern.sub(replacement, text)
+    folded = text.lower() if text.isascii() else None  # None: run the case-insensitive ones
+    for pattern, replacement, needs, words in _SECRET_SHAPES:
+        # Loops, not `any(…)`: a generator for each of seven shapes was most of a line's cost.
+        for piece in needs:
+            if piece in text:
+                break
+        else:
+            if needs:
+                continue
+        if words and folded is not None:
+            for word in words:
+                if word in folded:
+                    break
+            else:
+                continue
+        masked = pattern.sub(replacement, text)
+        if masked is not text:  # (`sub` gives back the same string when nothing matched)
+            text = masked
+            folded = text.lower() if text.isascii() else None
     return text
 
 
