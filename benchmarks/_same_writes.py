@@ -461,7 +461,7 @@ class ShoalReplay(Replay):
 @contextlib.asynccontextmanager
 async def replay_server(worker: str = "floor") -> AsyncIterator[Replay]:
     """The replaying orchestrator with a worker process connected: `_floor.py`'s (`floor`,
-    the durable floor's) or Shoal's own (`shoal`, `_worker.py` as `bench_dag.py` runs it)."""
+    the durable floor's) or Shoal's own (`shoal`, `_worker.py --untimed`)."""
     if worker == "floor":
         server = Replay()
         async with workers_of(server):

@@ -1,7 +1,8 @@
 """Shoal's worker process driven by a benchmark's own server, with no control-plane logic:
 the worker protocol's frames as the control plane sends them, and the process itself
-(`_worker.py`, as `bench_dag.py` runs it). Used by `worker_roundtrip.py` and by the replay of
-the same writes (`_same_writes.py`), each with its own server."""
+(`_worker.py --untimed`: plain workers, without `bench_dag.py`'s stamps). Used by
+`worker_roundtrip.py` and by the replay of the same writes (`_same_writes.py`), each with its
+own server."""
 
 from __future__ import annotations
 
