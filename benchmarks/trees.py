@@ -148,10 +148,14 @@ def table(lines: Sequence[Line], a: Path, b: Path) -> Table:
     return out
 
 
+def python_path(tree: Path) -> str:
+    """`PYTHONPATH` with `tree` first, ahead of what it held and of the editable install."""
+    return os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH", "")])])
+
+
 def bench(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One `bench_dag.py` run with `tree` first on the path; its JSON."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tree), *filter(None, [os.environ.get("PYTHONPATH", "")])])}
+    env = {**os.environ, "PYTHONPATH": python_path(tree)}
     argv = [sys.executable, str(HERE / "bench_dag.py"), "--db", args.db, "--uvloop",
             "--repeat", str(args.repeat), *(["--only", args.only] if args.only else []),
             *(["--quick"] if args.quick else [])]

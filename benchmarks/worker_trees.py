@@ -31,6 +31,7 @@ from typing import Any
 import uvloop
 from rich.console import Console
 from rich.table import Table
+from trees import order, python_path, tree_of
 from worker_roundtrip import one_round
 
 HERE = Path(__file__).resolve().parent
@@ -38,19 +39,11 @@ RESULTS = HERE / "results" / "worker_trees.json"
 FIGURES = {"cpu_us": "worker CPU / attempt", "p50_us": "round trip p50"}
 
 
-def checked_tree(path: str) -> Path:
-    """`path` as a tree: a folder holding a `shoal` package; ValueError if it is not one."""
-    tree = Path(path).resolve()
-    if not (tree / "shoal" / "__init__.py").is_file():
-        raise ValueError(f"{path} holds no `shoal` package (give a checkout's `src`)")
-    return tree
-
-
 @contextlib.contextmanager
 def first_on_path(tree: Path) -> Iterator[None]:
     """`tree` first on `PYTHONPATH` for the processes started meanwhile."""
     before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(tree), *([before] if before else [])])
+    os.environ["PYTHONPATH"] = python_path(tree)
     try:
         yield
     finally:
@@ -62,12 +55,11 @@ def first_on_path(tree: Path) -> Iterator[None]:
 
 async def alternate(trees: dict[str, Path], pairs: int, steps: int,
                     burst: int) -> list[dict[str, Any]]:
-    """`pairs` pairs of rounds, one of each tree, the first tree alternating: each round's
-    tree, pair and figures (`Round.figures`)."""
-    names = list(trees)
+    """`pairs` pairs of rounds, one of each tree (`trees`' "A" and "B"), the first tree
+    alternating: each round's tree, pair and figures (`Round.figures`)."""
     runs = []
     for pair in range(pairs):
-        for name in (names if pair % 2 == 0 else names[::-1]):
+        for name in order(pair):
             with first_on_path(trees[name]):
                 done = await one_round("shoal", steps, steps // 5, burst)
             runs.append({"tree": name, "pair": pair, **done.figures()})
@@ -120,10 +112,7 @@ def main() -> None:
     steps = args.steps or max(10, 20_000 // args.burst)
     if args.pairs < 1 or steps < 1 or not 1 <= args.burst <= 256:
         parser.error("--pairs and --steps must be at least 1, --burst 1 to 256")
-    try:
-        trees = {"A": checked_tree(args.a), "B": checked_tree(args.b)}
-    except ValueError as exc:
-        parser.error(str(exc))
+    trees = {"A": tree_of(args.a), "B": tree_of(args.b)}
     runs = uvloop.run(alternate(trees, args.pairs, steps, args.burst))
     figures = summary(runs)
     render(figures, trees, args.burst, Console(width=120))

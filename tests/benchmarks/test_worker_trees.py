@@ -12,15 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from worker_trees import alternate, checked_tree, first_on_path, summary
+from worker_trees import alternate, first_on_path, summary
 
 SRC = Path(__file__).parents[2] / "src"
-
-
-def test_a_tree_must_hold_a_shoal_package(tmp_path: Path) -> None:
-    assert checked_tree(str(SRC)) == SRC.resolve()
-    with pytest.raises(ValueError, match="holds no `shoal` package"):
-        checked_tree(str(tmp_path))
 
 
 def test_the_tree_goes_first_on_the_path_of_the_processes_started_meanwhile(
