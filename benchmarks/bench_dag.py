@@ -1,6 +1,7 @@
 """DAG scheduling overhead of Shoal, beside a plain-asyncio baseline, on SQLite and PostgreSQL.
 
     .venv/bin/python benchmarks/bench_dag.py [--db sqlite|postgres|both] [--quick]
+        [--history TASKS]
 
 For each database the real control plane runs in this process (`running_server`) and real
 workers run in a second process (`benchmarks/_worker.py`: two `Worker`s over WebSockets with
@@ -30,6 +31,11 @@ next subtask, send `execute_task`) plus two loopback hops; the worker's own time
 The host's share of the machine's CPU time over each measured run (steal, `_steal.py`) is
 printed for Shoal's runs and the floor's: on a virtual machine it moves both figures.
 Results also go to `benchmarks/results/latest.json`.
+
+Each database starts fresh. With `--history TASKS`, Shoal and the floor each first run that
+many tasks of W1's shape, unmeasured, so the measured runs meet a database that already holds
+their rows (202 subtasks and attempts a task), as a server in use does: where each new row's
+key goes in a table's indexes then counts.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -342,6 +348,7 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
                        phases=args.phases) as bench:
         for warm in workloads(quick=True, only="W1,W2"):  # compile, fill caches
             await bench.run(warm)
+        await history(bench.run, args.history, f"Shoal on {kind}")
         for _ in range(args.repeat):
             for outcome in outcomes:
                 with counted(outcome.steal):
@@ -350,6 +357,8 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
     async with floor_on(kind) as low:  # Shoal has stopped: the floor has the machine to itself
         for warm in workloads(quick=True, only="W1,W2"):
             await low.run(warm.dag, warm.delay)
+        await history(lambda work: low.run(work.dag, work.delay), args.history,
+                      f"the floor on {kind}")
         for _ in range(args.repeat):
             for outcome in outcomes:
                 with counted(outcome.floor_steal):
@@ -363,6 +372,17 @@ async def bench_database(kind: str, args: argparse.Namespace) -> tuple[list[Outc
             outcome.baseline.append(await run_baseline(outcome.work.dag, outcome.work.delay))
         attach_timings(outcome, records)
     return outcomes, commits
+
+
+async def history(run: Callable[[Workload], Awaitable[object]], tasks: int, who: str) -> None:
+    """Run `tasks` tasks of W1's shape, unmeasured (`--history`): the database then holds
+    their rows, 202 subtasks and attempts each, before the measured runs begin. Progress goes
+    to standard error every 100 tasks."""
+    shape = next(w for w in workloads(quick=False, only="W1"))
+    for done in range(1, tasks + 1):
+        await run(shape)
+        if done % 100 == 0 or done == tasks:
+            print(f"history for {who}: {done} of {tasks} tasks", file=sys.stderr, flush=True)
 
 
 def print_steal(outcomes: list[Outcome], console: Console) -> None:
@@ -411,6 +431,7 @@ async def main_async(args: argparse.Namespace, console: Console) -> dict[str, An
         "repeat": args.repeat,
         "only": args.only,
         "observe": args.observe,
+        "history": args.history,
         "loop": "uvloop" if args.uvloop else "asyncio",
         "workers": WORKERS,
         "slots_per_worker": SLOTS,
@@ -464,7 +485,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--records", metavar="PREFIX", help="save the worker's raw timestamps to PREFIX.<db>.json")
     add("--phases", action="store_true",
         help="also print the control plane's CPU per subtask by phase of its work (_phases.py)")
+    add("--history", type=int, default=0, metavar="TASKS",
+        help="first run this many W1 tasks, unmeasured, for Shoal and the floor alike: the "
+             "measured runs then meet a database in use (202 subtasks and attempts a task) "
+             "rather than a fresh one (default 0)")
     args = parser.parse_args(argv)
+    if args.history < 0:
+        parser.error("--history must be 0 or more")
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
     return args

@@ -45,6 +45,7 @@ from bench_dag import (
     cluster,
     database,
     floor_on,
+    history,
     postgres_reachable,
     quiet_logs,
 )
@@ -53,13 +54,13 @@ from rich.table import Table
 
 
 async def recorded_runs(kind: str, works: list[Workload], repeat: int, scratch: Path, *,
-                        uvloop: bool = True, after: bool = False,
+                        uvloop: bool = True, after: bool = False, history_tasks: int = 0,
                         ) -> tuple[dict[str, list[float]], dict[str, list[Tx]],
                                    dict[str, uuid.UUID]]:
-    """Shoal's makespans of each workload (`repeat` runs after the warm-up), then one more
-    run of each recorded, on a database of `kind`, copied to `scratch/<key>.db` just before
-    it (`snapshot`; with `after`, to `scratch/<key>.after.db` just after too); and each
-    recorded run's task."""
+    """Shoal's makespans of each workload (`repeat` runs after the warm-up and
+    `history_tasks` W1 tasks: `bench_dag.history`), then one more run of each recorded, on
+    a database of `kind`, copied to `scratch/<key>.db` just before it (`snapshot`; with
+    `after`, to `scratch/<key>.after.db` just after too); and each recorded run's task."""
     makespans: dict[str, list[float]] = {w.key: [] for w in works}
     recorded: dict[str, list[Tx]] = {}
     tasks: dict[str, uuid.UUID] = {}
@@ -67,6 +68,7 @@ async def recorded_runs(kind: str, works: list[Workload], repeat: int, scratch: 
         async with cluster(kind, uvloop=uvloop) as bench:
             for warm in workloads(quick=True, only="W1,W2"):
                 await bench.run(warm)
+            await history(bench.run, history_tasks, f"Shoal on {kind}")
             for _ in range(repeat):
                 for work in works:
                     makespans[work.key].append((await bench.run(work)).makespan)

@@ -4,7 +4,7 @@ replayed alone on a copy of the database from before the run, one after another;
 WAL frames a commit writes.
 
     .venv/bin/python benchmarks/statement_cost.py [--only W1,W2,W3] [--repeat 3]
-        [--between N] [--quick]
+        [--between N] [--quick] [--history TASKS]
 
 Shoal runs each workload in-process once after its warm-up, as `bench_dag.py` runs it, while
 `_same_writes.py` records its transactions and times each statement and each commit as the
@@ -142,11 +142,13 @@ def _read(objects: list[dict[str, Any]]) -> int:
     return total
 
 
-async def measure(works: list[Workload], repeat: int, between: int) -> list[Costs]:
-    """Each workload recorded once inside Shoal, then replayed alone `repeat` times."""
+async def measure(works: list[Workload], repeat: int, between: int,
+                  history: int = 0) -> list[Costs]:
+    """Each workload recorded once inside Shoal (after `history` W1 tasks, unrecorded), then
+    replayed alone `repeat` times."""
     with tempfile.TemporaryDirectory(prefix="shoal-statements-") as name:
         scratch = Path(name)
-        _, recorded, _ = await recorded_runs("sqlite", works, 0, scratch)
+        _, recorded, _ = await recorded_runs("sqlite", works, 0, scratch, history_tasks=history)
         results = []
         for work in works:
             txs = recorded[work.key]
@@ -197,14 +199,16 @@ def main() -> None:
     parser.add_argument("--between", type=int, default=0, metavar="N",
                         help="read N small objects before each replayed statement")
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
+    parser.add_argument("--history", type=int, default=0, metavar="TASKS",
+                        help="first run this many W1 tasks, unrecorded (bench_dag.py's)")
     args = parser.parse_args()
-    if args.repeat < 1 or args.between < 0:
-        parser.error("--repeat must be at least 1 and --between not below 0")
+    if args.repeat < 1 or args.between < 0 or args.history < 0:
+        parser.error("--repeat must be at least 1, --between and --history not below 0")
     quiet_logs()
     console = Console(width=None if sys.stdout.isatty() else 160)
     works = workloads(quick=args.quick, only=args.only)
     import uvloop
-    results = uvloop.run(measure(works, args.repeat, args.between))
+    results = uvloop.run(measure(works, args.repeat, args.between, args.history))
     for work, costs in zip(works, results, strict=True):
         console.print(table(work, costs, args.repeat, args.between))
 

@@ -1,7 +1,7 @@
 """Two source trees of Shoal alternated run by run: which one a change makes cheaper.
 
     .venv/bin/python benchmarks/trees.py A B [--pairs 6] [--db sqlite|postgres] \
-        [--only W1,W2,W3] [--repeat 3] [--quick]
+        [--only W1,W2,W3] [--repeat 3] [--quick] [--history TASKS]
 
 A and B are folders that each hold a `shoal` package: another commit's `src` (`git worktree
 add /tmp/before HEAD~1`, then `/tmp/before/src`), this checkout's `src`, or a build of it
@@ -153,13 +153,18 @@ def python_path(tree: Path) -> str:
     return os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH", "")])])
 
 
+def bench_argv(args: argparse.Namespace) -> list[str]:
+    """The command of one `bench_dag.py` run with this command's options."""
+    return [sys.executable, str(HERE / "bench_dag.py"), "--db", args.db, "--uvloop",
+            "--repeat", str(args.repeat), *(["--only", args.only] if args.only else []),
+            *(["--quick"] if args.quick else []), "--history", str(args.history)]
+
+
 def bench(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One `bench_dag.py` run with `tree` first on the path; its JSON."""
     env = {**os.environ, "PYTHONPATH": python_path(tree)}
-    argv = [sys.executable, str(HERE / "bench_dag.py"), "--db", args.db, "--uvloop",
-            "--repeat", str(args.repeat), *(["--only", args.only] if args.only else []),
-            *(["--quick"] if args.quick else [])]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(bench_argv(args), env=env, capture_output=True, text=True,
+                          check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
         raise SystemExit(f"bench_dag.py failed on {tree} (exit {done.returncode}):\n{tail}")
@@ -177,9 +182,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="W1,W2,W3", metavar="W1,W2,W3")
     parser.add_argument("--repeat", type=int, default=3, help="bench_dag.py's runs a workload")
     parser.add_argument("--quick", action="store_true", help="bench_dag.py's small workloads")
+    parser.add_argument("--history", type=int, default=0, metavar="TASKS",
+                        help="bench_dag.py's W1 tasks run before the measured ones")
     args = parser.parse_args(argv)
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
+    if args.pairs < 1 or args.history < 0:
+        parser.error("--pairs must be at least 1 and --history not below 0")
     trees = {"A": tree_of(args.a), "B": tree_of(args.b)}
     console = Console(width=None if sys.stdout.isatty() else 160)
     runs: list[Run] = []
