@@ -35,7 +35,7 @@ Results also go to `benchmarks/results/latest.json`.
 Each database starts fresh. With `--history TASKS`, Shoal and the floor each first run that
 many tasks of W1's shape, unmeasured, so the measured runs meet a database that already holds
 their rows (202 subtasks and attempts a task), as a server in use does: where each new row's
-key goes in a table's indexes then counts.
+key goes in a table's indexes then counts (ADR 0057).
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ import pickle
 import sys
 import uuid
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType, FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
 
-from shoal.ids import Id, as_id, id_of_int, new_id
+from shoal import ids as ids_module
+from shoal.ids import Id, as_id, id_of_int, new_id, new_ordered_id
 
 
 def test_an_id_is_the_uuid_of_its_value() -> None:
@@ -87,3 +88,37 @@ def test_an_ids_text_runs_no_python_function() -> None:
     assert [str(made) for made in ids[1:]] == [str(plain)] * 4
     assert python_calls(lambda: [(str(made), f"{made}") for made in ids]) == []
     assert python_calls(lambda: str(plain)) == ["__str__"]
+
+
+def test_an_ordered_id_begins_with_its_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version 7 UUID: its first 48 bits the time in milliseconds, the rest random but for
+    the version and the variant, so ids of later milliseconds sort after earlier ones (a new
+    row's key goes in at the end of an index) and ids of one millisecond still differ."""
+    clock = [1_796_000_000_123_456_789]  # nanoseconds
+    monkeypatch.setattr(ids_module, "time", SimpleNamespace(time_ns=lambda: clock[0]))
+    same = [new_ordered_id() for _ in range(500)]
+    assert len(set(same)) == 500
+    for made in same:
+        assert isinstance(made, Id)
+        plain = uuid.UUID(str(made))
+        assert (made, hash(made), made.version, made.variant) == (
+            plain, hash(plain), 7, uuid.RFC_4122)
+        assert made.int >> 80 == 1_796_000_000_123
+    # Each of the 74 other bits is set in some id and clear in another: they are random.
+    free = ~((1 << 128) - 1 << 80 | 0xF << 76 | 0x3 << 62) & ((1 << 128) - 1)
+    assert sum(1 << b for b in range(128)
+               if any(m.int >> b & 1 for m in same) and not all(m.int >> b & 1 for m in same)
+               ) == free
+    clock[0] += 1_000_000  # a millisecond later
+    later = [new_ordered_id() for _ in range(50)]
+    assert min(later) > max(same)
+    assert min(str(m) for m in later) > max(str(m) for m in same)  # as text too (SQLite)
+    assert sorted(same + later)[500:] == sorted(later)
+
+
+def test_a_random_id_is_random_from_its_first_digit() -> None:
+    """What a person names by a start of its id (a task, a checkpoint) keeps a random id: a
+    few digits tell apart ids made in the same moment, which ordered ids' starts do not."""
+    made = [new_id() for _ in range(200)]
+    assert len({str(m)[:6] for m in made}) > 190
+    assert all(m.version == 4 for m in made)

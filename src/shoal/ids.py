@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import os
+import time
 import uuid
 from typing import Any, NewType
 
@@ -60,6 +61,9 @@ _SET_STR = vars(Id)["_str"].__set__
 _UNKNOWN = uuid.SafeUUID.unknown  # read once: an enum member's lookup is a call each time
 _VERSION_4 = ~(0xC000 << 48) & ~(0xF000 << 64)  # uuid.UUID(version=4) clears these bits…
 _VARIANT_4 = (0x8000 << 48) | (4 << 76)  # … and sets these
+# A version 7 id's 80 bits after its time: 74 random ones, the version (7) and the variant.
+_RANDOM_7 = (1 << 80) - 1 & ~(0xF << 76) & ~(0x3 << 62)
+_VARIANT_7 = (7 << 76) | (0x2 << 62)
 
 
 def id_of_int(value: int) -> Id:
@@ -85,8 +89,25 @@ def as_id(value: uuid.UUID) -> Id:
 
 
 def new_id() -> Id:
-    """A fresh random id (a version 4 UUID, as `uuid.uuid4()` makes)."""
+    """A fresh random id (a version 4 UUID, as `uuid.uuid4()` makes): for what a person may
+    name by the start of its id (a task, a checkpoint, a worker), where the first few digits
+    of a random id tell it from the others (`shoal.cli.ids`)."""
     return id_of_int(int.from_bytes(os.urandom(16)) & _VERSION_4 | _VARIANT_4)
+
+
+def new_ordered_id() -> Id:
+    """A fresh id whose first 48 bits are the time in milliseconds, then 74 random bits (a
+    version 7 UUID, RFC 9562): for the rows made in bulk (subtasks, attempts, files). A new
+    row's key then goes in at the end of its table's indexes, on the same few pages as the
+    rows made just before it, where a random key goes anywhere among the old ones: on a
+    database that held 500 earlier tasks, a W1 commit wrote 150 pages to SQLite's log with
+    random ids and 65 with these, as on a fresh database (ADR 0057). Two ids of the same
+    millisecond are in no particular order.
+
+    Such an id tells when it was made; its start does not tell it from the ids made about
+    the same time, so what a person names by its start keeps `new_id`."""
+    return id_of_int(time.time_ns() // 1_000_000 << 80
+                     | int.from_bytes(os.urandom(10)) & _RANDOM_7 | _VARIANT_7)
 
 
 def parse_id(value: str, *, kind: str = "id") -> uuid.UUID:

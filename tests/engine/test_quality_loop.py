@@ -6,10 +6,12 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from shoal import ids
 from shoal.engine import planning, quality
 from shoal.engine.inputs import (
     CheckpointDecision,
@@ -212,6 +214,23 @@ def test_low_score_opens_a_checkpoint_and_approve_resumes() -> None:
     assert sim.task.status is TaskStatus.COMPLETED
     with pytest.raises(Conflict):
         sim.apply(CheckpointDecision(cp.id, "approve", sim.user))
+
+
+def test_the_quality_steps_of_subtasks_made_in_one_millisecond_have_keys_of_their_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Subtasks made in one decision have ids that begin alike (the time they were made: their
+    first 12 digits): a quality step's key names its target by the random end of its id, so
+    the evaluate and judge steps of two such subtasks do not share a key (a task's keys are
+    unique in its table)."""
+    monkeypatch.setattr(ids, "time", SimpleNamespace(time_ns=lambda: 1_796_000_000_000_000_000))
+    sim = Sim(["a", "b"], chain=False)
+    assert sim.sub("a").id.hex[:12] == sim.sub("b").id.hex[:12]
+    sim.produce("a")
+    sim.produce("b")
+    steps = [s for s in sim.state.subtasks.values() if s.target_id is not None]
+    assert sorted(s.kind for s in steps) == ["evaluate", "evaluate", "judge", "judge"]
+    keys = [s.key for s in sim.state.subtasks.values()]
+    assert len(set(keys)) == len(keys) == 6
 
 
 def test_reject_cancels_the_task() -> None:

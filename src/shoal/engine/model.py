@@ -313,6 +313,14 @@ class SubtaskRecord:
     version: int = 1
 
 
+def serving_key(kind: StepKind, number: int, target: SubtaskRecord) -> str:
+    """The key of the `number`th step of `kind` that serves `target` (evaluates, judges,
+    reviews or fixes it). It names the target by the random end of its id: subtasks made in
+    one decision have ids that begin alike (`shoal.ids.new_ordered_id`), and a task's keys
+    are unique."""
+    return f"{kind}-{number}-{target.id.hex[-12:]}"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointRecord:
     """A pause for a person: why, about what, and what they decided."""

@@ -24,6 +24,7 @@ from shoal.engine.model import (
     StepOutput,
     SubtaskRecord,
     TaskRecord,
+    serving_key,
 )
 from shoal.engine.options import Correction, StepOptions
 from shoal.engine.quality import (
@@ -116,7 +117,8 @@ def _quality_step(step: Step, target: SubtaskRecord, kind: StepKind, *,
              StepKind.CORRECT: "Fix"}
     options = replace(options or StepOptions(), round=number)
     sub = SubtaskRecord(
-        id=step.ctx.new_id(), task_id=step.task.id, key=f"{kind}-{number}-{target.id.hex[:12]}",
+        id=step.ctx.new_ordered_id(), task_id=step.task.id,
+        key=serving_key(kind, number, target),
         name=f"{names[kind]}: {target.name}"[:255], status=SubtaskStatus.QUEUED,
         created_at=step.ctx.now, dependencies=(target.id,), target_id=target.id,
         priority=target.priority + 0.5, kind=kind, options=options, **fields)
@@ -391,7 +393,7 @@ class QualityLoop:
                   "reviewer_worker": str(reviewer) if reviewer else None,
                   "author_worker": str(author) if author else None}
         target = step.set_subtask(target, review=record, review_cycles=cycles)
-        step.record("reviews", id=step.ctx.new_id(), task_id=step.task.id,
+        step.record("reviews", id=step.ctx.new_ordered_id(), task_id=step.task.id,
                     subtask_id=target.id, review_subtask_id=review.id,
                     reviewer_worker_id=review.assigned_worker,
                     author_worker_id=target.assigned_worker, cycle=cycles,
@@ -493,14 +495,14 @@ class QualityLoop:
             fix = _add_correction(step, target, source="human", issues=(),
                                   guidance=inp.guidance, correction_type=inp.correction_type,
                                   reference_files=inp.reference_files, pin_worker=False)
-            step.record("corrections", id=step.ctx.new_id(), checkpoint_id=cp.id,
+            step.record("corrections", id=step.ctx.new_ordered_id(), checkpoint_id=cp.id,
                         subtask_id=target.id, correction_subtask_id=fix.id,
                         correction_type=inp.correction_type, guidance=inp.guidance,
                         reference_files=list(inp.reference_files),
                         apply_to_future=inp.apply_to_future, created_by=inp.user_id,
                         created_at=step.ctx.now)
             if inp.apply_to_future:
-                step.record("guidance", id=step.ctx.new_id(), user_id=step.task.user_id,
+                step.record("guidance", id=step.ctx.new_ordered_id(), user_id=step.task.user_id,
                             correction_type=inp.correction_type, guidance=inp.guidance,
                             checkpoint_id=cp.id, created_at=step.ctx.now, active=True)
         graph.resume_if_clear(self.flow, step)

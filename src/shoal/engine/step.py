@@ -40,7 +40,8 @@ class Context:
     now: datetime
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     rand: float = 0.5
-    new_id: Callable[[], uuid.UUID] = ids.new_id
+    new_id: Callable[[], uuid.UUID] = ids.new_id  # what a person names by its id's start
+    new_ordered_id: Callable[[], uuid.UUID] = ids.new_ordered_id  # rows made in bulk
     max_subtasks: int = 500
     review_without_peer: Literal["skip", "same_worker", "checkpoint"] = "skip"
 
@@ -209,11 +210,11 @@ class Step:
 
     def write_file(self, sub: SubtaskRecord, path: str, text: str) -> None:
         """Write `text` as a new version of `sub`'s file `path` (the runtime stores it)."""
-        self.d.files.append(WrittenFile(self.ctx.new_id(), sub.id, path, text))
+        self.d.files.append(WrittenFile(self.ctx.new_ordered_id(), sub.id, path, text))
 
     def audit(self, user_id: uuid.UUID | None, action: str, object_type: str,
               object_id: uuid.UUID, **details: Any) -> None:
-        self.record("audit_log", id=self.ctx.new_id(), user_id=user_id, action=action,
+        self.record("audit_log", id=self.ctx.new_ordered_id(), user_id=user_id, action=action,
                     object_type=object_type, object_id=object_id, task_id=self.task.id,
                     details=details, created_at=self.ctx.now)
 

@@ -18,7 +18,7 @@ from shoal.engine.inputs import DispatchedAll, EngineInput, Unplaceable
 from shoal.engine.model import QUALITY_KINDS, AttemptRecord
 from shoal.engine.step import Context
 from shoal.events import EventType, NewEvent
-from shoal.ids import new_id
+from shoal.ids import new_ordered_id
 from shoal.runtime.batch import Batch, TaskWork
 from shoal.runtime.fleet import Connection, Fleet
 from shoal.runtime.memory import TaskMemory
@@ -78,7 +78,7 @@ class Scheduler:
             work = self._work(b, tid)
             sub = work.state.subtasks[a.subtask_id]
             run.append((by_worker[a.worker_id], AttemptRecord(
-                id=new_id(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
+                id=new_ordered_id(), subtask_id=sub.id, task_id=tid, worker_id=a.worker_id,
                 fence=sub.attempts + sub.declines + 1, tool=a.tool, status=AttemptStatus.DISPATCHED,
                 dispatched_at=b.now, lease_expires_at=lease)))
         if run:

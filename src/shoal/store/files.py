@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from shoal.ids import new_ordered_id
 from shoal.store.models import Artifact, Subtask, Task, table_of
 
 artifacts = table_of(Artifact)
@@ -21,7 +22,7 @@ def manifest_rows(
     entries: Sequence[Mapping[str, Any]], now: datetime,
 ) -> list[dict[str, Any]]:
     """The `artifacts` rows recording the files of an accepted attempt."""
-    return [{"id": uuid.uuid4(), "task_id": task_id, "subtask_id": subtask_id,
+    return [{"id": new_ordered_id(), "task_id": task_id, "subtask_id": subtask_id,
              "attempt_id": attempt_id, "path": e["path"], "size": e["size"],
              "sha256": e["sha256"], "created_at": now} for e in entries]
 

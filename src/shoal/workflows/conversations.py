@@ -187,7 +187,7 @@ class Conversations:
                     asker: SubtaskRecord) -> None:
         asked = sum(1 for s in self.board.same_round(step, asker) if s.kind is StepKind.HUMAN) + 1
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id, key=key, role="human",
+            id=step.ctx.new_ordered_id(), task_id=step.task.id, key=key, role="human",
             kind=StepKind.HUMAN, name=f"{doc_step.id}: question {asked}",
             description=question, status=SubtaskStatus.IN_PROGRESS, created_at=step.ctx.now,
             started_at=step.ctx.now, dependencies=(asker.id,), options=StepOptions(seq=seq))

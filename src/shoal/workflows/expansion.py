@@ -243,7 +243,7 @@ def add_plan(step: Step, doc: WorkflowDocument, doc_step: StepDoc, plan: plannin
     plan, run by its type's role (`kinds`), in its wave (topological layer), told which of
     the plan's sub-questions it serves (`serves`)."""
     asked = dict(questions)
-    ids = {p.key: step.ctx.new_id() for p in plan.subtasks}
+    ids = {p.key: step.ctx.new_ordered_id() for p in plan.subtasks}
     # The longest chain still ahead first, as the `dag` workflow schedules its plan.
     lengths = plan.path_lengths()
     waves = {k: n for n, layer in enumerate(dag.layers(plan.graph())) for k in layer} \

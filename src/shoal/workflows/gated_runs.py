@@ -20,7 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from shoal.engine import dag, graph
-from shoal.engine.model import StepKind, StepOutput, SubtaskRecord, TaskRecord, evolve
+from shoal.engine.model import (
+    StepKind,
+    StepOutput,
+    SubtaskRecord,
+    TaskRecord,
+    evolve,
+    serving_key,
+)
 from shoal.engine.options import StepOptions
 from shoal.engine.planning import Plan
 from shoal.engine.step import Step
@@ -167,8 +174,8 @@ class TypedPlans:
         number = 1 + sum(1 for s in step.subtasks.values()
                          if s.target_id == target.id and s.kind is kind)
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id,
-            key=f"{kind}-{number}-{target.id.hex[:12]}", role=role, kind=kind,
+            id=step.ctx.new_ordered_id(), task_id=step.task.id,
+            key=serving_key(kind, number, target), role=role, kind=kind,
             name=(name + (f" (round {number})" if number > 1 else ""))[:255],
             description=description, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=(target.id,), target_id=target.id, priority=target.priority + 0.5,

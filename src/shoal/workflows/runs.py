@@ -123,7 +123,7 @@ class Runs:
         doc = self.board.doc
         role = doc.roles.get(role_name)
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id, key=key, role=role_name, name=name,
+            id=step.ctx.new_ordered_id(), task_id=step.task.id, key=key, role=role_name, name=name,
             kind=StepKind.EXPAND if doc_step.kind is DocStepKind.EXPAND else StepKind.AGENT,
             description=prompt, status=SubtaskStatus.QUEUED, created_at=step.ctx.now,
             dependencies=deps, options=StepOptions(

@@ -28,7 +28,7 @@ class PersonStep:
         board = self.runs.board
         question = board.render(step, doc_step, doc_step.question or "", "", "")
         sub = SubtaskRecord(
-            id=step.ctx.new_id(), task_id=step.task.id, key=f"{doc_step.id}#{number}",
+            id=step.ctx.new_ordered_id(), task_id=step.task.id, key=f"{doc_step.id}#{number}",
             role=doc_step.kind.value, kind=_KINDS[doc_step.kind],
             name=doc_step.id + (f" (round {number})" if number > 1 else ""),
             description=question or f"Gate: {doc_step.over} at least {doc_step.min_score:g}",
