@@ -52,11 +52,14 @@ def claim_tasks(
     """
     free = sa.or_(tasks.c.owner_id.is_(None), tasks.c.owner_id == owner,
                   tasks.c.owner_expires_at < now)
-    pick = sa.select(tasks.c.id).where(UNFINISHED_TASK, free).order_by(tasks.c.created_at)
+    pick = sa.select(tasks.c.id).where(UNFINISHED_TASK, free)
     if task_ids is not None:
         pick = pick.where(tasks.c.id.in_(list(task_ids)))
     if limit is not None:
-        pick = pick.limit(limit)
+        # Oldest first only where it matters: ordered by `created_at`, SQLite reads every task
+        # ever made through that column's index instead of the unfinished ones through theirs
+        # (a renewal's 23 ms at 50,000 ended tasks, every `claim_interval`, on the loop).
+        pick = pick.order_by(tasks.c.created_at).limit(limit)
     if conn.dialect.name == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
     claimed = conn.execute(
