@@ -1,17 +1,19 @@
-"""What the daily budget's check costs a submission as a user's history grows: the store's
-`usage.spent_since` (what `POST /api/v1/tasks` reads when a daily budget is set), timed on a
-database that holds a user's past tasks beside the day's.
+"""What the store's reads that look across tasks cost as a history grows: the daily budget's
+check, which a submission makes when a daily budget is set (`usage.spent_since`), and the
+claims a control-plane copy renews and takes every `claim_interval` inside a batch, on the
+event loop (`claims.renew_claims` and `claims.claim_tasks`).
 
-    .venv/bin/python benchmarks/budget_check.py [--db sqlite|postgres] [--days 0,1,5]
+    .venv/bin/python benchmarks/history_reads.py [--db sqlite|postgres] [--days 0,1,5]
         [--tasks-a-day 100] [--attempts 200] [--today 10] [--checks 50]
 
 For each number of past days, a fresh database gets one user with `--tasks-a-day` ended tasks
 a day for that many days before midnight and `--today` tasks since (half of them still
 running), each task `--attempts` finished attempts with some usage, as the engine leaves them:
 a task's `updated_at` is its last change. The rows go in directly, in bulk (no engine, no
-runtime). Then the check runs `--checks` times: its median and p90 in ms, and the sum it found
-(the same for every history, since only the day counts). With `PYTHONPATH` pointed at another
-tree's `src`, the same run prices that tree's check.
+runtime). Then each read runs `--checks` times: the median and p90 in ms of each, and the
+tokens the budget's check found (the same for every history, since only the day counts).
+Neither read should grow with the history. With `PYTHONPATH` pointed at another tree's `src`,
+the same run prices that tree's reads.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from rich.table import Table
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
 from shoal.store import accounts, usage
+from shoal.store.claims import claim_tasks, renew_claims
 from shoal.store.convert import (
     attempt_values,
     attempts,
@@ -100,7 +103,7 @@ async def filled(db: Database, days: int, per_day: int, today: int, attempts_eac
 
 async def checked(db: Database, user_id: uuid.UUID, checks: int,
                   ) -> tuple[float, float, tuple[int, float]]:
-    """The check's median and p90 in ms over `checks` runs, and what it found."""
+    """The budget's check: its median and p90 in ms over `checks` runs, and what it found."""
     times = []
     found = (0, 0.0)
     for _ in range(checks + 5):
@@ -110,6 +113,21 @@ async def checked(db: Database, user_id: uuid.UUID, checks: int,
         times.append((time.perf_counter() - began) * 1e3)
     times = sorted(times[5:])
     return statistics.median(times), times[len(times) * 9 // 10], found
+
+
+async def renewed(db: Database, checks: int) -> tuple[float, float]:
+    """A copy's renewal of its claims and taking of free ones, as one write: median and p90
+    in ms over `checks` runs."""
+    def renew(conn: sa.Connection) -> None:
+        renew_claims(conn, "bench", now=MIDNIGHT, ttl=30)
+        claim_tasks(conn, "bench", now=MIDNIGHT, ttl=30)
+    times = []
+    for _ in range(checks + 5):
+        began = time.perf_counter()
+        await db.run_write(renew)
+        times.append((time.perf_counter() - began) * 1e3)
+    times = sorted(times[5:])
+    return statistics.median(times), times[len(times) * 9 // 10]
 
 
 @contextlib.asynccontextmanager
@@ -124,20 +142,24 @@ async def migrated(kind: str, tmp: Path) -> AsyncIterator[Database]:
 
 
 async def main_async(args: argparse.Namespace, console: Console) -> None:
-    table = Table(title=f"The daily budget's check — {args.db} ({args.tasks_a_day} ended tasks "
-                        f"a day, {args.today} today, {args.attempts} attempts each)")
-    for col in ("past days", "past attempts", "check p50", "p90", "tokens found"):
+    table = Table(title=f"Reads across tasks — {args.db} ({args.tasks_a_day} ended tasks a "
+                        f"day, {args.today} today, {args.attempts} attempts each)")
+    for col in ("past days", "past tasks", "past attempts", "budget check p50", "p90",
+                "tokens found", "claims renewed p50", "p90"):
         table.add_column(col, justify="right")
     for days in args.days:
-        with tempfile.TemporaryDirectory(prefix="shoal-budget-") as name:
+        with tempfile.TemporaryDirectory(prefix="shoal-history-") as name:
             async with migrated(args.db, Path(name)) as db:
                 began = time.perf_counter()
                 user_id = await filled(db, days, args.tasks_a_day, args.today, args.attempts)
                 print(f"{days} past days written in {time.perf_counter() - began:.1f} s",
                       file=sys.stderr)
                 p50, p90, found = await checked(db, user_id, args.checks)
-        table.add_row(str(days), f"{days * args.tasks_a_day * args.attempts:,}",
-                      f"{p50:.2f} ms", f"{p90:.2f} ms", f"{found[0]:,}")
+                claims = await renewed(db, args.checks)
+        past = days * args.tasks_a_day
+        table.add_row(str(days), f"{past:,}", f"{past * args.attempts:,}", f"{p50:.2f} ms",
+                      f"{p90:.2f} ms", f"{found[0]:,}", f"{claims[0]:.2f} ms",
+                      f"{claims[1]:.2f} ms")
     console.print(table)
 
 

@@ -1,5 +1,6 @@
-"""`budget_check.py`: a user's past days and the day's tasks written as the engine leaves
-them, and the daily budget's check timed on them; what it finds is the day's alone."""
+"""`history_reads.py`: a user's past days and the day's tasks written as the engine leaves
+them, and the reads across tasks timed on them (the daily budget's check, a copy's claims);
+what the budget's check finds is the day's alone."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from budget_check import checked, days_list, filled, migrated
+from history_reads import checked, days_list, filled, migrated, renewed
 
 
 async def test_the_check_finds_the_days_spending_over_any_history(tmp_path: Path) -> None:
     """Two past days of three ended tasks and the day's two tasks (one still running), two
-    attempts each of ten tokens: the check finds the day's 40 tokens, and times itself."""
+    attempts each of ten tokens: the check finds the day's 40 tokens; both reads are timed."""
     async with migrated("sqlite", tmp_path) as db:
         user_id = await filled(db, days=2, per_day=3, today=2, attempts_each=2)
         p50, p90, found = await checked(db, user_id, checks=3)
+        claims = await renewed(db, checks=3)
     assert found == (40, pytest.approx(0.004))
     assert 0 < p50 <= p90
+    assert 0 < claims[0] <= claims[1]
 
 
 def test_days_are_whole_numbers_of_zero_or_more() -> None:
