@@ -1,7 +1,9 @@
 """What the store's reads that look across tasks cost as a history grows: the daily budget's
-check, which a submission makes when a daily budget is set (`usage.spent_since`), and the
-claims a control-plane copy renews and takes every `claim_interval` inside a batch, on the
-event loop (`claims.renew_claims` and `claims.claim_tasks`).
+check, which a submission makes when a daily budget is set (`usage.spent_since`); the user's
+slots and queue, which every submission reads (`slots.user_slots`); a page of the user's task
+list, newest first (`queries.list_tasks`, the dashboard's first page); and the claims a
+control-plane copy renews and takes every `claim_interval` inside a batch, on the event loop
+(`claims.renew_claims` and `claims.claim_tasks`).
 
     .venv/bin/python benchmarks/history_reads.py [--db sqlite|postgres] [--days 0,1,5]
         [--tasks-a-day 100] [--attempts 200] [--today 10] [--checks 50]
@@ -12,7 +14,7 @@ running), each task `--attempts` finished attempts with some usage, as the engin
 a task's `updated_at` is its last change. The rows go in directly, in bulk (no engine, no
 runtime). Then each read runs `--checks` times: the median and p90 in ms of each, and the
 tokens the budget's check found (the same for every history, since only the day counts).
-Neither read should grow with the history. With `PYTHONPATH` pointed at another tree's `src`,
+None of them should grow with the history. With `PYTHONPATH` pointed at another tree's `src`,
 the same run prices that tree's reads.
 """
 
@@ -25,7 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from rich.table import Table
 
 from shoal.engine.model import AttemptRecord, SubtaskRecord, TaskRecord
 from shoal.states import AttemptStatus, SubtaskStatus, TaskStatus
-from shoal.store import accounts, usage
+from shoal.store import accounts, queries, slots, usage
 from shoal.store.claims import claim_tasks, renew_claims
 from shoal.store.convert import (
     attempt_values,
@@ -115,19 +117,39 @@ async def checked(db: Database, user_id: uuid.UUID, checks: int,
     return statistics.median(times), times[len(times) * 9 // 10], found
 
 
-async def renewed(db: Database, checks: int) -> tuple[float, float]:
-    """A copy's renewal of its claims and taking of free ones, as one write: median and p90
-    in ms over `checks` runs."""
-    def renew(conn: sa.Connection) -> None:
-        renew_claims(conn, "bench", now=MIDNIGHT, ttl=30)
-        claim_tasks(conn, "bench", now=MIDNIGHT, ttl=30)
+async def timed(checks: int, read: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """`read`'s median and p90 in ms over `checks` runs, after five unmeasured."""
     times = []
     for _ in range(checks + 5):
         began = time.perf_counter()
-        await db.run_write(renew)
+        await read()
         times.append((time.perf_counter() - began) * 1e3)
     times = sorted(times[5:])
     return statistics.median(times), times[len(times) * 9 // 10]
+
+
+async def renewed(db: Database, checks: int) -> tuple[float, float]:
+    """A copy's renewal of its claims and taking of free ones, as one write."""
+    def renew(conn: sa.Connection) -> None:
+        renew_claims(conn, "bench", now=MIDNIGHT, ttl=30)
+        claim_tasks(conn, "bench", now=MIDNIGHT, ttl=30)
+    return await timed(checks, lambda: db.run_write(renew))
+
+
+async def listed(db: Database, user_id: uuid.UUID, checks: int) -> tuple[float, float]:
+    """A page of 20 of the user's tasks, newest first, and how many they have."""
+    async def page() -> None:
+        async with db.connection() as conn:
+            await queries.list_tasks(conn, user_id=user_id, status=None, limit=20, offset=0)
+    return await timed(checks, page)
+
+
+async def queue_read(db: Database, user_id: uuid.UUID, checks: int) -> tuple[float, float]:
+    """The user's limit, slots and queue, as a submission reads them."""
+    async def read() -> None:
+        async with db.connection() as conn:
+            await slots.user_slots(conn, user_id, default_limit=3)
+    return await timed(checks, read)
 
 
 @contextlib.asynccontextmanager
@@ -145,7 +167,7 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
     table = Table(title=f"Reads across tasks — {args.db} ({args.tasks_a_day} ended tasks a "
                         f"day, {args.today} today, {args.attempts} attempts each)")
     for col in ("past days", "past tasks", "past attempts", "budget check p50", "p90",
-                "tokens found", "claims renewed p50", "p90"):
+                "tokens found", "slots and queue p50", "list page p50", "claims renewed p50"):
         table.add_column(col, justify="right")
     for days in args.days:
         with tempfile.TemporaryDirectory(prefix="shoal-history-") as name:
@@ -155,11 +177,13 @@ async def main_async(args: argparse.Namespace, console: Console) -> None:
                 print(f"{days} past days written in {time.perf_counter() - began:.1f} s",
                       file=sys.stderr)
                 p50, p90, found = await checked(db, user_id, args.checks)
+                queue = await queue_read(db, user_id, args.checks)
+                page = await listed(db, user_id, args.checks)
                 claims = await renewed(db, args.checks)
         past = days * args.tasks_a_day
         table.add_row(str(days), f"{past:,}", f"{past * args.attempts:,}", f"{p50:.2f} ms",
-                      f"{p90:.2f} ms", f"{found[0]:,}", f"{claims[0]:.2f} ms",
-                      f"{claims[1]:.2f} ms")
+                      f"{p90:.2f} ms", f"{found[0]:,}", f"{queue[0]:.2f} ms",
+                      f"{page[0]:.2f} ms", f"{claims[0]:.2f} ms")
     console.print(table)
 
 

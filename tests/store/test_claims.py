@@ -6,7 +6,6 @@ import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +17,7 @@ from shoal.store.claims import claim_of, claim_tasks, release_claims, renew_clai
 from shoal.store.convert import tasks
 from shoal.store.db import Database
 from shoal.store.state import insert_task_sync
+from tests.store.plans import migrated_sqlite, plans_of
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 TTL = 30.0
@@ -147,27 +147,11 @@ async def test_a_renewal_reads_the_unfinished_tasks_only(tmp_path: Path) -> None
     """The claims a copy renews and takes every `claim_interval` come from the index of
     unfinished tasks, a few among all tasks ever, on SQLite too: ordered by `created_at` (which
     only a `limit` needs), SQLite read every task through that column's index instead, a
-    renewal growing with the history (SQLite's plans, read with `EXPLAIN QUERY PLAN`)."""
-    path = tmp_path / "plans.db"
-    db = Database.connect(f"sqlite+aiosqlite:///{path}")
-    await db.migrate()
-    await db.dispose()
-    engine = sa.create_engine(f"sqlite:///{path}")
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
-               executemany: bool) -> None:
-        sent.append((statement, parameters))
-    sa.event.listen(engine, "before_cursor_execute", record)
-    with engine.begin() as conn:
-        claim_tasks(conn, "a", now=NOW, ttl=TTL)
-        renew_claims(conn, "a", now=NOW, ttl=TTL)
-    sa.event.remove(engine, "before_cursor_execute", record)
-    assert len(sent) == 2
-    with engine.connect() as conn:
-        for statement, parameters in sent:
-            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
-            details = " | ".join(str(row[-1]) for row in plan)
-            assert "USING INDEX ix_tasks_unfinished_owner" in details, details
-            assert "ix_tasks_created_at" not in details, details
-    engine.dispose()
+    renewal growing with the history."""
+    url = await migrated_sqlite(tmp_path / "plans.db")
+    plans = await plans_of(url, lambda conn: conn.run_sync(lambda sync: (
+        claim_tasks(sync, "a", now=NOW, ttl=TTL), renew_claims(sync, "a", now=NOW, ttl=TTL))))
+    assert len(plans) == 2
+    for plan in plans:
+        assert "USING INDEX ix_tasks_unfinished_owner" in plan, plan
+        assert "ix_tasks_created_at" not in plan, plan

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.engine.model import TaskMeta, TaskRecord
 from shoal.ids import id_range
 from shoal.states import TaskStatus
-from shoal.store import accounts, queries
+from shoal.store import accounts, queries, slots
 from shoal.store import files as file_rows
 from shoal.store.db import Database
 from shoal.store.models import Subtask, table_of
 from shoal.store.state import insert_task
+from tests.store.plans import migrated_sqlite, plans_of
 from tests.store.test_state import NOW, started_task
 
 
@@ -106,3 +109,34 @@ async def test_a_files_versions_span_the_work_and_its_correction(db: Database) -
     assert [v.sha256[0] for v in of_work] == ["c", "a"]  # newest first, not the other's
     assert [v.sha256[0] for v in of_fix] == ["c", "a"]
     assert [v.sha256[0] for v in of_other] == ["b"]
+
+
+async def test_a_users_list_and_queue_are_read_in_their_own_order(tmp_path: Path) -> None:
+    """A page of a user's tasks comes from the index that holds them newest first, so a page
+    reads its own rows (sorting by the id only where two began at the same microsecond),
+    and the user's queue, which each submission reads, from the index of queued tasks alone:
+    neither grows with the tasks the user ever made (SQLite's plans)."""
+    url = await migrated_sqlite(tmp_path / "plans.db")
+    user = uuid.uuid4()
+    queued = TaskRecord(id=uuid.uuid4(), user_id=user, description="waits",
+                        status=TaskStatus.QUEUED, created_at=NOW, updated_at=NOW)
+
+    async def store(conn: AsyncConnection) -> None:
+        await conn.execute(sa.insert(accounts.users).values(
+            id=user, username="alice", password_hash="x", is_admin=False, created_at=NOW))
+        await insert_task(conn, queued)
+    await plans_of(url, store)
+
+    async def reads(conn: AsyncConnection) -> None:
+        await queries.list_tasks(conn, user_id=user, status=None, limit=20, offset=0)
+        await slots.user_slots(conn, user, default_limit=3)
+        await slots.queue_position(conn, queued.id)
+        await slots.queued_count(conn, user)
+    count, page, _limit, _taken, queue, _task, ahead, waiting = await plans_of(url, reads)
+    assert page == ("SEARCH tasks USING INDEX ix_tasks_user_id_created_at (user_id=?) | "
+                    "USE TEMP B-TREE FOR RIGHT PART OF ORDER BY"), page
+    assert count.startswith("SEARCH tasks USING COVERING INDEX ix_tasks_user_id_"), count
+    for plan in (queue, ahead, waiting):
+        assert plan.startswith("SEARCH tasks USING COVERING INDEX ix_tasks_queued (user_id=?"), \
+            plan
+        assert "TEMP B-TREE" not in plan, plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from shoal.store.convert import attempts
 from shoal.store.db import Database
 from shoal.store.state import insert_task, write_decision
 from shoal.workflows import decide
+from tests.store.plans import migrated_sqlite, plans_of
 
 MIDNIGHT = datetime(2026, 3, 4, tzinfo=UTC)
 YESTERDAY = MIDNIGHT - timedelta(hours=5)
@@ -79,7 +81,7 @@ async def test_the_days_spending_counts_what_finished_that_day(db: Database) -> 
 
 
 async def test_a_task_that_ended_before_the_day_is_not_read(db: Database) -> None:
-    """The check reads the attempts of tasks that have not ended or changed that day only: an
+    """The check reads the attempts of tasks that have not ended or ended that day only: an
     ended task's attempts all ended by the decision that ended it. So an attempt of a task
     that ended yesterday is not counted even where its row says otherwise (a row no decision
     writes: this shows that the check does not read a past task's attempts, which is what
@@ -93,3 +95,16 @@ async def test_a_task_that_ended_before_the_day_is_not_read(db: Database) -> Non
                            .values(finished_at=TODAY))
     async with db.connection() as conn:
         assert await usage.spent_since(conn, alice, MIDNIGHT) == (0, 0.0)
+
+
+async def test_the_check_finds_the_days_tasks_by_index(tmp_path: Path) -> None:
+    """The user's running tasks and those that ended since `since` come from the index of a
+    user's tasks by when they ended, each a range of it: the check does not read the other
+    tasks the user ever made, nor their attempts (SQLite's plan)."""
+    url = await migrated_sqlite(tmp_path / "plans.db")
+    (plan,) = await plans_of(url, lambda conn: usage.spent_since(conn, uuid.uuid4(), MIDNIGHT))
+    assert "SEARCH tasks USING INDEX ix_tasks_user_id_completed_at (user_id=? AND " \
+           "completed_at=?)" in plan, plan
+    assert "SEARCH tasks USING INDEX ix_tasks_user_id_completed_at (user_id=? AND " \
+           "completed_at>?)" in plan, plan
+    assert "SCAN" not in plan, plan

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shoal.states import TaskStatus
-from shoal.store.models import Task, User, table_of
+from shoal.store.models import QUEUED_TASK, Task, User, table_of
 
 tasks = table_of(Task)
 users = table_of(User)
@@ -39,7 +39,7 @@ _TAKEN = sa.select(tasks.c.slot).where(tasks.c.user_id == sa.bindparam("user_id"
                                        tasks.c.slot.is_not(None))
 _QUEUE = (sa.select(tasks.c.id)
           .where(tasks.c.user_id == sa.bindparam("user_id"),
-                 tasks.c.status == TaskStatus.QUEUED.value)
+                 QUEUED_TASK)
           .order_by(tasks.c.created_at, tasks.c.id).limit(sa.bindparam("n")))
 # (Built once: each submission reads them, and building a statement costs more than its run.)
 
@@ -65,7 +65,7 @@ async def queue_position(conn: AsyncConnection, task_id: uuid.UUID) -> int | Non
         return None
     ahead = await conn.execute(
         sa.select(sa.func.count()).select_from(tasks).where(
-            tasks.c.user_id == me.user_id, tasks.c.status == TaskStatus.QUEUED.value,
+            tasks.c.user_id == me.user_id, QUEUED_TASK,
             sa.or_(tasks.c.created_at < me.created_at,
                    sa.and_(tasks.c.created_at == me.created_at, tasks.c.id < task_id))))
     return int(ahead.scalar() or 0) + 1
@@ -75,5 +75,5 @@ async def queued_count(conn: AsyncConnection, user_id: uuid.UUID) -> int:
     """How many of `user_id`'s tasks wait in their queue."""
     found = await conn.execute(
         sa.select(sa.func.count()).select_from(tasks).where(
-            tasks.c.user_id == user_id, tasks.c.status == TaskStatus.QUEUED.value))
+            tasks.c.user_id == user_id, QUEUED_TASK))
     return int(found.scalar() or 0)

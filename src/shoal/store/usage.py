@@ -10,34 +10,30 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shoal.states import TERMINAL_TASK
 from shoal.store.models import Attempt, Task, User, table_of
 
 attempts = table_of(Attempt)
 tasks = table_of(Task)
 users = table_of(User)
-# Spelled as literals: an expanding `IN` parameter would compile the statement afresh each time.
-_RUNNING = sa.text("tasks.status NOT IN ("
-                   + ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_TASK)) + ")")
 
 
 async def spent_since(conn: AsyncConnection, user_id: uuid.UUID,
                       since: datetime) -> tuple[int, float]:
     """Tokens and dollars of `user_id`'s attempts that finished at or after `since`.
 
-    Only the attempts of the user's tasks that have not ended, or that changed at or after
-    `since`, are read: an ended task's attempts all ended by the decision that ended it, and
-    that decision set the task's `updated_at`. So a check reads each of the user's tasks
-    once and the attempts of the day's, not every attempt the user ever ran.
+    Only the attempts of the user's tasks that have not ended, or ended at or after `since`,
+    are read: an ended task's attempts all ended by the decision that ended it, which set its
+    `completed_at`. The index of a user's tasks by `completed_at` finds both kinds (migration
+    0013), so a check costs what the user's day holds, not every attempt they ever ran.
     """
     usage = attempts.c.usage
+    day = sa.union_all(
+        sa.select(tasks.c.id).where(tasks.c.user_id == user_id, tasks.c.completed_at.is_(None)),
+        sa.select(tasks.c.id).where(tasks.c.user_id == user_id, tasks.c.completed_at >= since))
     q = (sa.select(sa.func.coalesce(sa.func.sum(usage["input_tokens"].as_integer()), 0),
                    sa.func.coalesce(sa.func.sum(usage["output_tokens"].as_integer()), 0),
                    sa.func.coalesce(sa.func.sum(usage["cost_usd"].as_float()), 0.0))
-         .select_from(tasks.join(attempts, attempts.c.task_id == tasks.c.id))
-         .where(tasks.c.user_id == user_id,
-                sa.or_(tasks.c.updated_at >= since, _RUNNING),
-                attempts.c.finished_at >= since))
+         .where(attempts.c.task_id.in_(day), attempts.c.finished_at >= since))
     row = (await conn.execute(q)).one()
     return int(row[0]) + int(row[1]), float(row[2])
 
