@@ -12,7 +12,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from history_reads import checked, days_list, filled, listed, migrated, queue_read, renewed
+from history_reads import (
+    checked,
+    checkpoints_page,
+    days_list,
+    filled,
+    listed,
+    migrated,
+    queue_read,
+    renewed,
+)
 
 
 async def test_the_check_finds_the_days_spending_over_any_history(tmp_path: Path) -> None:
@@ -22,7 +31,8 @@ async def test_the_check_finds_the_days_spending_over_any_history(tmp_path: Path
         user_id = await filled(db, days=2, per_day=3, today=2, attempts_each=2)
         p50, p90, found = await checked(db, user_id, checks=3)
         others = [await renewed(db, checks=3), await listed(db, user_id, checks=3),
-                  await queue_read(db, user_id, checks=3)]
+                  await queue_read(db, user_id, checks=3),
+                  await checkpoints_page(db, user_id, checks=3)]
     assert found == (40, pytest.approx(0.004))
     assert 0 < p50 <= p90
     assert all(0 < median <= p90 for median, p90 in others)

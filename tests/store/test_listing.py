@@ -112,10 +112,10 @@ async def test_a_files_versions_span_the_work_and_its_correction(db: Database) -
 
 
 async def test_a_users_list_and_queue_are_read_in_their_own_order(tmp_path: Path) -> None:
-    """A page of a user's tasks comes from the index that holds them newest first, so a page
-    reads its own rows (sorting by the id only where two began at the same microsecond),
-    and the user's queue, which each submission reads, from the index of queued tasks alone:
-    neither grows with the tasks the user ever made (SQLite's plans)."""
+    """A page of a user's tasks, and of their checkpoints, comes from the index that holds
+    them newest first, so a page reads its own rows (sorting by the id only where two began at
+    the same microsecond), and the user's queue, which each submission reads, from the index
+    of queued tasks alone: none grows with the tasks the user ever made (SQLite's plans)."""
     url = await migrated_sqlite(tmp_path / "plans.db")
     user = uuid.uuid4()
     queued = TaskRecord(id=uuid.uuid4(), user_id=user, description="waits",
@@ -132,10 +132,18 @@ async def test_a_users_list_and_queue_are_read_in_their_own_order(tmp_path: Path
         await slots.user_slots(conn, user, default_limit=3)
         await slots.queue_position(conn, queued.id)
         await slots.queued_count(conn, user)
-    count, page, _limit, _taken, queue, _task, ahead, waiting = await plans_of(url, reads)
+        await queries.list_checkpoints(conn, user_id=user, task_id=None, status=None, limit=20,
+                                       offset=0)
+    (count, page, _limit, _taken, queue, _task, ahead, waiting,
+     points_count, points) = await plans_of(url, reads)
     assert page == ("SEARCH tasks USING INDEX ix_tasks_user_id_created_at (user_id=?) | "
                     "USE TEMP B-TREE FOR RIGHT PART OF ORDER BY"), page
     assert count.startswith("SEARCH tasks USING COVERING INDEX ix_tasks_user_id_"), count
+    for plan in (points_count, points):
+        assert plan.startswith("SEARCH checkpoints USING INDEX ix_checkpoints_user_id_created_at"
+                               " (user_id=?)"), plan
+    assert "USE TEMP B-TREE FOR RIGHT PART OF ORDER BY" in points, points
+    assert "FOR ORDER BY" not in points.replace("FOR RIGHT PART OF ORDER BY", ""), points
     for plan in (queue, ahead, waiting):
         assert plan.startswith("SEARCH tasks USING COVERING INDEX ix_tasks_queued (user_id=?"), \
             plan

@@ -259,10 +259,16 @@ class Checkpoint(Base):
     """A pause for a person (seed 004 §3.7, §4.1.3)."""
 
     __tablename__ = "checkpoints"
+    # A user's checkpoints newest first, as their list shows them: a page reads its own rows,
+    # not every task the user ever made (migration 0014).
+    __table_args__ = (sa.Index("ix_checkpoints_user_id_created_at", "user_id", "created_at"),)
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
     task_id: Mapped[uuid.UUID] = mapped_column(
         sa.Uuid, sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True
     )
+    # Its task's user, written with the checkpoint (never changed): null only in a row a
+    # migration could not match to a task.
+    user_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     subtask_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     reason: Mapped[str] = mapped_column(sa.String(40))
     status: Mapped[str] = mapped_column(sa.String(20), index=True)

@@ -140,8 +140,9 @@ async def list_checkpoints(
     ids: tuple[uuid.UUID, uuid.UUID] | None = None,
 ) -> tuple[list[sa.Row[Any]], int]:
     """A page of the user's checkpoints, newest first, and how many there are; `ids` as
-    `list_tasks`'s."""
-    where = [tasks.c.user_id == user_id]
+    `list_tasks`'s. A checkpoint's row names its task's user: the page is read from the
+    index of a user's checkpoints, not found through every task the user ever made."""
+    where = [checkpoints.c.user_id == user_id, tasks.c.user_id == user_id]
     if ids is not None:
         where.append(checkpoints.c.id.between(*ids))
     if task_id is not None:

@@ -148,7 +148,8 @@ class BatchWriter:
         pending = dict(new.checkpoints)
         for cid, cp in d.changed_checkpoints.items() if d.changed_checkpoints else ():
             if cid in d.new_checkpoints:
-                self._inserts["checkpoints"].append(checkpoint_values(cp))
+                self._inserts["checkpoints"].append(
+                    {**checkpoint_values(cp), "user_id": task.user_id})
                 continue
             self._updates["checkpoints"].append(
                 (cp, _changed(old.checkpoints.get(cid), cp), cp.version))
