@@ -26,16 +26,29 @@ async def spent_since(conn: AsyncConnection, user_id: uuid.UUID,
     `completed_at`. The index of a user's tasks by `completed_at` finds both kinds (migration
     0013), so a check costs what the user's day holds, not every attempt they ever ran.
     """
-    usage = attempts.c.usage
     day = sa.union_all(
         sa.select(tasks.c.id).where(tasks.c.user_id == user_id, tasks.c.completed_at.is_(None)),
         sa.select(tasks.c.id).where(tasks.c.user_id == user_id, tasks.c.completed_at >= since))
-    q = (sa.select(sa.func.coalesce(sa.func.sum(usage["input_tokens"].as_integer()), 0),
-                   sa.func.coalesce(sa.func.sum(usage["output_tokens"].as_integer()), 0),
-                   sa.func.coalesce(sa.func.sum(usage["cost_usd"].as_float()), 0.0))
-         .where(attempts.c.task_id.in_(day), attempts.c.finished_at >= since))
+    if conn.dialect.name == "postgresql":
+        # Each of the day's tasks' attempts through their task's index: joined by `IN`, the
+        # planner could take the day's share of all attempts for large and read every one.
+        found = day.subquery("day")
+        spent = (sa.select(attempts.c.usage)
+                 .where(attempts.c.task_id == found.c.id, attempts.c.finished_at >= since)
+                 .lateral("spent"))
+        q = _sums(spent.c.usage).select_from(found.join(spent, sa.true()))
+    else:
+        q = _sums(attempts.c.usage).where(attempts.c.task_id.in_(day),
+                                          attempts.c.finished_at >= since)
     row = (await conn.execute(q)).one()
     return int(row[0]) + int(row[1]), float(row[2])
+
+
+def _sums(usage: Any) -> sa.Select[Any]:
+    """The sums of input tokens, output tokens and dollars over the `usage` JSON column."""
+    return sa.select(sa.func.coalesce(sa.func.sum(usage["input_tokens"].as_integer()), 0),
+                     sa.func.coalesce(sa.func.sum(usage["output_tokens"].as_integer()), 0),
+                     sa.func.coalesce(sa.func.sum(usage["cost_usd"].as_float()), 0.0))
 
 
 async def set_limits(conn: AsyncConnection, user_id: uuid.UUID,
