@@ -6,12 +6,13 @@ import uuid
 from typing import Any
 
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from shoal.states import LIVE_ATTEMPT_VALUES
 from shoal.store import queries
-from shoal.store.db import Database
+from shoal.store.db import Database, alembic_config
 from shoal.store.models import Base
 
 
@@ -112,3 +113,47 @@ async def test_live_attempts_have_an_index_of_their_own(db: Database) -> None:
             plan = (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql,
                                                tuple(LIVE_ATTEMPT_VALUES))).all()
             assert "ix_attempts_live" not in str(plan), plan
+
+
+async def test_checkpoints_made_before_migration_0014_take_their_tasks_user(
+        database_url: str) -> None:
+    """A checkpoint stored before its rows named a user gets its task's user from migration
+    0014, so the user's checkpoint list, read by that column, still shows it."""
+    db = Database.connect(database_url)
+    try:
+        def upgrade_to(target: str) -> Any:
+            def run(sync_conn: sa.Connection) -> None:
+                cfg = alembic_config()
+                cfg.attributes["connection"] = sync_conn
+                command.upgrade(cfg, target)
+            return run
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade_to("0013"))
+        user, task, point = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        async with db.engine.begin() as conn:
+            await conn.execute(sa.text(
+                "INSERT INTO users (id, username, password_hash, is_admin, created_at) "
+                "VALUES (:id, 'alice', 'x', false, '2026-01-01 00:00:00')"), {"id": _key(db, user)})
+            await conn.execute(sa.text(
+                "INSERT INTO tasks (id, user_id, description, workflow, status, progress, "
+                "checkpoint_frequency, privacy_level, tool_preferences, metadata, input_tokens, "
+                "output_tokens, cost_usd, created_at, updated_at, version) VALUES (:id, :user, "
+                "'t', 'dag', 'checkpoint', 0, 'low', 'normal', '[]', '{}', 0, 0, 0, "
+                "'2026-01-01 00:00:00', '2026-01-01 00:00:00', 1)"),
+                {"id": _key(db, task), "user": _key(db, user)})
+            await conn.execute(sa.text(
+                "INSERT INTO checkpoints (id, task_id, reason, status, data, created_at, "
+                "version) VALUES (:id, :task, 'approval_request', 'pending_review', '{}', "
+                "'2026-01-01 00:00:00', 1)"), {"id": _key(db, point), "task": _key(db, task)})
+        await db.migrate()
+        async with db.connection() as conn:
+            rows, total = await queries.list_checkpoints(
+                conn, user_id=user, task_id=None, status=None, limit=20, offset=0)
+        assert (total, [r.id for r in rows]) == (1, [point])
+    finally:
+        await db.dispose()
+
+
+def _key(db: Database, value: uuid.UUID) -> str:
+    """`value` as the database stores a UUID: 32 hex digits on SQLite, the text on PostgreSQL."""
+    return str(value) if db.is_postgres else value.hex

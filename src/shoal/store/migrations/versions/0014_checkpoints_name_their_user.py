@@ -5,8 +5,9 @@ Revises: 0013
 Create Date: 2026-12-02 16:15:00.000000
 
 A user's checkpoint list (`GET /api/v1/checkpoints`) found their checkpoints through their
-tasks: every task the user ever made, then each one's checkpoints, for a page of 20 (39 ms at
-50,000 tasks on SQLite, on the event loop; issue 37, thirty-fifth round). A checkpoint now
+tasks: every task the user ever made, then each one's checkpoints, for a page of 20 (20 to 39
+ms at 50,000 tasks on SQLite, by the index the planner took, on the event loop; issue 37,
+thirty-fifth round; ADR 0058). A checkpoint now
 carries its task's `user_id`, written with it, and `ix_checkpoints_user_id_created_at` holds a
 user's checkpoints in the list's order. The rows already there take their task's user.
 """
